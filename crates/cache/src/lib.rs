@@ -1,0 +1,1 @@
+//! kubesched-cache (under construction).

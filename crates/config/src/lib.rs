@@ -1,0 +1,1 @@
+//! kubesched-config (under construction).

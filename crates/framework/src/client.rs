@@ -1,0 +1,123 @@
+//! `ClusterClient`: everything the scheduler writes to the cluster. Implemented by the
+//! kube-rs backend (crates/cluster) and the in-memory backend (crates/sim).
+
+use async_trait::async_trait;
+use kubesched_model::PodInfo;
+
+/// Why a write to the cluster failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The object changed or is already in the requested state (HTTP 409).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The object does not exist (HTTP 404).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Any other failure.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A reference to the object an event is about.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ObjectRef {
+    /// `Pod`, `Node`, ...
+    pub kind: String,
+    /// Namespace ("" for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+impl ObjectRef {
+    /// A reference to a pod.
+    pub fn pod(pod: &PodInfo) -> Self {
+        Self {
+            kind: "Pod".into(),
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        }
+    }
+}
+
+/// `Normal` or `Warning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum EventType {
+    /// Informational.
+    Normal,
+    /// Something went wrong.
+    Warning,
+}
+
+/// An events.k8s.io/v1 event as the scheduler records it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Event {
+    /// What it is about.
+    pub regarding: ObjectRef,
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// `Scheduled`, `FailedScheduling`, `Preempted`.
+    pub reason: String,
+    /// `Binding`, `Scheduling`, `Preempting`.
+    pub action: String,
+    /// The human-readable message.
+    pub note: String,
+}
+
+/// The `PodScheduled` condition the scheduler sets on a pod.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PodScheduledCondition {
+    /// `True` or `False`.
+    pub status: String,
+    /// `Unschedulable`, `SchedulingGated`, `SchedulerError`.
+    pub reason: String,
+    /// The message, e.g. `0/3 nodes are available: ...`.
+    pub message: String,
+}
+
+/// A change to a pod's status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PodStatusUpdate {
+    /// The condition to set, if any.
+    pub condition: Option<PodScheduledCondition>,
+    /// Some(Some(node)) sets `nominatedNodeName`, Some(None) clears it.
+    pub nominated_node_name: Option<Option<String>>,
+}
+
+/// The scheduler's only way to change the cluster.
+#[async_trait]
+pub trait ClusterClient: Send + Sync {
+    /// Binds the pod to the node (the `binding` subresource).
+    async fn bind(&self, pod: &PodInfo, node_name: &str) -> Result<(), ClientError>;
+    /// Deletes a pod (a preemption victim).
+    async fn delete_pod(&self, pod: &PodInfo) -> Result<(), ClientError>;
+    /// Patches the pod's status.
+    async fn update_pod_status(
+        &self,
+        pod: &PodInfo,
+        update: &PodStatusUpdate,
+    ) -> Result<(), ClientError>;
+    /// Records an event; never blocks, never fails the caller.
+    fn record_event(&self, event: Event);
+}
+
+/// A client that accepts every write and remembers nothing: for tests and dry runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopClient;
+
+#[async_trait]
+impl ClusterClient for NoopClient {
+    async fn bind(&self, _: &PodInfo, _: &str) -> Result<(), ClientError> {
+        Ok(())
+    }
+    async fn delete_pod(&self, _: &PodInfo) -> Result<(), ClientError> {
+        Ok(())
+    }
+    async fn update_pod_status(&self, _: &PodInfo, _: &PodStatusUpdate) -> Result<(), ClientError> {
+        Ok(())
+    }
+    fn record_event(&self, _: Event) {}
+}

@@ -1,0 +1,303 @@
+//! Cluster events and queueing hints: how the queue learns which changes can make a
+//! rejected pod schedulable.
+
+use std::fmt;
+use std::sync::Arc;
+
+use kubesched_model::{Node, PodInfo};
+
+/// The kind of object an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum EventResource {
+    /// Any pod (assigned or not).
+    Pod,
+    /// A pod bound to a node.
+    AssignedPod,
+    /// A pod not yet bound.
+    UnscheduledPod,
+    /// A node.
+    Node,
+    /// A PersistentVolume.
+    PersistentVolume,
+    /// A PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// A CSINode.
+    CSINode,
+    /// A CSIDriver.
+    CSIDriver,
+    /// A CSIStorageCapacity.
+    CSIStorageCapacity,
+    /// A StorageClass.
+    StorageClass,
+    /// A Namespace.
+    Namespace,
+    /// A Service, ReplicaSet, StatefulSet or ReplicationController (spreading owners).
+    Workload,
+    /// Matches every resource.
+    WildCard,
+}
+
+impl EventResource {
+    /// The name used in event labels.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Pod => "Pod",
+            Self::AssignedPod => "AssignedPod",
+            Self::UnscheduledPod => "UnscheduledPod",
+            Self::Node => "Node",
+            Self::PersistentVolume => "PersistentVolume",
+            Self::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Self::CSINode => "CSINode",
+            Self::CSIDriver => "CSIDriver",
+            Self::CSIStorageCapacity => "CSIStorageCapacity",
+            Self::StorageClass => "StorageClass",
+            Self::Namespace => "Namespace",
+            Self::Workload => "Workload",
+            Self::WildCard => "*",
+        }
+    }
+
+    /// Whether a registration for `self` covers an event about `other`.
+    pub fn covers(&self, other: EventResource) -> bool {
+        *self == other
+            || *self == Self::WildCard
+            || (*self == Self::Pod && matches!(other, Self::AssignedPod | Self::UnscheduledPod))
+    }
+}
+
+/// What happened, as a bit set so a registration can name several actions.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct ActionType(pub u32);
+
+impl ActionType {
+    /// Created.
+    pub const ADD: Self = Self(1);
+    /// Deleted.
+    pub const DELETE: Self = Self(1 << 1);
+    /// A node's allocatable changed.
+    pub const UPDATE_NODE_ALLOCATABLE: Self = Self(1 << 2);
+    /// A node's labels changed.
+    pub const UPDATE_NODE_LABEL: Self = Self(1 << 3);
+    /// A node's taints (or unschedulable flag) changed.
+    pub const UPDATE_NODE_TAINT: Self = Self(1 << 4);
+    /// A node's conditions changed.
+    pub const UPDATE_NODE_CONDITION: Self = Self(1 << 5);
+    /// A node's annotations changed.
+    pub const UPDATE_NODE_ANNOTATION: Self = Self(1 << 6);
+    /// A pod's labels changed.
+    pub const UPDATE_POD_LABEL: Self = Self(1 << 7);
+    /// A pod's requests went down.
+    pub const UPDATE_POD_SCALE_DOWN: Self = Self(1 << 8);
+    /// A pod's tolerations changed.
+    pub const UPDATE_POD_TOLERATION: Self = Self(1 << 9);
+    /// A pod's last scheduling gate was removed.
+    pub const UPDATE_POD_SCHEDULING_GATES_ELIMINATED: Self = Self(1 << 10);
+    /// Any other update.
+    pub const UPDATE_OTHER: Self = Self(1 << 11);
+    /// Every kind of update.
+    pub const UPDATE: Self = Self(((1 << 12) - 1) & !0b11);
+    /// Everything.
+    pub const ALL: Self = Self((1 << 12) - 1);
+
+    /// Whether any bit is shared.
+    pub fn intersects(&self, other: ActionType) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// The union.
+    pub fn union(self, other: ActionType) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether no bit is set.
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    const NAMES: [(ActionType, &'static str); 12] = [
+        (Self::ADD, "Add"),
+        (Self::DELETE, "Delete"),
+        (Self::UPDATE_NODE_ALLOCATABLE, "UpdateNodeAllocatable"),
+        (Self::UPDATE_NODE_LABEL, "UpdateNodeLabel"),
+        (Self::UPDATE_NODE_TAINT, "UpdateNodeTaint"),
+        (Self::UPDATE_NODE_CONDITION, "UpdateNodeCondition"),
+        (Self::UPDATE_NODE_ANNOTATION, "UpdateNodeAnnotation"),
+        (Self::UPDATE_POD_LABEL, "UpdatePodLabel"),
+        (Self::UPDATE_POD_SCALE_DOWN, "UpdatePodScaleDown"),
+        (Self::UPDATE_POD_TOLERATION, "UpdatePodToleration"),
+        (Self::UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "UpdatePodSchedulingGatesEliminated"),
+        (Self::UPDATE_OTHER, "Update"),
+    ];
+}
+
+impl fmt::Debug for ActionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for ActionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Self::ALL {
+            return f.write_str("*");
+        }
+        if *self == Self::UPDATE {
+            return f.write_str("Update");
+        }
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .filter(|(a, _)| self.intersects(*a))
+            .map(|(_, n)| *n)
+            .collect();
+        f.write_str(&names.join("|"))
+    }
+}
+
+/// A change in the cluster: which resource, what action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct ClusterEvent {
+    /// The object kind.
+    pub resource: EventResource,
+    /// The action(s).
+    pub action: ActionType,
+}
+
+impl ClusterEvent {
+    /// An event.
+    pub const fn new(resource: EventResource, action: ActionType) -> Self {
+        Self { resource, action }
+    }
+
+    /// Whether a registration (`self`) covers an event that happened.
+    pub fn covers(&self, happened: &ClusterEvent) -> bool {
+        self.resource.covers(happened.resource) && self.action.intersects(happened.action)
+    }
+
+    /// The label used in metrics and logs, e.g. `NodeAdd`.
+    pub fn label(&self) -> String {
+        format!("{}{}", self.resource.as_str(), self.action)
+    }
+}
+
+/// Queue-internal events that are not cluster changes.
+pub mod internal {
+    /// A pod stayed in unschedulablePods longer than the maximum.
+    pub const UNSCHEDULABLE_TIMEOUT: &str = "UnschedulableTimeout";
+    /// A pod finished its backoff.
+    pub const BACKOFF_COMPLETE: &str = "BackoffComplete";
+    /// A pod was activated by a plugin.
+    pub const FORCE_ACTIVATE: &str = "ForceActivate";
+    /// A pod entered the queue for the first time.
+    pub const POD_ADD: &str = "PodAdd";
+    /// A pending pod was updated.
+    pub const POD_UPDATE: &str = "PodUpdate";
+    /// A scheduling attempt failed.
+    pub const SCHEDULE_ATTEMPT_FAILURE: &str = "ScheduleAttemptFailure";
+}
+
+/// The objects of an event, as queueing hints see them.
+#[derive(Debug, Clone)]
+pub enum EventObject {
+    /// A pod.
+    Pod(Arc<PodInfo>),
+    /// A node.
+    Node(Arc<Node>),
+    /// Another kind; hints read it from the object store if they need it.
+    Other,
+}
+
+impl EventObject {
+    /// The pod, if this is one.
+    pub fn as_pod(&self) -> Option<&Arc<PodInfo>> {
+        match self {
+            Self::Pod(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The node, if this is one.
+    pub fn as_node(&self) -> Option<&Arc<Node>> {
+        match self {
+            Self::Node(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// A queueing hint's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum QueueingHint {
+    /// The event cannot make the pod schedulable.
+    Skip,
+    /// The event may make the pod schedulable: retry it.
+    Queue,
+}
+
+/// A hint function: given the pod that was rejected and the event's old and new objects,
+/// may the event make the pod schedulable? An `Err` is treated as Queue.
+pub type QueueingHintFn = Arc<
+    dyn Fn(&PodInfo, Option<&EventObject>, Option<&EventObject>) -> Result<QueueingHint, String>
+        + Send
+        + Sync,
+>;
+
+/// An event a plugin registers, with an optional hint (no hint means always Queue).
+#[derive(Clone)]
+pub struct ClusterEventWithHint {
+    /// The event.
+    pub event: ClusterEvent,
+    /// The hint.
+    pub hint: Option<QueueingHintFn>,
+}
+
+impl fmt::Debug for ClusterEventWithHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterEventWithHint")
+            .field("event", &self.event)
+            .field("hint", &self.hint.is_some())
+            .finish()
+    }
+}
+
+impl ClusterEventWithHint {
+    /// An event without a hint.
+    pub fn new(resource: EventResource, action: ActionType) -> Self {
+        Self {
+            event: ClusterEvent::new(resource, action),
+            hint: None,
+        }
+    }
+
+    /// An event with a hint.
+    pub fn with_hint(
+        resource: EventResource,
+        action: ActionType,
+        hint: impl Fn(&PodInfo, Option<&EventObject>, Option<&EventObject>) -> Result<QueueingHint, String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            event: ClusterEvent::new(resource, action),
+            hint: Some(Arc::new(hint)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coverage() {
+        let reg = ClusterEvent::new(EventResource::Node, ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT));
+        assert!(reg.covers(&ClusterEvent::new(EventResource::Node, ActionType::ADD)));
+        assert!(!reg.covers(&ClusterEvent::new(EventResource::Node, ActionType::UPDATE_NODE_LABEL)));
+        assert!(!reg.covers(&ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD)));
+        let pods = ClusterEvent::new(EventResource::Pod, ActionType::DELETE);
+        assert!(pods.covers(&ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE)));
+        assert_eq!(ClusterEvent::new(EventResource::Node, ActionType::ADD).label(), "NodeAdd");
+        assert!(ActionType::UPDATE.intersects(ActionType::UPDATE_NODE_TAINT));
+        assert!(!ActionType::UPDATE.intersects(ActionType::ADD));
+    }
+}

@@ -1,0 +1,188 @@
+//! `Handle`: what a plugin may reach besides its arguments.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::clock::{Clock, RealClock};
+use crate::client::{ClusterClient, NoopClient};
+use crate::nominator::Nominator;
+use crate::objects::ObjectStore;
+use crate::parallel::Parallelizer;
+use crate::snapshot::Snapshot;
+use crate::waiting::WaitingPods;
+
+/// Moves pods back to the active queue (e.g. after a plugin frees what they waited for).
+pub trait PodActivator: Send + Sync {
+    /// Activates the pods with these UIDs, if they are waiting in the queue.
+    fn activate(&self, uids: &[String]);
+}
+
+struct HandleInner {
+    snapshot: RwLock<Arc<Snapshot>>,
+    client: Arc<dyn ClusterClient>,
+    objects: Arc<ObjectStore>,
+    nominator: Arc<Nominator>,
+    waiting_pods: Arc<WaitingPods>,
+    parallelizer: Parallelizer,
+    clock: Arc<dyn Clock>,
+    activator: RwLock<Option<Arc<dyn PodActivator>>>,
+}
+
+/// Shared access to the cluster view and the scheduler's services. Cheap to clone.
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<HandleInner>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("nodes", &self.snapshot().num_nodes())
+            .field("parallelizer", &self.inner.parallelizer)
+            .finish()
+    }
+}
+
+impl Default for Handle {
+    fn default() -> Self {
+        HandleBuilder::default().build()
+    }
+}
+
+impl Handle {
+    /// A builder with test-friendly defaults (no-op client, empty stores, parallelism 1).
+    pub fn builder() -> HandleBuilder {
+        HandleBuilder::default()
+    }
+
+    /// The snapshot of the current scheduling cycle.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.snapshot.read().clone()
+    }
+
+    /// Installs the snapshot of a new cycle (the scheduler calls this).
+    pub fn set_snapshot(&self, snapshot: Arc<Snapshot>) {
+        *self.inner.snapshot.write() = snapshot;
+    }
+
+    /// The cluster client.
+    pub fn client(&self) -> &Arc<dyn ClusterClient> {
+        &self.inner.client
+    }
+
+    /// Objects other than nodes and pods.
+    pub fn objects(&self) -> &Arc<ObjectStore> {
+        &self.inner.objects
+    }
+
+    /// Nominated pods.
+    pub fn nominator(&self) -> &Arc<Nominator> {
+        &self.inner.nominator
+    }
+
+    /// Pods waiting at Permit.
+    pub fn waiting_pods(&self) -> &Arc<WaitingPods> {
+        &self.inner.waiting_pods
+    }
+
+    /// The parallelizer.
+    pub fn parallelizer(&self) -> &Parallelizer {
+        &self.inner.parallelizer
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// Sets who activates pods (the queue, once it exists).
+    pub fn set_activator(&self, activator: Arc<dyn PodActivator>) {
+        *self.inner.activator.write() = Some(activator);
+    }
+
+    /// Moves pods back to the active queue.
+    pub fn activate(&self, uids: &[String]) {
+        if let Some(a) = self.inner.activator.read().as_ref() {
+            a.activate(uids);
+        }
+    }
+}
+
+/// Builds a [`Handle`].
+pub struct HandleBuilder {
+    snapshot: Arc<Snapshot>,
+    client: Arc<dyn ClusterClient>,
+    objects: Arc<ObjectStore>,
+    nominator: Arc<Nominator>,
+    waiting_pods: Arc<WaitingPods>,
+    parallelism: usize,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for HandleBuilder {
+    fn default() -> Self {
+        Self {
+            snapshot: Arc::new(Snapshot::default()),
+            client: Arc::new(NoopClient),
+            objects: Arc::new(ObjectStore::default()),
+            nominator: Arc::new(Nominator::new()),
+            waiting_pods: Arc::new(WaitingPods::default()),
+            parallelism: 1,
+            clock: Arc::new(RealClock),
+        }
+    }
+}
+
+impl HandleBuilder {
+    /// The initial snapshot.
+    pub fn snapshot(mut self, snapshot: Arc<Snapshot>) -> Self {
+        self.snapshot = snapshot;
+        self
+    }
+    /// The cluster client.
+    pub fn client(mut self, client: Arc<dyn ClusterClient>) -> Self {
+        self.client = client;
+        self
+    }
+    /// The object store.
+    pub fn objects(mut self, objects: Arc<ObjectStore>) -> Self {
+        self.objects = objects;
+        self
+    }
+    /// The nominator.
+    pub fn nominator(mut self, nominator: Arc<Nominator>) -> Self {
+        self.nominator = nominator;
+        self
+    }
+    /// The waiting pods.
+    pub fn waiting_pods(mut self, waiting_pods: Arc<WaitingPods>) -> Self {
+        self.waiting_pods = waiting_pods;
+        self
+    }
+    /// How many threads per-node work may use.
+    pub fn parallelism(mut self, parallelism: usize) -> Self {
+        self.parallelism = parallelism;
+        self
+    }
+    /// The clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// The handle.
+    pub fn build(self) -> Handle {
+        Handle {
+            inner: Arc::new(HandleInner {
+                snapshot: RwLock::new(self.snapshot),
+                client: self.client,
+                objects: self.objects,
+                nominator: self.nominator,
+                waiting_pods: self.waiting_pods,
+                parallelizer: Parallelizer::new(self.parallelism),
+                clock: self.clock,
+                activator: RwLock::new(None),
+            }),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The scheduling framework: the contract every plugin compiles against.
+//!
+//! It owns [`Status`], the plugin traits of each extension point, [`CycleState`], the
+//! [`Handle`] plugins reach the cluster view through, the link-time plugin
+//! [registry], and the [`Framework`] runtime that runs one profile's plugins with
+//! upstream kube-scheduler's semantics. It must not hold scheduling policy of its own
+//! (that lives in plugins) nor talk to an API server directly (that is the
+//! [`ClusterClient`] implementations' job).
+//!
+//! **API boundary:** this crate and `kubesched-model` are what out-of-tree plugins
+//! compile against.
+
+mod client;
+pub mod clock;
+mod cycle_state;
+pub mod events;
+mod handle;
+pub mod metrics;
+mod nominator;
+mod objects;
+mod parallel;
+mod plugin;
+pub mod registry;
+mod runtime;
+mod snapshot;
+mod status;
+mod waiting;
+
+pub use client::{
+    ClientError, ClusterClient, Event, EventType, NoopClient, ObjectRef, PodScheduledCondition,
+    PodStatusUpdate,
+};
+pub use cycle_state::{CycleState, StateData};
+pub use handle::{Handle, HandleBuilder, PodActivator};
+pub use nominator::Nominator;
+pub use objects::{ObjectStore, Store};
+pub use parallel::Parallelizer;
+pub use plugin::*;
+pub use runtime::{
+    Framework, MAX_PERMIT_TIMEOUT, PluginRef, PluginScores, PreFilterOutcome, ProfileSpec,
+    ScoreTable, implemented_points,
+};
+pub use snapshot::Snapshot;
+pub use status::{Code, Status};
+pub use waiting::{WaitingPod, WaitingPods, go_duration};
+
+pub use async_trait::async_trait;
+pub use kubesched_model as model;
+
+/// The API version of KubeSchedulerConfiguration and plugin args.
+pub const CONFIG_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+
+/// A plugin could not be built or a profile could not be assembled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PluginError(pub String);
+
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(all(feature = "inventory", not(feature = "linkme")))]
+    pub use inventory;
+    #[cfg(feature = "linkme")]
+    pub use linkme;
+}

@@ -1,0 +1,86 @@
+//! The nominator: which pods are nominated to run on which node after preemption.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kubesched_model::PodInfo;
+use parking_lot::RwLock;
+
+#[derive(Debug, Default)]
+struct Nominations {
+    by_node: HashMap<String, Vec<Arc<PodInfo>>>,
+    node_of: HashMap<String, String>,
+}
+
+/// Nominated pods by node, shared by the queue (which keeps it in step with pod updates,
+/// deletes and binds) and by plugins (which read it through the handle).
+#[derive(Debug, Default)]
+pub struct Nominator {
+    inner: RwLock<Nominations>,
+}
+
+impl Nominator {
+    /// An empty nominator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Nominates the pod to `node` (or to its `nominatedNodeName` when `node` is None),
+    /// replacing any earlier nomination. A pod already bound is never nominated.
+    pub fn add(&self, pod: Arc<PodInfo>, node: Option<&str>) {
+        let node = node
+            .map(str::to_string)
+            .or_else(|| pod.nominated_node_name.clone());
+        let mut n = self.inner.write();
+        Self::remove_locked(&mut n, &pod.uid);
+        let Some(node) = node.filter(|_| pod.node_name.is_none()) else {
+            return;
+        };
+        n.node_of.insert(pod.uid.clone(), node.clone());
+        n.by_node.entry(node).or_default().push(pod);
+    }
+
+    fn remove_locked(n: &mut Nominations, uid: &str) {
+        if let Some(node) = n.node_of.remove(uid) {
+            if let Some(pods) = n.by_node.get_mut(&node) {
+                pods.retain(|p| p.uid != uid);
+                if pods.is_empty() {
+                    n.by_node.remove(&node);
+                }
+            }
+        }
+    }
+
+    /// Drops the pod's nomination, if any.
+    pub fn remove(&self, uid: &str) {
+        Self::remove_locked(&mut self.inner.write(), uid);
+    }
+
+    /// Updates the pod object of a nominated pod. The nomination is kept unless the new
+    /// object names another node or the pod got bound.
+    pub fn update(&self, pod: Arc<PodInfo>) {
+        let current = self.inner.read().node_of.get(&pod.uid).cloned();
+        let node = pod.nominated_node_name.clone().or(current);
+        self.add(pod, node.as_deref());
+    }
+
+    /// The pods nominated to a node.
+    pub fn pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>> {
+        self.inner
+            .read()
+            .by_node
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The node a pod is nominated to.
+    pub fn node_of(&self, uid: &str) -> Option<String> {
+        self.inner.read().node_of.get(uid).cloned()
+    }
+
+    /// Whether any pod is nominated anywhere.
+    pub fn is_empty(&self) -> bool {
+        self.inner.read().node_of.is_empty()
+    }
+}

@@ -1,0 +1,125 @@
+//! `ObjectStore`: the latest copy of the cluster objects plugins look up besides nodes and
+//! pods (namespaces, services, workloads, storage, disruption budgets). Both backends fill
+//! it from their event streams; plugins only read it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use k8s_openapi::{Metadata, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use parking_lot::RwLock;
+
+/// One kind's objects by `namespace/name` (or `name` for cluster-scoped kinds).
+#[derive(Debug)]
+pub struct Store<K> {
+    items: RwLock<BTreeMap<String, Arc<K>>>,
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Self {
+            items: RwLock::new(BTreeMap::new()),
+        }
+    }
+}
+
+fn key_of(meta: &ObjectMeta) -> String {
+    match &meta.namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
+        _ => meta.name.clone().unwrap_or_default(),
+    }
+}
+
+impl<K: Metadata<Ty = ObjectMeta>> Store<K> {
+    /// Adds or replaces an object.
+    pub fn upsert(&self, obj: K) {
+        let key = key_of(obj.metadata());
+        self.items.write().insert(key, Arc::new(obj));
+    }
+
+    /// Removes an object; returns it if it was there.
+    pub fn remove(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let key = match namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_string(),
+        };
+        self.items.write().remove(&key)
+    }
+
+    /// One object.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let items = self.items.read();
+        match namespace {
+            Some(ns) if !ns.is_empty() => items.get(&format!("{ns}/{name}")).cloned(),
+            _ => items.get(name).cloned(),
+        }
+    }
+
+    /// Every object, sorted by key.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.items.read().values().cloned().collect()
+    }
+
+    /// Every object of a namespace, sorted by name.
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        let prefix = format!("{namespace}/");
+        self.items
+            .read()
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.items.read().len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.read().is_empty()
+    }
+
+    /// Replaces the whole content (after a relist).
+    pub fn replace_all(&self, objs: Vec<K>) {
+        let map = objs
+            .into_iter()
+            .map(|o| (key_of(o.metadata()), Arc::new(o)))
+            .collect();
+        *self.items.write() = map;
+    }
+}
+
+/// The object kinds plugins may read, each in its own store.
+#[derive(Debug, Default)]
+#[allow(missing_docs)]
+pub struct ObjectStore {
+    pub namespaces: Store<Namespace>,
+    pub services: Store<Service>,
+    pub replica_sets: Store<ReplicaSet>,
+    pub stateful_sets: Store<StatefulSet>,
+    pub replication_controllers: Store<ReplicationController>,
+    pub persistent_volumes: Store<PersistentVolume>,
+    pub persistent_volume_claims: Store<PersistentVolumeClaim>,
+    pub storage_classes: Store<StorageClass>,
+    pub csi_nodes: Store<CSINode>,
+    pub csi_drivers: Store<CSIDriver>,
+    pub csi_storage_capacities: Store<CSIStorageCapacity>,
+    pub pod_disruption_budgets: Store<PodDisruptionBudget>,
+}
+
+impl ObjectStore {
+    /// The labels of a namespace (empty when unknown).
+    pub fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.namespaces
+            .get(None, namespace)
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default()
+    }
+}

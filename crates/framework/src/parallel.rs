@@ -1,0 +1,77 @@
+//! The parallelizer: runs per-node work on a bounded pool, as upstream's parallelism does.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+/// Runs closures over index ranges on a pool of `parallelism` threads (capped by the
+/// machine's cores), or inline for small inputs where threads cost more than they save.
+#[derive(Clone)]
+pub struct Parallelizer {
+    pool: Option<Arc<rayon::ThreadPool>>,
+    parallelism: usize,
+}
+
+impl std::fmt::Debug for Parallelizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parallelizer")
+            .field("parallelism", &self.parallelism)
+            .finish()
+    }
+}
+
+/// Below this many items work runs on the calling thread.
+const MIN_PARALLEL_ITEMS: usize = 256;
+
+impl Parallelizer {
+    /// A parallelizer with `parallelism` workers (1 runs everything inline).
+    pub fn new(parallelism: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = parallelism.clamp(1, cores.max(1));
+        let pool = (threads > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("kubesched-worker-{i}"))
+                    .build()
+                    .ok()
+                    .map(Arc::new)
+            })
+            .flatten();
+        Self { pool, parallelism }
+    }
+
+    /// The configured parallelism.
+    pub fn parallelism(&self) -> usize {
+        self.parallelism
+    }
+
+    /// `f(i)` for every `i < n`, results in index order.
+    pub fn map<T: Send>(&self, n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+        match &self.pool {
+            Some(pool) if n >= MIN_PARALLEL_ITEMS => {
+                pool.install(|| (0..n).into_par_iter().with_min_len(64).map(&f).collect())
+            }
+            _ => (0..n).map(f).collect(),
+        }
+    }
+
+    /// Runs a closure on the pool (so nested parallel iterators use it).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
+    }
+
+    /// Whether work is spread over threads at all.
+    pub fn is_parallel(&self) -> bool {
+        self.pool.is_some()
+    }
+}
+
+impl Default for Parallelizer {
+    fn default() -> Self {
+        Self::new(1)
+    }
+}

@@ -1,0 +1,398 @@
+//! The link-time plugin registry.
+//!
+//! Each plugin crate calls [`register_plugin!`](crate::register_plugin) once. The macro
+//! places a [`PluginDescriptor`] in a link-time collection; [`plugins`] reads it. Two
+//! backends exist, chosen by this crate's features: `inventory` (default; a constructor
+//! runs before `main`) and `linkme` (a linker section, nothing runs before `main`). When
+//! both are on, `linkme` is used, so Cargo's feature unification can never break a build.
+//! A crate is only linked when some source line names it: the binary's `plugins.rs` does
+//! that, one `use … as _;` per enabled plugin feature.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{ExtensionPoint, Handle, Plugin};
+
+#[cfg(not(any(feature = "inventory", feature = "linkme")))]
+compile_error!(
+    "kubesched-framework needs a registry backend: enable its `inventory` (default) or `linkme` feature"
+);
+
+/// A plugin's typed arguments (`pluginConfig[].args`).
+pub trait PluginArgs:
+    DeserializeOwned + Serialize + Default + Clone + Send + Sync + 'static
+{
+    /// The `kind` of the args object, e.g. `NodeResourcesFitArgs`.
+    const KIND: &'static str;
+
+    /// Checks values the type system cannot (ranges, non-empty lists).
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Why a plugin's args were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ArgsError {
+    /// What is wrong, with the field when known.
+    pub message: String,
+}
+
+/// Decoded args, ready for the factory, with their effective JSON form (defaults filled in).
+#[derive(Clone)]
+pub struct DecodedArgs {
+    value: Option<Arc<dyn Any + Send + Sync>>,
+    /// The args as they take effect, for `config defaults` and `/configz`.
+    pub effective: Option<serde_json::Value>,
+}
+
+impl std::fmt::Debug for DecodedArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodedArgs")
+            .field("effective", &self.effective)
+            .finish()
+    }
+}
+
+impl DecodedArgs {
+    /// No args.
+    pub fn none() -> Self {
+        Self {
+            value: None,
+            effective: None,
+        }
+    }
+
+    /// The typed args.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.value.as_ref().and_then(|v| v.downcast_ref())
+    }
+}
+
+/// How a plugin's args are decoded, and what their defaults are.
+#[derive(Clone, Copy)]
+pub struct ArgsCodec {
+    /// The args kind, None for plugins without args.
+    pub kind: Option<&'static str>,
+    /// Decodes raw args (None: defaults). `apiVersion` and `kind` keys are ignored.
+    pub decode: fn(Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsError>,
+}
+
+impl ArgsCodec {
+    /// The codec of a plugin without args: any non-empty args object is refused.
+    pub const fn none() -> Self {
+        Self {
+            kind: None,
+            decode: decode_none,
+        }
+    }
+
+    /// The codec of args type `T`.
+    pub const fn of<T: PluginArgs>() -> Self {
+        Self {
+            kind: Some(T::KIND),
+            decode: decode_typed::<T>,
+        }
+    }
+}
+
+fn strip_type_meta(value: Option<&serde_json::Value>) -> serde_json::Value {
+    let mut v = value
+        .cloned()
+        .unwrap_or_else(|| serde_json::Value::Object(Default::default()));
+    if let Some(map) = v.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    if v.is_null() {
+        v = serde_json::Value::Object(Default::default());
+    }
+    v
+}
+
+fn decode_none(value: Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsError> {
+    let v = strip_type_meta(value);
+    match v.as_object() {
+        Some(m) if m.is_empty() => Ok(DecodedArgs::none()),
+        _ => Err(ArgsError {
+            message: "this plugin takes no args".into(),
+        }),
+    }
+}
+
+fn decode_typed<T: PluginArgs>(value: Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsError> {
+    let v = strip_type_meta(value);
+    let args: T = serde_json::from_value(v).map_err(|e| ArgsError {
+        message: format!("decoding {}: {e}", T::KIND),
+    })?;
+    args.validate().map_err(|e| ArgsError {
+        message: format!("invalid {}: {e}", T::KIND),
+    })?;
+    let mut effective = serde_json::to_value(&args).map_err(|e| ArgsError {
+        message: format!("encoding {}: {e}", T::KIND),
+    })?;
+    if let Some(m) = effective.as_object_mut() {
+        m.insert(
+            "kind".into(),
+            serde_json::Value::String(T::KIND.to_string()),
+        );
+        m.insert(
+            "apiVersion".into(),
+            serde_json::Value::String(crate::CONFIG_API_VERSION.to_string()),
+        );
+    }
+    Ok(DecodedArgs {
+        value: Some(Arc::new(args)),
+        effective: Some(effective),
+    })
+}
+
+/// Builds a plugin from decoded args.
+pub type PluginFactory =
+    fn(&DecodedArgs, &Handle) -> Result<Arc<dyn Plugin>, crate::PluginError>;
+
+/// What a plugin crate registers.
+#[derive(Clone, Copy)]
+pub struct PluginDescriptor {
+    /// The plugin's name, e.g. `NodeResourcesFit`.
+    pub name: &'static str,
+    /// The extension points it implements.
+    pub extension_points: &'static [ExtensionPoint],
+    /// Its args codec.
+    pub args: ArgsCodec,
+    /// Its factory.
+    pub factory: PluginFactory,
+    /// The crate that registered it (for duplicate reports).
+    pub crate_name: &'static str,
+}
+
+impl std::fmt::Debug for PluginDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginDescriptor")
+            .field("name", &self.name)
+            .field("extension_points", &self.extension_points)
+            .field("crate", &self.crate_name)
+            .finish()
+    }
+}
+
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+inventory::collect!(PluginDescriptor);
+
+/// The distributed slice the `linkme` backend collects descriptors in.
+#[cfg(feature = "linkme")]
+#[linkme::distributed_slice]
+pub static PLUGINS: [PluginDescriptor];
+
+fn raw() -> Vec<&'static PluginDescriptor> {
+    #[cfg(feature = "linkme")]
+    {
+        PLUGINS.iter().collect()
+    }
+    #[cfg(all(feature = "inventory", not(feature = "linkme")))]
+    {
+        inventory::iter::<PluginDescriptor>.into_iter().collect()
+    }
+}
+
+/// Which backend collected the plugins.
+pub fn backend() -> &'static str {
+    if cfg!(feature = "linkme") {
+        "linkme"
+    } else {
+        "inventory"
+    }
+}
+
+/// Every registered plugin, sorted by name.
+pub fn plugins() -> Vec<&'static PluginDescriptor> {
+    let mut all = raw();
+    all.sort_by(|a, b| a.name.cmp(b.name).then(a.crate_name.cmp(b.crate_name)));
+    all
+}
+
+/// The plugin registered under `name`.
+pub fn find(name: &str) -> Option<&'static PluginDescriptor> {
+    raw().into_iter().find(|d| d.name == name)
+}
+
+/// Names registered more than once, with the crates that registered them.
+pub fn duplicates() -> BTreeMap<&'static str, Vec<&'static str>> {
+    let mut by_name: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
+    for d in raw() {
+        by_name.entry(d.name).or_default().push(d.crate_name);
+    }
+    by_name.retain(|_, crates| crates.len() > 1);
+    by_name
+}
+
+/// Fails when a plugin name was registered twice (called once at start-up).
+pub fn check_unique() -> Result<(), crate::PluginError> {
+    let dups = duplicates();
+    if dups.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = dups
+        .iter()
+        .map(|(n, c)| format!("{n} (registered by {})", c.join(", ")))
+        .collect();
+    Err(crate::PluginError(format!(
+        "plugin names registered more than once: {}",
+        list.join("; ")
+    )))
+}
+
+/// The Cargo feature of the `kubesched` binary that compiles a plugin in:
+/// `plugin-` and the kebab-case of its name (`NodeResourcesFit` → `plugin-node-resources-fit`).
+pub fn feature_for(name: &str) -> String {
+    let mut out = String::from("plugin-");
+    let chars: Vec<char> = name.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let prev_upper = i > 0 && chars[i - 1].is_uppercase();
+            if i > 0 && (prev_lower || (prev_upper && next_lower)) {
+                out.push('-');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(*c);
+        }
+    }
+    out
+}
+
+/// Registers a plugin at link time. Use once per plugin, at the crate's top level:
+///
+/// ```ignore
+/// kubesched_framework::register_plugin! {
+///     name: "NodeName",
+///     extension_points: [Filter, EnqueueExtensions],
+///     factory: NodeName::new,          // fn(&Handle) -> Result<NodeName, PluginError>
+/// }
+/// kubesched_framework::register_plugin! {
+///     name: "NodeResourcesFit",
+///     extension_points: [PreFilter, Filter, Score, EnqueueExtensions],
+///     args: NodeResourcesFitArgs,      // implements PluginArgs
+///     factory: Fit::new,               // fn(&NodeResourcesFitArgs, &Handle) -> Result<Fit, PluginError>
+/// }
+/// ```
+#[cfg(feature = "linkme")]
+#[macro_export]
+macro_rules! register_plugin {
+    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], args: $args:ty, factory: $factory:expr $(,)?) => {
+        const _: () = {
+            fn __kubesched_factory(
+                args: &$crate::registry::DecodedArgs,
+                handle: &$crate::Handle,
+            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
+                let typed = args.get::<$args>().ok_or_else(|| {
+                    $crate::PluginError(format!("{}: args of the wrong type", $name))
+                })?;
+                let plugin = ($factory)(typed, handle)?;
+                Ok(::std::sync::Arc::new(plugin))
+            }
+            #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGINS)]
+            #[linkme(crate = $crate::__private::linkme)]
+            static __KUBESCHED_PLUGIN: $crate::registry::PluginDescriptor =
+                $crate::registry::PluginDescriptor {
+                    name: $name,
+                    extension_points: &[$($crate::ExtensionPoint::$p),*],
+                    args: $crate::registry::ArgsCodec::of::<$args>(),
+                    factory: __kubesched_factory,
+                    crate_name: env!("CARGO_PKG_NAME"),
+                };
+        };
+    };
+    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], factory: $factory:expr $(,)?) => {
+        const _: () = {
+            fn __kubesched_factory(
+                _args: &$crate::registry::DecodedArgs,
+                handle: &$crate::Handle,
+            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
+                let plugin = ($factory)(handle)?;
+                Ok(::std::sync::Arc::new(plugin))
+            }
+            #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGINS)]
+            #[linkme(crate = $crate::__private::linkme)]
+            static __KUBESCHED_PLUGIN: $crate::registry::PluginDescriptor =
+                $crate::registry::PluginDescriptor {
+                    name: $name,
+                    extension_points: &[$($crate::ExtensionPoint::$p),*],
+                    args: $crate::registry::ArgsCodec::none(),
+                    factory: __kubesched_factory,
+                    crate_name: env!("CARGO_PKG_NAME"),
+                };
+        };
+    };
+}
+
+/// Registers a plugin at link time (inventory backend). See the `linkme` variant's docs.
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+#[macro_export]
+macro_rules! register_plugin {
+    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], args: $args:ty, factory: $factory:expr $(,)?) => {
+        const _: () = {
+            fn __kubesched_factory(
+                args: &$crate::registry::DecodedArgs,
+                handle: &$crate::Handle,
+            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
+                let typed = args.get::<$args>().ok_or_else(|| {
+                    $crate::PluginError(format!("{}: args of the wrong type", $name))
+                })?;
+                let plugin = ($factory)(typed, handle)?;
+                Ok(::std::sync::Arc::new(plugin))
+            }
+            $crate::__private::inventory::submit! {
+                $crate::registry::PluginDescriptor {
+                    name: $name,
+                    extension_points: &[$($crate::ExtensionPoint::$p),*],
+                    args: $crate::registry::ArgsCodec::of::<$args>(),
+                    factory: __kubesched_factory,
+                    crate_name: env!("CARGO_PKG_NAME"),
+                }
+            }
+        };
+    };
+    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], factory: $factory:expr $(,)?) => {
+        const _: () = {
+            fn __kubesched_factory(
+                _args: &$crate::registry::DecodedArgs,
+                handle: &$crate::Handle,
+            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
+                let plugin = ($factory)(handle)?;
+                Ok(::std::sync::Arc::new(plugin))
+            }
+            $crate::__private::inventory::submit! {
+                $crate::registry::PluginDescriptor {
+                    name: $name,
+                    extension_points: &[$($crate::ExtensionPoint::$p),*],
+                    args: $crate::registry::ArgsCodec::none(),
+                    factory: __kubesched_factory,
+                    crate_name: env!("CARGO_PKG_NAME"),
+                }
+            }
+        };
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_names() {
+        assert_eq!(feature_for("NodeResourcesFit"), "plugin-node-resources-fit");
+        assert_eq!(feature_for("NodeName"), "plugin-node-name");
+        assert_eq!(feature_for("InterPodAffinity"), "plugin-inter-pod-affinity");
+        assert_eq!(feature_for("HintNode"), "plugin-hint-node");
+        assert_eq!(feature_for("VolumeZone"), "plugin-volume-zone");
+        assert_eq!(feature_for("CSILimits"), "plugin-csi-limits");
+    }
+}

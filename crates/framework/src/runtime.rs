@@ -1,0 +1,980 @@
+//! `Framework`: one profile's plugins, run at each extension point with upstream's rules.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubesched_model::{NodeInfo, PodInfo};
+
+use crate::events::ClusterEventWithHint;
+use crate::metrics::{MetricsSink, NoMetrics};
+use crate::plugin::{MAX_NODE_SCORE, MIN_NODE_SCORE};
+use crate::registry::{self, DecodedArgs};
+use crate::waiting::is_rejection;
+use crate::{
+    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PostFilterResult,
+    PreFilterResult, Status,
+};
+
+/// The longest a Permit plugin may ask a pod to wait.
+pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// Highest total score: guards against overflow when weights are summed.
+pub const MAX_TOTAL_SCORE: i64 = i64::MAX;
+
+/// A plugin enabled at an extension point, with its weight (Score only).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PluginRef {
+    /// The plugin's name.
+    pub name: String,
+    /// The score weight (0 means 1).
+    pub weight: i64,
+}
+
+impl PluginRef {
+    /// A reference with the default weight.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            weight: 0,
+        }
+    }
+
+    /// A reference with a weight.
+    pub fn weighted(name: &str, weight: i64) -> Self {
+        Self {
+            name: name.to_string(),
+            weight,
+        }
+    }
+}
+
+/// A profile fully resolved from configuration: the ordered enabled plugins of each point
+/// (multiPoint already expanded) and each plugin's raw args. The config crate builds it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProfileSpec {
+    /// `schedulerName`.
+    pub scheduler_name: String,
+    /// Enabled plugins per extension point, in order.
+    pub plugins: BTreeMap<ExtensionPoint, Vec<PluginRef>>,
+    /// Raw args per plugin name.
+    pub plugin_args: BTreeMap<String, serde_json::Value>,
+    /// The profile's percentageOfNodesToScore, overriding the global one.
+    pub percentage_of_nodes_to_score: Option<i32>,
+}
+
+impl ProfileSpec {
+    /// The enabled plugins of a point.
+    pub fn at(&self, point: ExtensionPoint) -> &[PluginRef] {
+        self.plugins.get(&point).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every plugin name the profile uses, sorted.
+    pub fn plugin_names(&self) -> BTreeSet<String> {
+        self.plugins
+            .values()
+            .flatten()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+}
+
+/// One plugin's scores over the feasible nodes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PluginScores {
+    /// The plugin.
+    pub plugin: String,
+    /// Its weight.
+    pub weight: i64,
+    /// Scores as the plugin gave them.
+    pub raw: Vec<i64>,
+    /// After NormalizeScore.
+    pub normalized: Vec<i64>,
+}
+
+/// Scores of every Score plugin over the feasible nodes (aligned with the node list).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ScoreTable {
+    /// Per plugin, in profile order.
+    pub plugins: Vec<PluginScores>,
+    /// Σ weight × normalised score, per node.
+    pub totals: Vec<i64>,
+}
+
+/// Outcome of PreFilter.
+#[derive(Debug, Clone)]
+pub struct PreFilterOutcome {
+    /// The merged node narrowing.
+    pub result: Option<PreFilterResult>,
+    /// Success, or the first failure.
+    pub status: Status,
+    /// Plugins that rejected the pod (for queueing).
+    pub unschedulable_plugins: BTreeSet<String>,
+}
+
+type PluginList = Vec<Arc<dyn Plugin>>;
+
+/// One profile's plugins and the rules for running them.
+pub struct Framework {
+    profile_name: String,
+    handle: Handle,
+    metrics: Arc<dyn MetricsSink>,
+    percentage_of_nodes_to_score: Option<i32>,
+    instances: BTreeMap<String, Arc<dyn Plugin>>,
+    effective_args: BTreeMap<String, serde_json::Value>,
+    queue_sort: Option<Arc<dyn Plugin>>,
+    pre_enqueue: PluginList,
+    pre_filter: PluginList,
+    filter: PluginList,
+    post_filter: PluginList,
+    pre_score: PluginList,
+    score: Vec<(Arc<dyn Plugin>, i64)>,
+    reserve: PluginList,
+    permit: PluginList,
+    pre_bind: PluginList,
+    bind: PluginList,
+    post_bind: PluginList,
+    spec: ProfileSpec,
+}
+
+impl std::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Framework")
+            .field("profile", &self.profile_name)
+            .field("plugins", &self.instances.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn implements(p: &dyn Plugin, point: ExtensionPoint) -> bool {
+    match point {
+        ExtensionPoint::QueueSort => p.as_queue_sort().is_some(),
+        ExtensionPoint::PreEnqueue => p.as_pre_enqueue().is_some(),
+        ExtensionPoint::PreFilter => p.as_pre_filter().is_some(),
+        ExtensionPoint::Filter => p.as_filter().is_some(),
+        ExtensionPoint::PostFilter => p.as_post_filter().is_some(),
+        ExtensionPoint::PreScore => p.as_pre_score().is_some(),
+        ExtensionPoint::Score => p.as_score().is_some(),
+        ExtensionPoint::Reserve => p.as_reserve().is_some(),
+        ExtensionPoint::Permit => p.as_permit().is_some(),
+        ExtensionPoint::PreBind => p.as_pre_bind().is_some(),
+        ExtensionPoint::Bind => p.as_bind().is_some(),
+        ExtensionPoint::PostBind => p.as_post_bind().is_some(),
+        ExtensionPoint::EnqueueExtensions => p.as_enqueue_extensions().is_some(),
+    }
+}
+
+/// The extension points a plugin object really implements.
+pub fn implemented_points(p: &dyn Plugin) -> Vec<ExtensionPoint> {
+    [
+        ExtensionPoint::QueueSort,
+        ExtensionPoint::PreEnqueue,
+        ExtensionPoint::PreFilter,
+        ExtensionPoint::Filter,
+        ExtensionPoint::PostFilter,
+        ExtensionPoint::PreScore,
+        ExtensionPoint::Score,
+        ExtensionPoint::Reserve,
+        ExtensionPoint::Permit,
+        ExtensionPoint::PreBind,
+        ExtensionPoint::Bind,
+        ExtensionPoint::PostBind,
+        ExtensionPoint::EnqueueExtensions,
+    ]
+    .into_iter()
+    .filter(|pt| implements(p, *pt))
+    .collect()
+}
+
+impl Framework {
+    /// Instantiates the profile's plugins from the registry.
+    pub fn new(spec: ProfileSpec, handle: Handle) -> Result<Self, PluginError> {
+        Self::with_metrics(spec, handle, Arc::new(NoMetrics))
+    }
+
+    /// Like [`Framework::new`], reporting timings to `metrics`.
+    pub fn with_metrics(
+        spec: ProfileSpec,
+        handle: Handle,
+        metrics: Arc<dyn MetricsSink>,
+    ) -> Result<Self, PluginError> {
+        let mut instances = BTreeMap::new();
+        let mut effective_args = BTreeMap::new();
+        for name in spec.plugin_names() {
+            let desc = registry::find(&name).ok_or_else(|| {
+                PluginError(format!(
+                    "plugin {name:?} is not compiled into this binary (enable the Cargo feature `{}` of kubesched)",
+                    registry::feature_for(&name)
+                ))
+            })?;
+            let args: DecodedArgs = (desc.args.decode)(spec.plugin_args.get(&name))
+                .map_err(|e| PluginError(format!("plugin {name}: {e}")))?;
+            if let Some(eff) = &args.effective {
+                effective_args.insert(name.clone(), eff.clone());
+            }
+            let plugin = (desc.factory)(&args, &handle)
+                .map_err(|e| PluginError(format!("building plugin {name}: {e}")))?;
+            instances.insert(name, plugin);
+        }
+        Self::from_instances(spec, handle, metrics, instances, effective_args)
+    }
+
+    /// Builds a framework from plugin objects made by the caller (tests, harnesses),
+    /// without the registry. Every plugin the spec names must be in `instances`.
+    pub fn from_instances(
+        spec: ProfileSpec,
+        handle: Handle,
+        metrics: Arc<dyn MetricsSink>,
+        instances: BTreeMap<String, Arc<dyn Plugin>>,
+        effective_args: BTreeMap<String, serde_json::Value>,
+    ) -> Result<Self, PluginError> {
+        for name in spec.plugin_names() {
+            if !instances.contains_key(&name) {
+                return Err(PluginError(format!("plugin {name:?} has no instance")));
+            }
+        }
+        let list = |point: ExtensionPoint| -> Result<PluginList, PluginError> {
+            let mut seen = BTreeSet::new();
+            let mut out = Vec::new();
+            for r in spec.at(point) {
+                if !seen.insert(r.name.clone()) {
+                    return Err(PluginError(format!(
+                        "plugin {:?} is enabled twice at {}",
+                        r.name,
+                        point.as_str()
+                    )));
+                }
+                let p = instances[&r.name].clone();
+                if !implements(p.as_ref(), point) {
+                    return Err(PluginError(format!(
+                        "plugin {:?} does not extend {} plugin",
+                        r.name,
+                        point.as_str()
+                    )));
+                }
+                out.push(p);
+            }
+            Ok(out)
+        };
+        let queue_sort_list = list(ExtensionPoint::QueueSort)?;
+        if queue_sort_list.len() > 1 {
+            return Err(PluginError(
+                "only one QueueSort plugin may be enabled in a profile".into(),
+            ));
+        }
+        let mut score = Vec::new();
+        let mut total: i64 = 0;
+        for (p, r) in list(ExtensionPoint::Score)?
+            .into_iter()
+            .zip(spec.at(ExtensionPoint::Score))
+        {
+            if r.weight < 0 {
+                return Err(PluginError(format!(
+                    "score plugin {:?} has a negative weight {}",
+                    r.name, r.weight
+                )));
+            }
+            let w = if r.weight == 0 { 1 } else { r.weight };
+            if w.saturating_mul(MAX_NODE_SCORE) > MAX_TOTAL_SCORE - total {
+                return Err(PluginError("total score of Score plugins could overflow".into()));
+            }
+            total += w * MAX_NODE_SCORE;
+            score.push((p, w));
+        }
+        Ok(Self {
+            profile_name: spec.scheduler_name.clone(),
+            percentage_of_nodes_to_score: spec.percentage_of_nodes_to_score,
+            queue_sort: queue_sort_list.into_iter().next(),
+            pre_enqueue: list(ExtensionPoint::PreEnqueue)?,
+            pre_filter: list(ExtensionPoint::PreFilter)?,
+            filter: list(ExtensionPoint::Filter)?,
+            post_filter: list(ExtensionPoint::PostFilter)?,
+            pre_score: list(ExtensionPoint::PreScore)?,
+            score,
+            reserve: list(ExtensionPoint::Reserve)?,
+            permit: list(ExtensionPoint::Permit)?,
+            pre_bind: list(ExtensionPoint::PreBind)?,
+            bind: list(ExtensionPoint::Bind)?,
+            post_bind: list(ExtensionPoint::PostBind)?,
+            instances,
+            effective_args,
+            handle,
+            metrics,
+            spec,
+        })
+    }
+
+    /// The profile's scheduler name.
+    pub fn profile_name(&self) -> &str {
+        &self.profile_name
+    }
+
+    /// The handle plugins were built with.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// The resolved profile this framework was built from.
+    pub fn spec(&self) -> &ProfileSpec {
+        &self.spec
+    }
+
+    /// The profile's percentageOfNodesToScore, if it sets one.
+    pub fn percentage_of_nodes_to_score(&self) -> Option<i32> {
+        self.percentage_of_nodes_to_score
+    }
+
+    /// Effective args of every plugin that takes args (defaults filled in).
+    pub fn effective_args(&self) -> &BTreeMap<String, serde_json::Value> {
+        &self.effective_args
+    }
+
+    /// A plugin instance by name.
+    pub fn plugin(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
+        self.instances.get(name)
+    }
+
+    /// The enabled plugin names of a point, in order.
+    pub fn plugin_names_at(&self, point: ExtensionPoint) -> Vec<String> {
+        self.spec.at(point).iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// Whether any Filter plugin is enabled.
+    pub fn has_filter_plugins(&self) -> bool {
+        !self.filter.is_empty()
+    }
+
+    /// Whether any PostFilter plugin is enabled.
+    pub fn has_post_filter_plugins(&self) -> bool {
+        !self.post_filter.is_empty()
+    }
+
+    /// Whether any Score plugin is enabled.
+    pub fn has_score_plugins(&self) -> bool {
+        !self.score.is_empty()
+    }
+
+    /// The QueueSort plugin's ordering; None when the profile has none.
+    pub fn queue_sort(&self) -> Option<&Arc<dyn Plugin>> {
+        self.queue_sort.as_ref()
+    }
+
+    /// The PreEnqueue plugins.
+    pub fn pre_enqueue_plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.pre_enqueue
+    }
+
+    /// Cluster events per plugin, as the queue needs them. Plugins that can reject a pod
+    /// but register no events are listed with a wildcard event, so their pods still move.
+    pub fn events_to_register(&self) -> BTreeMap<String, Vec<ClusterEventWithHint>> {
+        let mut out = BTreeMap::new();
+        for (name, p) in &self.instances {
+            let rejects = p.as_pre_enqueue().is_some()
+                || p.as_pre_filter().is_some()
+                || p.as_filter().is_some()
+                || p.as_reserve().is_some()
+                || p.as_permit().is_some()
+                || p.as_pre_bind().is_some();
+            match p.as_enqueue_extensions() {
+                Some(ext) => {
+                    out.insert(name.clone(), ext.events_to_register());
+                }
+                None if rejects => {
+                    out.insert(
+                        name.clone(),
+                        vec![ClusterEventWithHint::new(
+                            crate::events::EventResource::WildCard,
+                            crate::events::ActionType::ALL,
+                        )],
+                    );
+                }
+                None => {}
+            }
+        }
+        out
+    }
+
+    fn timed<R>(
+        &self,
+        record: bool,
+        plugin: &str,
+        point: ExtensionPoint,
+        f: impl FnOnce() -> (R, Code),
+    ) -> R {
+        if record {
+            let start = Instant::now();
+            let (r, code) = f();
+            self.metrics
+                .plugin_duration(plugin, point, code, start.elapsed());
+            r
+        } else {
+            f().0
+        }
+    }
+
+    fn point_done(&self, point: ExtensionPoint, status: &Status, start: Instant) {
+        self.metrics.extension_point_duration(
+            &self.profile_name,
+            point,
+            status.code(),
+            start.elapsed(),
+        );
+    }
+
+    /// PreEnqueue: the first plugin that does not answer Success keeps the pod gated.
+    pub fn run_pre_enqueue_plugins(&self, pod: &PodInfo) -> Status {
+        let start = Instant::now();
+        let mut result = Status::success();
+        for p in &self.pre_enqueue {
+            let Some(pe) = p.as_pre_enqueue() else { continue };
+            let s = pe.pre_enqueue(pod);
+            if !s.is_success() {
+                result = if s.is_rejected() {
+                    s.with_plugin(p.name())
+                } else {
+                    Status::error(format!("running PreEnqueue plugin {:?}: {s}", p.name()))
+                        .with_plugin(p.name())
+                };
+                break;
+            }
+        }
+        self.point_done(ExtensionPoint::PreEnqueue, &result, start);
+        result
+    }
+
+    /// PreFilter: runs every plugin, stopping at the first failure; Skip removes the
+    /// plugin's Filter for this pod; node narrowings are intersected.
+    pub fn run_pre_filter_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> PreFilterOutcome {
+        let start = Instant::now();
+        let mut result: Option<PreFilterResult> = None;
+        let mut narrowing_plugins: Vec<String> = Vec::new();
+        let mut unschedulable_plugins = BTreeSet::new();
+        let mut status = Status::success();
+        for p in &self.pre_filter {
+            let Some(pf) = p.as_pre_filter() else { continue };
+            let (r, s) = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::PreFilter, || {
+                let (r, s) = pf.pre_filter(state, pod, nodes);
+                let code = s.code();
+                ((r, s), code)
+            });
+            if s.is_skip() {
+                state.skip_filter_plugins.insert(p.name().to_string());
+                continue;
+            }
+            if !s.is_success() {
+                if s.is_rejected() {
+                    unschedulable_plugins.insert(p.name().to_string());
+                    status = s.with_plugin(p.name());
+                } else {
+                    status = Status::error(format!("running PreFilter plugin {:?}: {s}", p.name()))
+                        .with_plugin(p.name());
+                }
+                self.point_done(ExtensionPoint::PreFilter, &status, start);
+                return PreFilterOutcome {
+                    result: None,
+                    status,
+                    unschedulable_plugins,
+                };
+            }
+            if let Some(r) = r.filter(|r| !r.all()) {
+                narrowing_plugins.push(p.name().to_string());
+                result = Some(match result {
+                    None => r,
+                    Some(prev) => prev.merge(&r),
+                });
+                if result.as_ref().is_some_and(|r| {
+                    r.node_names.as_ref().is_some_and(|n| n.is_empty())
+                }) {
+                    let msg = if narrowing_plugins.len() == 1 {
+                        format!("node(s) didn't satisfy plugin {}", narrowing_plugins[0])
+                    } else {
+                        format!(
+                            "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                            narrowing_plugins.join(" ")
+                        )
+                    };
+                    unschedulable_plugins.extend(narrowing_plugins.iter().cloned());
+                    status = Status::unresolvable(msg);
+                    self.point_done(ExtensionPoint::PreFilter, &status, start);
+                    return PreFilterOutcome {
+                        result,
+                        status,
+                        unschedulable_plugins,
+                    };
+                }
+            }
+        }
+        self.point_done(ExtensionPoint::PreFilter, &status, start);
+        PreFilterOutcome {
+            result,
+            status,
+            unschedulable_plugins,
+        }
+    }
+
+    /// Filter on one node: the first plugin that does not answer Success decides.
+    pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for p in &self.filter {
+            if !state.skip_filter_plugins.is_empty() && state.skip_filter_plugins.contains(p.name())
+            {
+                continue;
+            }
+            let Some(f) = p.as_filter() else { continue };
+            let s = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::Filter, || {
+                let s = f.filter(state, pod, node);
+                let c = s.code();
+                (s, c)
+            });
+            if !s.is_success() {
+                if !s.is_rejected() {
+                    return Status::error(format!("running {:?} filter plugin: {s}", p.name()))
+                        .with_plugin(p.name());
+                }
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Runs every PreFilter extension's AddPod for a pod added to `node` hypothetically.
+    pub fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        pod_to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        for p in &self.pre_filter {
+            if state.skip_filter_plugins.contains(p.name()) {
+                continue;
+            }
+            let Some(ext) = p.as_pre_filter().and_then(|pf| pf.pre_filter_extensions()) else {
+                continue;
+            };
+            let s = ext.add_pod(state, pod, pod_to_add, node);
+            if !s.is_success() {
+                return Status::error(format!("running AddPod on PreFilter plugin {:?}: {s}", p.name()))
+                    .with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Runs every PreFilter extension's RemovePod for a pod removed from `node`.
+    pub fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        pod_to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        for p in &self.pre_filter {
+            if state.skip_filter_plugins.contains(p.name()) {
+                continue;
+            }
+            let Some(ext) = p.as_pre_filter().and_then(|pf| pf.pre_filter_extensions()) else {
+                continue;
+            };
+            let s = ext.remove_pod(state, pod, pod_to_remove, node);
+            if !s.is_success() {
+                return Status::error(format!(
+                    "running RemovePod on PreFilter plugin {:?}: {s}",
+                    p.name()
+                ))
+                .with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Adds the pods nominated to `node` with priority ≥ the pod's to a copy of the node
+    /// and state. Returns None when there are none.
+    fn with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Result<Option<(CycleState, NodeInfo)>, Status> {
+        let nominator = self.handle.nominator();
+        if nominator.is_empty() {
+            return Ok(None);
+        }
+        let nominated = nominator.pods_for_node(node.name());
+        let relevant: Vec<_> = nominated
+            .into_iter()
+            .filter(|p| p.priority >= pod.priority && p.uid != pod.uid)
+            .collect();
+        if relevant.is_empty() {
+            return Ok(None);
+        }
+        let mut state_out = state.clone();
+        let mut node_out = node.clone();
+        for p in relevant {
+            node_out.add_pod(p.clone());
+            let s = self.run_pre_filter_extension_add_pod(&mut state_out, pod, &p, &node_out);
+            if !s.is_success() {
+                return Err(s);
+            }
+        }
+        Ok(Some((state_out, node_out)))
+    }
+
+    /// Filter with nominated pods taken into account, as upstream does: first with the
+    /// higher-or-equal priority pods nominated to the node added (they must fit too), then,
+    /// if that passed and pods were added, without them (anti-affinity to them must not
+    /// be what lets the pod in).
+    pub fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        let with = match self.with_nominated_pods(state, pod, node) {
+            Ok(w) => w,
+            Err(s) => return s,
+        };
+        match with {
+            None => self.run_filter_plugins(state, pod, node),
+            Some((state2, node2)) => {
+                let s = self.run_filter_plugins(&state2, pod, &node2);
+                if !s.is_success() {
+                    return s;
+                }
+                self.run_filter_plugins(state, pod, node)
+            }
+        }
+    }
+
+    /// PostFilter: the first plugin that succeeds wins; otherwise the reasons of all are
+    /// joined.
+    pub async fn run_post_filter_plugins(
+        &self,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let start = Instant::now();
+        let mut reasons = Vec::new();
+        let mut rejector: Option<String> = None;
+        let mut result = None;
+        for p in &self.post_filter {
+            let Some(pf) = p.as_post_filter() else { continue };
+            let t0 = Instant::now();
+            let (r, s) = pf.post_filter(self, state, pod, statuses).await;
+            if state.record_plugin_metrics {
+                self.metrics
+                    .plugin_duration(p.name(), ExtensionPoint::PostFilter, s.code(), t0.elapsed());
+            }
+            if s.is_success() {
+                self.point_done(ExtensionPoint::PostFilter, &s, start);
+                return (r, s);
+            }
+            if s.code() == Code::UnschedulableAndUnresolvable {
+                let s = s.with_plugin(p.name());
+                self.point_done(ExtensionPoint::PostFilter, &s, start);
+                return (r, s);
+            }
+            if !s.is_rejected() {
+                let s = Status::error(s.message()).with_plugin(p.name());
+                self.point_done(ExtensionPoint::PostFilter, &s, start);
+                return (None, s);
+            }
+            if r.is_some() {
+                result = r;
+            }
+            reasons.extend(s.reasons().iter().cloned());
+            rejector.get_or_insert_with(|| p.name().to_string());
+        }
+        let mut s = Status::new(Code::Unschedulable, reasons);
+        if let Some(r) = rejector {
+            s = s.with_plugin(&r);
+        }
+        self.point_done(ExtensionPoint::PostFilter, &s, start);
+        (result, s)
+    }
+
+    /// PreScore: Skip removes the plugin's Score for this pod.
+    pub fn run_pre_score_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Status {
+        let start = Instant::now();
+        let mut status = Status::success();
+        for p in &self.pre_score {
+            let Some(ps) = p.as_pre_score() else { continue };
+            let s = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::PreScore, || {
+                let s = ps.pre_score(state, pod, nodes);
+                let c = s.code();
+                (s, c)
+            });
+            if s.is_skip() {
+                state.skip_score_plugins.insert(p.name().to_string());
+                continue;
+            }
+            if !s.is_success() {
+                status = Status::error(format!("running PreScore plugin {:?}: {s}", p.name()))
+                    .with_plugin(p.name());
+                break;
+            }
+        }
+        self.point_done(ExtensionPoint::PreScore, &status, start);
+        status
+    }
+
+    /// Score, NormalizeScore and weights over the feasible nodes (in parallel per plugin).
+    pub fn run_score_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Result<ScoreTable, Status> {
+        let start = Instant::now();
+        let out = self.score_inner(state, pod, nodes);
+        let status = match &out {
+            Ok(_) => Status::success(),
+            Err(s) => s.clone(),
+        };
+        self.point_done(ExtensionPoint::Score, &status, start);
+        out
+    }
+
+    fn score_inner(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Result<ScoreTable, Status> {
+        let mut table = ScoreTable {
+            plugins: Vec::with_capacity(self.score.len()),
+            totals: vec![0; nodes.len()],
+        };
+        let par = self.handle.parallelizer();
+        for (p, weight) in &self.score {
+            if state.skip_score_plugins.contains(p.name()) {
+                continue;
+            }
+            let Some(sp) = p.as_score() else { continue };
+            let results = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::Score, || {
+                let r = par.map(nodes.len(), |i| sp.score(state, pod, &nodes[i]));
+                (r, Code::Success)
+            });
+            let mut raw = Vec::with_capacity(nodes.len());
+            for r in results {
+                match r {
+                    Ok(v) => raw.push(v),
+                    Err(s) => {
+                        return Err(Status::error(format!(
+                            "running Score plugin {:?}: {s}",
+                            p.name()
+                        ))
+                        .with_plugin(p.name()));
+                    }
+                }
+            }
+            let mut normalized = raw.clone();
+            if sp.has_normalize_score() {
+                let s = sp.normalize_score(state, pod, nodes, &mut normalized);
+                if !s.is_success() {
+                    return Err(Status::error(format!(
+                        "running Normalize on Score plugin {:?}: {s}",
+                        p.name()
+                    ))
+                    .with_plugin(p.name()));
+                }
+            }
+            for (i, v) in normalized.iter().enumerate() {
+                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(v) {
+                    return Err(Status::error(format!(
+                        "plugin {:?} returns an invalid score {v}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        p.name()
+                    ))
+                    .with_plugin(p.name()));
+                }
+                table.totals[i] += v * weight;
+            }
+            table.plugins.push(PluginScores {
+                plugin: p.name().to_string(),
+                weight: *weight,
+                raw,
+                normalized,
+            });
+        }
+        Ok(table)
+    }
+
+    /// Reserve: stops at the first failure.
+    pub fn run_reserve_plugins_reserve(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node_name: &str,
+    ) -> Status {
+        let start = Instant::now();
+        let mut status = Status::success();
+        for p in &self.reserve {
+            let Some(r) = p.as_reserve() else { continue };
+            let s = r.reserve(state, pod, node_name);
+            if !s.is_success() {
+                status = if s.is_rejected() {
+                    s.with_plugin(p.name())
+                } else {
+                    Status::error(format!("running Reserve plugin {:?}: {s}", p.name()))
+                        .with_plugin(p.name())
+                };
+                break;
+            }
+        }
+        self.point_done(ExtensionPoint::Reserve, &status, start);
+        status
+    }
+
+    /// Unreserve: every Reserve plugin, in reverse order.
+    pub fn run_reserve_plugins_unreserve(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node_name: &str,
+    ) {
+        let start = Instant::now();
+        for p in self.reserve.iter().rev() {
+            if let Some(r) = p.as_reserve() {
+                r.unreserve(state, pod, node_name);
+            }
+        }
+        self.point_done(ExtensionPoint::Reserve, &Status::success(), start);
+    }
+
+    /// Permit: a rejection stops; Waits are collected and the pod is registered as waiting.
+    pub fn run_permit_plugins(
+        &self,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        node_name: &str,
+    ) -> Status {
+        let start = Instant::now();
+        let mut waits: HashMap<String, Duration> = HashMap::new();
+        let mut status = Status::success();
+        for p in &self.permit {
+            let Some(pm) = p.as_permit() else { continue };
+            let (s, timeout) = pm.permit(state, pod, node_name);
+            if s.is_success() {
+                continue;
+            }
+            if s.is_rejected() {
+                status = s.with_plugin(p.name());
+                break;
+            }
+            if s.is_wait() {
+                waits.insert(p.name().to_string(), timeout.min(MAX_PERMIT_TIMEOUT));
+                continue;
+            }
+            status = Status::error(format!("running Permit plugin {:?}: {s}", p.name()))
+                .with_plugin(p.name());
+            break;
+        }
+        if status.is_success() && !waits.is_empty() {
+            self.handle.waiting_pods().add(pod.clone(), waits);
+            status = Status::new(
+                Code::Wait,
+                [format!(
+                    "one or more plugins asked to wait and no plugin rejected pod {:?}",
+                    pod.name
+                )],
+            );
+        }
+        self.point_done(ExtensionPoint::Permit, &status, start);
+        status
+    }
+
+    /// Waits for a pod held at Permit; Success at once when it is not waiting.
+    pub async fn wait_on_permit(&self, pod: &PodInfo) -> Status {
+        let Some(wp) = self.handle.waiting_pods().get(&pod.uid) else {
+            return Status::success();
+        };
+        let s = wp.wait().await;
+        self.handle.waiting_pods().remove(&pod.uid);
+        if s.is_success() {
+            return s;
+        }
+        if is_rejection(s.code()) {
+            return s;
+        }
+        let plugin = s.plugin().unwrap_or_default().to_string();
+        Status::error(format!("error while waiting on permit for pod {:?}: {s}", pod.name))
+            .with_plugin(&plugin)
+    }
+
+    /// PreBind: Skip is fine; anything else but Success stops.
+    pub async fn run_pre_bind_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node_name: &str,
+    ) -> Status {
+        let start = Instant::now();
+        let mut status = Status::success();
+        for p in &self.pre_bind {
+            let Some(pb) = p.as_pre_bind() else { continue };
+            let s = pb.pre_bind(state, pod, node_name).await;
+            if s.is_success() || s.is_skip() {
+                continue;
+            }
+            status = if s.is_rejected() {
+                s.with_plugin(p.name())
+            } else {
+                Status::error(format!("running PreBind plugin {:?}: {s}", p.name()))
+                    .with_plugin(p.name())
+            };
+            break;
+        }
+        self.point_done(ExtensionPoint::PreBind, &status, start);
+        status
+    }
+
+    /// Bind: plugins in order until one does not Skip. Skip from all (or none enabled)
+    /// is returned as Skip.
+    pub async fn run_bind_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node_name: &str,
+    ) -> Status {
+        let start = Instant::now();
+        let mut status = Status::skip();
+        for p in &self.bind {
+            let Some(b) = p.as_bind() else { continue };
+            let s = b.bind(state, pod, node_name).await;
+            if s.is_skip() {
+                continue;
+            }
+            status = if s.is_success() {
+                s
+            } else if s.is_rejected() {
+                s.with_plugin(p.name())
+            } else {
+                Status::error(format!("running Bind plugin {:?}: {s}", p.name()))
+                    .with_plugin(p.name())
+            };
+            break;
+        }
+        self.point_done(ExtensionPoint::Bind, &status, start);
+        status
+    }
+
+    /// PostBind: informational, every plugin.
+    pub fn run_post_bind_plugins(&self, state: &CycleState, pod: &PodInfo, node_name: &str) {
+        let start = Instant::now();
+        for p in &self.post_bind {
+            if let Some(pb) = p.as_post_bind() {
+                pb.post_bind(state, pod, node_name);
+            }
+        }
+        self.point_done(ExtensionPoint::PostBind, &Status::success(), start);
+    }
+}

@@ -1,0 +1,207 @@
+//! `Status`: the outcome of running a plugin, with upstream's codes.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// The outcome code of a plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Code {
+    /// The plugin ran and the pod may go on.
+    Success,
+    /// An internal error: the pod is retried with backoff, no preemption.
+    Error,
+    /// The pod does not fit now; preemption may help.
+    Unschedulable,
+    /// The pod does not fit and preemption cannot help on this node.
+    UnschedulableAndUnresolvable,
+    /// Permit: the pod waits for approval.
+    Wait,
+    /// The plugin has nothing to do for this pod (PreFilter, PreScore, Bind, PreBind).
+    Skip,
+    /// The pod waits for something outside the scheduler; it is retried without backoff.
+    Pending,
+}
+
+impl Code {
+    /// The name used in metrics labels and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Code::Success => "Success",
+            Code::Error => "Error",
+            Code::Unschedulable => "Unschedulable",
+            Code::UnschedulableAndUnresolvable => "UnschedulableAndUnresolvable",
+            Code::Wait => "Wait",
+            Code::Skip => "Skip",
+            Code::Pending => "Pending",
+        }
+    }
+}
+
+/// A plugin's answer: a code, human-readable reasons, the plugin that gave it and, for
+/// errors, the cause.
+#[derive(Clone, PartialEq)]
+pub struct Status {
+    code: Code,
+    reasons: Vec<String>,
+    plugin: Option<String>,
+    cause: Option<Arc<str>>,
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Status");
+        d.field("code", &self.code);
+        if !self.reasons.is_empty() {
+            d.field("reasons", &self.reasons);
+        }
+        if let Some(p) = &self.plugin {
+            d.field("plugin", p);
+        }
+        d.finish()
+    }
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Self::success()
+    }
+}
+
+impl Status {
+    /// A status with a code and reasons.
+    pub fn new(code: Code, reasons: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self {
+            code,
+            reasons: reasons.into_iter().map(Into::into).collect(),
+            plugin: None,
+            cause: None,
+        }
+    }
+
+    /// Success.
+    pub const fn success() -> Self {
+        Self {
+            code: Code::Success,
+            reasons: Vec::new(),
+            plugin: None,
+            cause: None,
+        }
+    }
+
+    /// An internal error with its cause.
+    pub fn error(cause: impl fmt::Display) -> Self {
+        let text = cause.to_string();
+        Self {
+            code: Code::Error,
+            reasons: vec![text.clone()],
+            plugin: None,
+            cause: Some(text.into()),
+        }
+    }
+
+    /// Unschedulable, with one reason.
+    pub fn unschedulable(reason: impl Into<String>) -> Self {
+        Self::new(Code::Unschedulable, [reason.into()])
+    }
+
+    /// UnschedulableAndUnresolvable, with one reason.
+    pub fn unresolvable(reason: impl Into<String>) -> Self {
+        Self::new(Code::UnschedulableAndUnresolvable, [reason.into()])
+    }
+
+    /// Skip.
+    pub const fn skip() -> Self {
+        Self {
+            code: Code::Skip,
+            reasons: Vec::new(),
+            plugin: None,
+            cause: None,
+        }
+    }
+
+    /// Wait (Permit).
+    pub fn wait() -> Self {
+        Self::new(Code::Wait, Vec::<String>::new())
+    }
+
+    /// Pending, with one reason.
+    pub fn pending(reason: impl Into<String>) -> Self {
+        Self::new(Code::Pending, [reason.into()])
+    }
+
+    /// Sets the plugin that gave the status (kept if already set).
+    pub fn with_plugin(mut self, plugin: &str) -> Self {
+        if self.plugin.is_none() {
+            self.plugin = Some(plugin.to_string());
+        }
+        self
+    }
+
+    /// The code.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The reasons.
+    pub fn reasons(&self) -> &[String] {
+        &self.reasons
+    }
+
+    /// The plugin that gave the status, when known.
+    pub fn plugin(&self) -> Option<&str> {
+        self.plugin.as_deref()
+    }
+
+    /// The reasons joined by `, `.
+    pub fn message(&self) -> String {
+        self.reasons.join(", ")
+    }
+
+    /// The cause of an error.
+    pub fn cause(&self) -> Option<&str> {
+        self.cause.as_deref()
+    }
+
+    /// Whether the code is Success.
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    /// Whether the code is Skip.
+    pub fn is_skip(&self) -> bool {
+        self.code == Code::Skip
+    }
+
+    /// Whether the code is Wait.
+    pub fn is_wait(&self) -> bool {
+        self.code == Code::Wait
+    }
+
+    /// Whether the code is Error.
+    pub fn is_error(&self) -> bool {
+        self.code == Code::Error
+    }
+
+    /// Whether the pod was rejected: Unschedulable, UnschedulableAndUnresolvable or Pending.
+    pub fn is_rejected(&self) -> bool {
+        matches!(
+            self.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable | Code::Pending
+        )
+    }
+
+    /// Appends a reason.
+    pub fn push_reason(&mut self, reason: impl Into<String>) {
+        self.reasons.push(reason.into());
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reasons.is_empty() {
+            f.write_str(self.code.as_str())
+        } else {
+            f.write_str(&self.message())
+        }
+    }
+}

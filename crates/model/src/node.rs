@@ -1,0 +1,257 @@
+//! `Node` (a node's compiled view) and `NodeInfo` (a node with the pods on it and their sums).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::api::core::v1 as api;
+
+use crate::pod::PodInfo;
+use crate::selector::Labels;
+use crate::taint::Taint;
+use crate::{HostPortInfo, ModelError, Resource};
+
+/// A node as the scheduler sees it. Built once per node update.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The API object.
+    pub node: Arc<api::Node>,
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// `status.allocatable` (falls back to capacity when allocatable is absent).
+    pub allocatable: Resource,
+    /// Images present on the node: every name of the image, and its size in bytes.
+    pub images: Vec<(Vec<String>, i64)>,
+}
+
+impl Node {
+    /// Compiles a node. Errors name the node and the field.
+    pub fn new(node: Arc<api::Node>) -> Result<Self, ModelError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let object = format!("Node {name}");
+        Self::build(node, name).map_err(|e| e.in_object(&object))
+    }
+
+    fn build(node: Arc<api::Node>, name: String) -> Result<Self, ModelError> {
+        if name.is_empty() {
+            return Err(ModelError::invalid("metadata.name", "a node needs a name"));
+        }
+        let spec = node.spec.clone().unwrap_or_default();
+        let mut taints = Vec::new();
+        for (i, t) in spec.taints.iter().flatten().enumerate() {
+            taints.push(Taint::compile(t, &format!("spec.taints[{i}]"))?);
+        }
+        let status = node.status.clone().unwrap_or_default();
+        let allocatable = match (&status.allocatable, &status.capacity) {
+            (Some(a), _) => Resource::from_list(a, "status.allocatable")?,
+            (None, Some(c)) => Resource::from_list(c, "status.capacity")?,
+            (None, None) => Resource::default(),
+        };
+        let images = status
+            .images
+            .iter()
+            .flatten()
+            .map(|i| (i.names.clone().unwrap_or_default(), i.size_bytes.unwrap_or(0)))
+            .collect();
+        Ok(Self {
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            unschedulable: spec.unschedulable.unwrap_or(false),
+            taints,
+            allocatable,
+            images,
+            name,
+            node,
+        })
+    }
+}
+
+/// How widely an image is spread, as ImageLocality needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ImageStateSummary {
+    /// Size of the image in bytes.
+    pub size: i64,
+    /// Number of nodes that have the image.
+    pub num_nodes: usize,
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh, process-wide increasing generation number.
+pub fn next_generation() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// A node and the pods on it, with sums kept exact on every add and remove.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    node: Option<Arc<Node>>,
+    /// Pods on the node (bound or assumed).
+    pub pods: Vec<Arc<PodInfo>>,
+    /// Pods with any pod affinity or anti-affinity term.
+    pub pods_with_affinity: Vec<Arc<PodInfo>>,
+    /// Pods with a required anti-affinity term.
+    pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
+    /// Host ports in use.
+    pub used_ports: HostPortInfo,
+    /// Sum of the pods' requests.
+    pub requested: Resource,
+    /// Sum of the pods' requests with scoring defaults.
+    pub non_zero_requested: Resource,
+    /// The node's allocatable resources.
+    pub allocatable: Resource,
+    /// Images on the node with their spread (filled by the cache).
+    pub image_states: HashMap<String, ImageStateSummary>,
+    /// How many pods on the node use each PVC (`namespace/claim`).
+    pub pvc_ref_counts: HashMap<String, u32>,
+    /// Bumped on every change; snapshots copy only nodes whose generation moved.
+    pub generation: u64,
+}
+
+impl NodeInfo {
+    /// An info for a node with no pods yet.
+    pub fn new(node: Arc<Node>) -> Self {
+        let mut info = Self::default();
+        info.set_node(node);
+        info
+    }
+
+    /// The node, or None for a placeholder kept while pods still point at a deleted node.
+    pub fn node(&self) -> Option<&Arc<Node>> {
+        self.node.as_ref()
+    }
+
+    /// The node's name, or "" for a placeholder.
+    pub fn name(&self) -> &str {
+        self.node.as_ref().map(|n| n.name.as_str()).unwrap_or("")
+    }
+
+    /// Sets or replaces the node object.
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        self.allocatable = node.allocatable.clone();
+        self.node = Some(node);
+        self.generation = next_generation();
+    }
+
+    /// Drops the node object, keeping the pods (the node was deleted before its pods).
+    pub fn remove_node(&mut self) {
+        self.node = None;
+        self.generation = next_generation();
+    }
+
+    /// Adds a pod and its requests, ports and claims.
+    pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.requested.add(&pod.requests);
+        self.non_zero_requested.milli_cpu += pod.non_zero_requests.milli_cpu;
+        self.non_zero_requested.memory += pod.non_zero_requests.memory;
+        for p in &pod.host_ports {
+            self.used_ports.add(p);
+        }
+        for c in &pod.pvc_names {
+            *self
+                .pvc_ref_counts
+                .entry(format!("{}/{}", pod.namespace, c))
+                .or_insert(0) += 1;
+        }
+        if pod.has_affinity() {
+            self.pods_with_affinity.push(pod.clone());
+        }
+        if pod.has_required_anti_affinity() {
+            self.pods_with_required_anti_affinity.push(pod.clone());
+        }
+        self.pods.push(pod);
+        self.generation = next_generation();
+    }
+
+    /// Removes the pod with this UID; returns it, or None when it was not here.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
+        let i = self.pods.iter().position(|p| p.uid == uid)?;
+        let pod = self.pods.swap_remove(i);
+        self.pods_with_affinity.retain(|p| p.uid != uid);
+        self.pods_with_required_anti_affinity.retain(|p| p.uid != uid);
+        self.requested.sub(&pod.requests);
+        self.requested.scalar.retain(|_, v| *v != 0);
+        self.non_zero_requested.milli_cpu -= pod.non_zero_requests.milli_cpu;
+        self.non_zero_requested.memory -= pod.non_zero_requests.memory;
+        for p in &pod.host_ports {
+            self.used_ports.remove(p);
+        }
+        for c in &pod.pvc_names {
+            let key = format!("{}/{}", pod.namespace, c);
+            if let Some(n) = self.pvc_ref_counts.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pvc_ref_counts.remove(&key);
+                }
+            }
+        }
+        self.generation = next_generation();
+        Some(pod)
+    }
+
+    /// Whether a pod with this UID is on the node.
+    pub fn has_pod(&self, uid: &str) -> bool {
+        self.pods.iter().any(|p| p.uid == uid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+    use std::collections::BTreeMap;
+
+    fn pod(name: &str, cpu: &str, port: Option<i32>) -> Arc<PodInfo> {
+        let container = api::Container {
+            name: "c".into(),
+            resources: Some(api::ResourceRequirements {
+                requests: Some(BTreeMap::from([("cpu".to_string(), Q(cpu.into()))])),
+                ..Default::default()
+            }),
+            ports: port.map(|p| {
+                vec![api::ContainerPort {
+                    container_port: p,
+                    host_port: Some(p),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        };
+        let p = api::Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(api::PodSpec {
+                containers: vec![container],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Arc::new(PodInfo::new(Arc::new(p)).unwrap())
+    }
+
+    #[test]
+    fn add_and_remove_keep_sums_exact() {
+        let mut info = NodeInfo::default();
+        let g0 = info.generation;
+        info.add_pod(pod("a", "100m", Some(80)));
+        info.add_pod(pod("b", "250m", None));
+        assert_eq!(info.requested.milli_cpu, 350);
+        assert_eq!(info.non_zero_requested.memory, 2 * crate::resource::DEFAULT_MEMORY_REQUEST);
+        assert_eq!(info.used_ports.len(), 1);
+        assert!(info.generation > g0);
+        assert!(info.remove_pod("a").is_some());
+        assert!(info.remove_pod("a").is_none());
+        assert_eq!(info.requested.milli_cpu, 250);
+        assert!(info.used_ports.is_empty());
+        assert_eq!(info.pods.len(), 1);
+    }
+}

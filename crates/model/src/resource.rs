@@ -1,0 +1,314 @@
+//! Resource amounts and the pod request rules of upstream's resource helpers.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+
+use crate::{ModelError, Quantity};
+
+/// Name of the CPU resource.
+pub const CPU: &str = "cpu";
+/// Name of the memory resource.
+pub const MEMORY: &str = "memory";
+/// Name of the ephemeral storage resource.
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+/// Name of the pod-count resource.
+pub const PODS: &str = "pods";
+/// CPU given to a container that requests none, when scoring (100m).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// Memory given to a container that requests none, when scoring (200 MiB).
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// An amount of each resource a scheduler accounts for.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Resource {
+    /// CPU in millicores.
+    pub milli_cpu: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage: i64,
+    /// Pods a node admits (only meaningful for allocatable).
+    pub allowed_pod_number: i64,
+    /// Extended and hugepages resources, in whole units.
+    pub scalar: BTreeMap<String, i64>,
+}
+
+impl Resource {
+    /// Reads a resource list (allocatable, requests, overhead). `field` names it in errors.
+    pub fn from_list(
+        list: &BTreeMap<String, ApiQuantity>,
+        field: &str,
+    ) -> Result<Self, ModelError> {
+        let mut r = Resource::default();
+        for (name, q) in list {
+            let amount = parse_quantity(q, &format!("{field}[{name}]"))?;
+            r.set(name, &amount);
+        }
+        Ok(r)
+    }
+
+    fn set(&mut self, name: &str, q: &Quantity) {
+        match name {
+            CPU => self.milli_cpu = q.milli_value(),
+            MEMORY => self.memory = q.value(),
+            EPHEMERAL_STORAGE => self.ephemeral_storage = q.value(),
+            PODS => self.allowed_pod_number = q.value(),
+            other if is_scalar_resource_name(other) => {
+                self.scalar.insert(other.to_string(), q.value());
+            }
+            _ => {}
+        }
+    }
+
+    /// The amount of one named resource.
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            CPU => self.milli_cpu,
+            MEMORY => self.memory,
+            EPHEMERAL_STORAGE => self.ephemeral_storage,
+            PODS => self.allowed_pod_number,
+            other => self.scalar.get(other).copied().unwrap_or(0),
+        }
+    }
+
+    /// Adds another amount, resource by resource.
+    pub fn add(&mut self, other: &Resource) {
+        self.milli_cpu += other.milli_cpu;
+        self.memory += other.memory;
+        self.ephemeral_storage += other.ephemeral_storage;
+        self.allowed_pod_number += other.allowed_pod_number;
+        for (k, v) in &other.scalar {
+            *self.scalar.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+
+    /// Subtracts another amount, resource by resource.
+    pub fn sub(&mut self, other: &Resource) {
+        self.milli_cpu -= other.milli_cpu;
+        self.memory -= other.memory;
+        self.ephemeral_storage -= other.ephemeral_storage;
+        self.allowed_pod_number -= other.allowed_pod_number;
+        for (k, v) in &other.scalar {
+            *self.scalar.entry(k.clone()).or_insert(0) -= v;
+        }
+    }
+
+    /// Raises each resource to at least the other's amount.
+    pub fn set_max(&mut self, other: &Resource) {
+        self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
+        self.memory = self.memory.max(other.memory);
+        self.ephemeral_storage = self.ephemeral_storage.max(other.ephemeral_storage);
+        self.allowed_pod_number = self.allowed_pod_number.max(other.allowed_pod_number);
+        for (k, v) in &other.scalar {
+            let e = self.scalar.entry(k.clone()).or_insert(0);
+            *e = (*e).max(*v);
+        }
+    }
+
+    /// Whether every amount is zero.
+    pub fn is_zero(&self) -> bool {
+        self.milli_cpu == 0
+            && self.memory == 0
+            && self.ephemeral_storage == 0
+            && self.allowed_pod_number == 0
+            && self.scalar.values().all(|v| *v == 0)
+    }
+}
+
+/// Whether a resource name is extended, hugepages or attachable-volume (tracked as scalar).
+pub fn is_scalar_resource_name(name: &str) -> bool {
+    is_extended_resource_name(name)
+        || name.starts_with("hugepages-")
+        || name.starts_with("attachable-volumes-")
+}
+
+/// Whether a resource name is an extended resource: fully qualified, outside the
+/// `kubernetes.io/` namespace, and not a `requests.` quota name.
+pub fn is_extended_resource_name(name: &str) -> bool {
+    if is_native_resource(name) || name.starts_with("requests.") {
+        return false;
+    }
+    name.contains('/')
+}
+
+/// Whether a resource name lives in the `kubernetes.io` namespace (or has no namespace).
+pub fn is_native_resource(name: &str) -> bool {
+    match name.split_once('/') {
+        None => true,
+        Some((prefix, _)) => prefix == "kubernetes.io" || prefix.ends_with(".kubernetes.io"),
+    }
+}
+
+/// Parses an API quantity, naming the field on error.
+pub fn parse_quantity(q: &ApiQuantity, field: &str) -> Result<Quantity, ModelError> {
+    Quantity::parse(&q.0).map_err(|e| ModelError::invalid(field, &e.to_string()))
+}
+
+/// Requests of one container, with API-server defaulting (a limit stands in for a missing
+/// request) applied, so manifests that were never through an API server read the same.
+fn container_requests(
+    c: &api::Container,
+    field: &str,
+    non_missing: bool,
+) -> Result<Resource, ModelError> {
+    let resources = c.resources.as_ref();
+    let mut list: BTreeMap<String, ApiQuantity> = resources
+        .and_then(|r| r.limits.clone())
+        .unwrap_or_default();
+    if let Some(req) = resources.and_then(|r| r.requests.as_ref()) {
+        for (k, v) in req {
+            list.insert(k.clone(), v.clone());
+        }
+    }
+    let mut r = Resource::from_list(&list, &format!("{field}.resources"))?;
+    if non_missing {
+        if !list.contains_key(CPU) {
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+        }
+        if !list.contains_key(MEMORY) {
+            r.memory = DEFAULT_MEMORY_REQUEST;
+        }
+    }
+    Ok(r)
+}
+
+/// A pod's effective requests: the largest of the regular containers (plus sidecars) and
+/// each init container step, plus overhead. With `non_missing`, containers without a CPU or
+/// memory request count the scoring defaults instead (upstream's non-zero requests).
+pub fn pod_requests(spec: &api::PodSpec, non_missing: bool) -> Result<Resource, ModelError> {
+    let mut reqs = Resource::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        reqs.add(&container_requests(
+            c,
+            &format!("spec.containers[{i}]"),
+            non_missing,
+        )?);
+    }
+    let mut sidecars = Resource::default();
+    let mut init_max = Resource::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let mut step = container_requests(c, &format!("spec.initContainers[{i}]"), non_missing)?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            // A sidecar keeps running: it adds to every later step and to the main phase.
+            sidecars.add(&step);
+            step = sidecars.clone();
+        } else {
+            step.add(&sidecars);
+        }
+        init_max.set_max(&step);
+    }
+    reqs.add(&sidecars);
+    reqs.set_max(&init_max);
+
+    // Pod-level resources replace the container sum for the resources they name.
+    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        for name in [CPU, MEMORY] {
+            if let Some(q) = pod_level.get(name) {
+                let q = parse_quantity(q, &format!("spec.resources.requests[{name}]"))?;
+                reqs.set(name, &q);
+            }
+        }
+    }
+    if let Some(overhead) = &spec.overhead {
+        reqs.add(&Resource::from_list(overhead, "spec.overhead")?);
+    }
+    Ok(reqs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(cpu: Option<&str>, mem: Option<&str>, sidecar: bool) -> api::Container {
+        let mut req = BTreeMap::new();
+        if let Some(c) = cpu {
+            req.insert(CPU.to_string(), ApiQuantity(c.into()));
+        }
+        if let Some(m) = mem {
+            req.insert(MEMORY.to_string(), ApiQuantity(m.into()));
+        }
+        api::Container {
+            name: "c".into(),
+            resources: Some(api::ResourceRequirements {
+                requests: Some(req),
+                ..Default::default()
+            }),
+            restart_policy: sidecar.then(|| "Always".to_string()),
+            ..Default::default()
+        }
+    }
+
+    fn spec(containers: Vec<api::Container>, init: Vec<api::Container>) -> api::PodSpec {
+        api::PodSpec {
+            containers,
+            init_containers: Some(init),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sums_containers_and_takes_max_with_init() {
+        let s = spec(
+            vec![container(Some("100m"), Some("1Gi"), false), container(Some("200m"), None, false)],
+            vec![container(Some("500m"), Some("100Mi"), false)],
+        );
+        let r = pod_requests(&s, false).unwrap();
+        assert_eq!(r.milli_cpu, 500);
+        assert_eq!(r.memory, 1 << 30);
+    }
+
+    #[test]
+    fn sidecars_add_to_main_phase_and_later_init_steps() {
+        // sidecar 100m, then init 300m (runs beside the sidecar: 400m), then main 200m + 100m.
+        let s = spec(
+            vec![container(Some("200m"), None, false)],
+            vec![container(Some("100m"), None, true), container(Some("300m"), None, false)],
+        );
+        assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 400);
+        let s = spec(
+            vec![container(Some("500m"), None, false)],
+            vec![container(Some("100m"), None, true), container(Some("300m"), None, false)],
+        );
+        assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 600);
+    }
+
+    #[test]
+    fn non_zero_defaults_only_for_missing_requests() {
+        let s = spec(vec![container(None, None, false), container(Some("0"), None, false)], vec![]);
+        let r = pod_requests(&s, true).unwrap();
+        assert_eq!(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
+        assert_eq!(r.memory, 2 * DEFAULT_MEMORY_REQUEST);
+    }
+
+    #[test]
+    fn overhead_is_added_and_limits_default_requests() {
+        let mut s = spec(vec![], vec![]);
+        s.containers.push(api::Container {
+            name: "c".into(),
+            resources: Some(api::ResourceRequirements {
+                limits: Some(BTreeMap::from([(CPU.to_string(), ApiQuantity("1".into()))])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        s.overhead = Some(BTreeMap::from([(CPU.to_string(), ApiQuantity("250m".into()))]));
+        assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 1250);
+    }
+
+    #[test]
+    fn bad_quantity_names_the_field() {
+        let s = spec(vec![container(Some("lots"), None, false)], vec![]);
+        let err = pod_requests(&s, false).unwrap_err().to_string();
+        assert!(err.contains("spec.containers[0].resources[cpu]"), "{err}");
+    }
+
+    #[test]
+    fn extended_resource_names() {
+        assert!(is_extended_resource_name("nvidia.com/gpu"));
+        assert!(!is_extended_resource_name("kubernetes.io/foo"));
+        assert!(!is_extended_resource_name("cpu"));
+        assert!(is_scalar_resource_name("hugepages-2Mi"));
+    }
+}

@@ -1,0 +1,1 @@
+//! kubesched-scheduler (under construction).

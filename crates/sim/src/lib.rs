@@ -1,0 +1,1 @@
+//! kubesched-sim (under construction).

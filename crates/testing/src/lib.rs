@@ -1,0 +1,1 @@
+//! kubesched-testing (under construction).
