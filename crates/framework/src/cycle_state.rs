@@ -42,7 +42,11 @@ pub struct CycleState {
 impl Clone for CycleState {
     fn clone(&self) -> Self {
         Self {
-            data: self.data.iter().map(|(k, v)| (*k, (**v).clone_data())).collect(),
+            data: self
+                .data
+                .iter()
+                .map(|(k, v)| (*k, (**v).clone_data()))
+                .collect(),
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
             record_plugin_metrics: self.record_plugin_metrics,

@@ -125,7 +125,10 @@ impl ActionType {
         (Self::UPDATE_POD_LABEL, "UpdatePodLabel"),
         (Self::UPDATE_POD_SCALE_DOWN, "UpdatePodScaleDown"),
         (Self::UPDATE_POD_TOLERATION, "UpdatePodToleration"),
-        (Self::UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "UpdatePodSchedulingGatesEliminated"),
+        (
+            Self::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+            "UpdatePodSchedulingGatesEliminated",
+        ),
         (Self::UPDATE_OTHER, "Update"),
     ];
 }
@@ -272,7 +275,11 @@ impl ClusterEventWithHint {
     pub fn with_hint(
         resource: EventResource,
         action: ActionType,
-        hint: impl Fn(&PodInfo, Option<&EventObject>, Option<&EventObject>) -> Result<QueueingHint, String>
+        hint: impl Fn(
+            &PodInfo,
+            Option<&EventObject>,
+            Option<&EventObject>,
+        ) -> Result<QueueingHint, String>
         + Send
         + Sync
         + 'static,
@@ -290,13 +297,28 @@ mod tests {
 
     #[test]
     fn coverage() {
-        let reg = ClusterEvent::new(EventResource::Node, ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT));
+        let reg = ClusterEvent::new(
+            EventResource::Node,
+            ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT),
+        );
         assert!(reg.covers(&ClusterEvent::new(EventResource::Node, ActionType::ADD)));
-        assert!(!reg.covers(&ClusterEvent::new(EventResource::Node, ActionType::UPDATE_NODE_LABEL)));
-        assert!(!reg.covers(&ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD)));
+        assert!(!reg.covers(&ClusterEvent::new(
+            EventResource::Node,
+            ActionType::UPDATE_NODE_LABEL
+        )));
+        assert!(!reg.covers(&ClusterEvent::new(
+            EventResource::AssignedPod,
+            ActionType::ADD
+        )));
         let pods = ClusterEvent::new(EventResource::Pod, ActionType::DELETE);
-        assert!(pods.covers(&ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE)));
-        assert_eq!(ClusterEvent::new(EventResource::Node, ActionType::ADD).label(), "NodeAdd");
+        assert!(pods.covers(&ClusterEvent::new(
+            EventResource::AssignedPod,
+            ActionType::DELETE
+        )));
+        assert_eq!(
+            ClusterEvent::new(EventResource::Node, ActionType::ADD).label(),
+            "NodeAdd"
+        );
         assert!(ActionType::UPDATE.intersects(ActionType::UPDATE_NODE_TAINT));
         assert!(!ActionType::UPDATE.intersects(ActionType::ADD));
     }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::clock::{Clock, RealClock};
 use crate::client::{ClusterClient, NoopClient};
+use crate::clock::{Clock, RealClock};
 use crate::nominator::Nominator;
 use crate::objects::ObjectStore;
 use crate::parallel::Parallelizer;

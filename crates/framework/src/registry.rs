@@ -125,7 +125,9 @@ fn decode_none(value: Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsErr
     }
 }
 
-fn decode_typed<T: PluginArgs>(value: Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsError> {
+fn decode_typed<T: PluginArgs>(
+    value: Option<&serde_json::Value>,
+) -> Result<DecodedArgs, ArgsError> {
     let v = strip_type_meta(value);
     let args: T = serde_json::from_value(v).map_err(|e| ArgsError {
         message: format!("decoding {}: {e}", T::KIND),
@@ -153,8 +155,7 @@ fn decode_typed<T: PluginArgs>(value: Option<&serde_json::Value>) -> Result<Deco
 }
 
 /// Builds a plugin from decoded args.
-pub type PluginFactory =
-    fn(&DecodedArgs, &Handle) -> Result<Arc<dyn Plugin>, crate::PluginError>;
+pub type PluginFactory = fn(&DecodedArgs, &Handle) -> Result<Arc<dyn Plugin>, crate::PluginError>;
 
 /// What a plugin crate registers.
 #[derive(Clone, Copy)]
@@ -254,7 +255,8 @@ pub fn feature_for(name: &str) -> String {
     let chars: Vec<char> = name.chars().collect();
     for (i, c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             let prev_upper = i > 0 && chars[i - 1].is_uppercase();
             if i > 0 && (prev_lower || (prev_upper && next_lower)) {

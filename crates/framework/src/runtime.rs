@@ -275,7 +275,9 @@ impl Framework {
             }
             let w = if r.weight == 0 { 1 } else { r.weight };
             if w.saturating_mul(MAX_NODE_SCORE) > MAX_TOTAL_SCORE - total {
-                return Err(PluginError("total score of Score plugins could overflow".into()));
+                return Err(PluginError(
+                    "total score of Score plugins could overflow".into(),
+                ));
             }
             total += w * MAX_NODE_SCORE;
             score.push((p, w));
@@ -425,7 +427,9 @@ impl Framework {
         let start = Instant::now();
         let mut result = Status::success();
         for p in &self.pre_enqueue {
-            let Some(pe) = p.as_pre_enqueue() else { continue };
+            let Some(pe) = p.as_pre_enqueue() else {
+                continue;
+            };
             let s = pe.pre_enqueue(pod);
             if !s.is_success() {
                 result = if s.is_rejected() {
@@ -455,12 +459,19 @@ impl Framework {
         let mut unschedulable_plugins = BTreeSet::new();
         let mut status = Status::success();
         for p in &self.pre_filter {
-            let Some(pf) = p.as_pre_filter() else { continue };
-            let (r, s) = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::PreFilter, || {
-                let (r, s) = pf.pre_filter(state, pod, nodes);
-                let code = s.code();
-                ((r, s), code)
-            });
+            let Some(pf) = p.as_pre_filter() else {
+                continue;
+            };
+            let (r, s) = self.timed(
+                state.record_plugin_metrics,
+                p.name(),
+                ExtensionPoint::PreFilter,
+                || {
+                    let (r, s) = pf.pre_filter(state, pod, nodes);
+                    let code = s.code();
+                    ((r, s), code)
+                },
+            );
             if s.is_skip() {
                 state.skip_filter_plugins.insert(p.name().to_string());
                 continue;
@@ -486,9 +497,10 @@ impl Framework {
                     None => r,
                     Some(prev) => prev.merge(&r),
                 });
-                if result.as_ref().is_some_and(|r| {
-                    r.node_names.as_ref().is_some_and(|n| n.is_empty())
-                }) {
+                if result
+                    .as_ref()
+                    .is_some_and(|r| r.node_names.as_ref().is_some_and(|n| n.is_empty()))
+                {
                     let msg = if narrowing_plugins.len() == 1 {
                         format!("node(s) didn't satisfy plugin {}", narrowing_plugins[0])
                     } else {
@@ -524,11 +536,16 @@ impl Framework {
                 continue;
             }
             let Some(f) = p.as_filter() else { continue };
-            let s = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::Filter, || {
-                let s = f.filter(state, pod, node);
-                let c = s.code();
-                (s, c)
-            });
+            let s = self.timed(
+                state.record_plugin_metrics,
+                p.name(),
+                ExtensionPoint::Filter,
+                || {
+                    let s = f.filter(state, pod, node);
+                    let c = s.code();
+                    (s, c)
+                },
+            );
             if !s.is_success() {
                 if !s.is_rejected() {
                     return Status::error(format!("running {:?} filter plugin: {s}", p.name()))
@@ -557,8 +574,11 @@ impl Framework {
             };
             let s = ext.add_pod(state, pod, pod_to_add, node);
             if !s.is_success() {
-                return Status::error(format!("running AddPod on PreFilter plugin {:?}: {s}", p.name()))
-                    .with_plugin(p.name());
+                return Status::error(format!(
+                    "running AddPod on PreFilter plugin {:?}: {s}",
+                    p.name()
+                ))
+                .with_plugin(p.name());
             }
         }
         Status::success()
@@ -662,12 +682,18 @@ impl Framework {
         let mut rejector: Option<String> = None;
         let mut result = None;
         for p in &self.post_filter {
-            let Some(pf) = p.as_post_filter() else { continue };
+            let Some(pf) = p.as_post_filter() else {
+                continue;
+            };
             let t0 = Instant::now();
             let (r, s) = pf.post_filter(self, state, pod, statuses).await;
             if state.record_plugin_metrics {
-                self.metrics
-                    .plugin_duration(p.name(), ExtensionPoint::PostFilter, s.code(), t0.elapsed());
+                self.metrics.plugin_duration(
+                    p.name(),
+                    ExtensionPoint::PostFilter,
+                    s.code(),
+                    t0.elapsed(),
+                );
             }
             if s.is_success() {
                 self.point_done(ExtensionPoint::PostFilter, &s, start);
@@ -708,11 +734,16 @@ impl Framework {
         let mut status = Status::success();
         for p in &self.pre_score {
             let Some(ps) = p.as_pre_score() else { continue };
-            let s = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::PreScore, || {
-                let s = ps.pre_score(state, pod, nodes);
-                let c = s.code();
-                (s, c)
-            });
+            let s = self.timed(
+                state.record_plugin_metrics,
+                p.name(),
+                ExtensionPoint::PreScore,
+                || {
+                    let s = ps.pre_score(state, pod, nodes);
+                    let c = s.code();
+                    (s, c)
+                },
+            );
             if s.is_skip() {
                 state.skip_score_plugins.insert(p.name().to_string());
                 continue;
@@ -760,10 +791,15 @@ impl Framework {
                 continue;
             }
             let Some(sp) = p.as_score() else { continue };
-            let results = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::Score, || {
-                let r = par.map(nodes.len(), |i| sp.score(state, pod, &nodes[i]));
-                (r, Code::Success)
-            });
+            let results = self.timed(
+                state.record_plugin_metrics,
+                p.name(),
+                ExtensionPoint::Score,
+                || {
+                    let r = par.map(nodes.len(), |i| sp.score(state, pod, &nodes[i]));
+                    (r, Code::Success)
+                },
+            );
             let mut raw = Vec::with_capacity(nodes.len());
             for r in results {
                 match r {
@@ -906,8 +942,11 @@ impl Framework {
             return s;
         }
         let plugin = s.plugin().unwrap_or_default().to_string();
-        Status::error(format!("error while waiting on permit for pod {:?}: {s}", pod.name))
-            .with_plugin(&plugin)
+        Status::error(format!(
+            "error while waiting on permit for pod {:?}: {s}",
+            pod.name
+        ))
+        .with_plugin(&plugin)
     }
 
     /// PreBind: Skip is fine; anything else but Success stops.

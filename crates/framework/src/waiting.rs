@@ -95,7 +95,9 @@ impl WaitingPod {
         loop {
             let Some((deadline, plugin, waited)) = self.next_deadline() else {
                 // Everything allowed before we started waiting.
-                return rx.await.unwrap_or_else(|_| Status::error("permit wait dropped"));
+                return rx
+                    .await
+                    .unwrap_or_else(|_| Status::error("permit wait dropped"));
             };
             tokio::select! {
                 res = &mut rx => {
@@ -123,7 +125,11 @@ pub fn go_duration(d: Duration) -> String {
     let h = (secs / 3600.0).floor() as u64;
     let m = ((secs - h as f64 * 3600.0) / 60.0).floor() as u64;
     let s = secs - h as f64 * 3600.0 - m as f64 * 60.0;
-    let s = if s.fract() == 0.0 { format!("{}", s as u64) } else { format!("{s}") };
+    let s = if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    };
     match (h, m) {
         (0, 0) => format!("{s}s"),
         (0, m) => format!("{m}m{s}s"),
@@ -174,7 +180,10 @@ impl WaitingPods {
 
 /// Whether a status came from a rejection rather than an internal error.
 pub(crate) fn is_rejection(code: Code) -> bool {
-    matches!(code, Code::Unschedulable | Code::UnschedulableAndUnresolvable)
+    matches!(
+        code,
+        Code::Unschedulable | Code::UnschedulableAndUnresolvable
+    )
 }
 
 #[cfg(test)]

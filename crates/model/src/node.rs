@@ -57,7 +57,12 @@ impl Node {
             .images
             .iter()
             .flatten()
-            .map(|i| (i.names.clone().unwrap_or_default(), i.size_bytes.unwrap_or(0)))
+            .map(|i| {
+                (
+                    i.names.clone().unwrap_or_default(),
+                    i.size_bytes.unwrap_or(0),
+                )
+            })
             .collect();
         Ok(Self {
             labels: node.metadata.labels.clone().unwrap_or_default(),
@@ -173,7 +178,8 @@ impl NodeInfo {
         let i = self.pods.iter().position(|p| p.uid == uid)?;
         let pod = self.pods.swap_remove(i);
         self.pods_with_affinity.retain(|p| p.uid != uid);
-        self.pods_with_required_anti_affinity.retain(|p| p.uid != uid);
+        self.pods_with_required_anti_affinity
+            .retain(|p| p.uid != uid);
         self.requested.sub(&pod.requests);
         self.requested.scalar.retain(|_, v| *v != 0);
         self.non_zero_requested.milli_cpu -= pod.non_zero_requests.milli_cpu;
@@ -245,7 +251,10 @@ mod tests {
         info.add_pod(pod("a", "100m", Some(80)));
         info.add_pod(pod("b", "250m", None));
         assert_eq!(info.requested.milli_cpu, 350);
-        assert_eq!(info.non_zero_requested.memory, 2 * crate::resource::DEFAULT_MEMORY_REQUEST);
+        assert_eq!(
+            info.non_zero_requested.memory,
+            2 * crate::resource::DEFAULT_MEMORY_REQUEST
+        );
         assert_eq!(info.used_ports.len(), 1);
         assert!(info.generation > g0);
         assert!(info.remove_pod("a").is_some());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as api;
 
 use crate::selector::{
-    LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Requirement, RequiredNodeAffinity,
+    LabelSelector, Labels, NodeSelector, NodeSelectorTerm, RequiredNodeAffinity, Requirement,
     WeightedNodeSelectorTerm,
 };
 use crate::taint::Toleration;
@@ -31,8 +31,10 @@ impl AffinityTerm {
         term: &api::PodAffinityTerm,
         field: &str,
     ) -> Result<Self, ModelError> {
-        let mut selector =
-            LabelSelector::compile(term.label_selector.as_ref(), &format!("{field}.labelSelector"))?;
+        let mut selector = LabelSelector::compile(
+            term.label_selector.as_ref(),
+            &format!("{field}.labelSelector"),
+        )?;
         let labels = owner.metadata.labels.clone().unwrap_or_default();
         // matchLabelKeys / mismatchLabelKeys: merged into the selector with the owner's values,
         // as the API server does on create; manifests that never met one read the same.
@@ -245,7 +247,11 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 impl PodInfo {
     /// Builds the pod's scheduling view. Errors name the pod and the field.
     pub fn new(pod: Arc<api::Pod>) -> Result<Self, ModelError> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
         let object = format!("Pod {namespace}/{name}");
         Self::build(pod, namespace, name).map_err(|e| e.in_object(&object))
@@ -267,7 +273,10 @@ impl PodInfo {
             .map(LabelSelector::from_map);
         let node_affinity = affinity.and_then(|a| a.node_affinity.as_ref());
         let required = node_affinity
-            .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .map(|s| {
                 NodeSelector::compile(
                     s,
@@ -277,7 +286,10 @@ impl PodInfo {
             .transpose()?;
         let mut preferred_node_affinity = Vec::new();
         for (i, p) in node_affinity
-            .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|na| {
+                na.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .into_iter()
             .flatten()
             .enumerate()
@@ -298,13 +310,22 @@ impl PodInfo {
 
         let mut host_ports = Vec::new();
         let mut images = Vec::new();
-        for c in spec.init_containers.iter().flatten().chain(spec.containers.iter()) {
+        for c in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter())
+        {
             if let Some(image) = &c.image {
                 images.push(image.clone());
             }
             for p in c.ports.iter().flatten() {
                 if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
-                    host_ports.push(HostPort::new(p.host_ip.as_deref(), p.protocol.as_deref(), hp));
+                    host_ports.push(HostPort::new(
+                        p.host_ip.as_deref(),
+                        p.protocol.as_deref(),
+                        hp,
+                    ));
                 }
             }
         }
@@ -338,26 +359,41 @@ impl PodInfo {
                 .collect::<Result<Vec<_>, ModelError>>()
         };
         let required_affinity_terms = required_terms(
-            pod_affinity.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
+            pod_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
             "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         )?;
         let required_anti_affinity_terms = required_terms(
-            pod_anti_affinity
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
+            pod_anti_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
             "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         )?;
         let preferred_affinity_terms = preferred_terms(
-            pod_affinity.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
+            pod_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
             "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
         )?;
         let preferred_anti_affinity_terms = preferred_terms(
-            pod_anti_affinity
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
+            pod_anti_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
             "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
         )?;
 
         let mut topology_spread_constraints = Vec::new();
-        for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        for (i, c) in spec
+            .topology_spread_constraints
+            .iter()
+            .flatten()
+            .enumerate()
+        {
             topology_spread_constraints.push(TopologySpreadConstraint::compile(
                 c,
                 &labels,
@@ -369,7 +405,11 @@ impl PodInfo {
             .volumes
             .iter()
             .flatten()
-            .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+            .filter_map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.clone())
+            })
             .collect();
 
         Ok(Self {

@@ -24,7 +24,10 @@ impl HostPort {
                 .filter(|s| !s.is_empty())
                 .unwrap_or(DEFAULT_BIND_ALL_HOST_IP)
                 .to_string(),
-            protocol: protocol.filter(|s| !s.is_empty()).unwrap_or("TCP").to_string(),
+            protocol: protocol
+                .filter(|s| !s.is_empty())
+                .unwrap_or("TCP")
+                .to_string(),
             port,
         }
     }
@@ -70,9 +73,11 @@ impl HostPortInfo {
         if p.ip == DEFAULT_BIND_ALL_HOST_IP {
             return self.by_ip.values().any(|ports| ports.contains_key(&key));
         }
-        [p.ip.as_str(), DEFAULT_BIND_ALL_HOST_IP]
-            .iter()
-            .any(|ip| self.by_ip.get(*ip).is_some_and(|ports| ports.contains_key(&key)))
+        [p.ip.as_str(), DEFAULT_BIND_ALL_HOST_IP].iter().any(|ip| {
+            self.by_ip
+                .get(*ip)
+                .is_some_and(|ports| ports.contains_key(&key))
+        })
     }
 
     /// How many distinct (ip, protocol, port) entries are in use.
@@ -111,7 +116,10 @@ pub fn any_conflict(used: &HostPortInfo, wanted: &[HostPort]) -> bool {
 /// Distinct ports of a set, for de-duplicating a pod's own list.
 pub fn dedup(ports: Vec<HostPort>) -> Vec<HostPort> {
     let mut seen = HashSet::new();
-    ports.into_iter().filter(|p| seen.insert(p.clone())).collect()
+    ports
+        .into_iter()
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -122,12 +130,18 @@ mod tests {
     fn wildcard_semantics() {
         let mut used = HostPortInfo::default();
         used.add(&HostPort::new(Some("127.0.0.1"), None, 8080));
-        assert!(used.conflicts(&HostPort::new(None, None, 8080)), "wildcard vs specific");
+        assert!(
+            used.conflicts(&HostPort::new(None, None, 8080)),
+            "wildcard vs specific"
+        );
         assert!(used.conflicts(&HostPort::new(Some("127.0.0.1"), Some("TCP"), 8080)));
         assert!(!used.conflicts(&HostPort::new(Some("127.0.0.2"), None, 8080)));
         assert!(!used.conflicts(&HostPort::new(Some("127.0.0.1"), Some("UDP"), 8080)));
         used.add(&HostPort::new(None, Some("UDP"), 53));
-        assert!(used.conflicts(&HostPort::new(Some("10.0.0.1"), Some("UDP"), 53)), "specific vs wildcard");
+        assert!(
+            used.conflicts(&HostPort::new(Some("10.0.0.1"), Some("UDP"), 53)),
+            "specific vs wildcard"
+        );
         used.remove(&HostPort::new(None, Some("UDP"), 53));
         assert!(!used.conflicts(&HostPort::new(Some("10.0.0.1"), Some("UDP"), 53)));
     }

@@ -200,7 +200,9 @@ fn parse(text: &str) -> Result<Quantity, QuantityError> {
             }
             return Err(range());
         }
-        nanos = nanos.checked_mul(10i128.pow(power as u32)).ok_or_else(range)?;
+        nanos = nanos
+            .checked_mul(10i128.pow(power as u32))
+            .ok_or_else(range)?;
     } else {
         let div = (-power) as u32;
         if div > 38 {
@@ -245,7 +247,11 @@ mod tests {
         check("1Mi", 1_048_576_000, 1_048_576);
         check("1.5Gi", 1_610_612_736_000, 1_610_612_736);
         check("1Ti", 1_099_511_627_776_000, 1_099_511_627_776);
-        check("1Pi", i64::MAX.min(1_125_899_906_842_624_000), 1_125_899_906_842_624);
+        check(
+            "1Pi",
+            i64::MAX.min(1_125_899_906_842_624_000),
+            1_125_899_906_842_624,
+        );
         check("1Ei", i64::MAX, 1_152_921_504_606_846_976);
         check("1e3", 1_000_000, 1000);
         check("1E3", 1_000_000, 1000);

@@ -154,9 +154,8 @@ fn container_requests(
     non_missing: bool,
 ) -> Result<Resource, ModelError> {
     let resources = c.resources.as_ref();
-    let mut list: BTreeMap<String, ApiQuantity> = resources
-        .and_then(|r| r.limits.clone())
-        .unwrap_or_default();
+    let mut list: BTreeMap<String, ApiQuantity> =
+        resources.and_then(|r| r.limits.clone()).unwrap_or_default();
     if let Some(req) = resources.and_then(|r| r.requests.as_ref()) {
         for (k, v) in req {
             list.insert(k.clone(), v.clone());
@@ -251,7 +250,10 @@ mod tests {
     #[test]
     fn sums_containers_and_takes_max_with_init() {
         let s = spec(
-            vec![container(Some("100m"), Some("1Gi"), false), container(Some("200m"), None, false)],
+            vec![
+                container(Some("100m"), Some("1Gi"), false),
+                container(Some("200m"), None, false),
+            ],
             vec![container(Some("500m"), Some("100Mi"), false)],
         );
         let r = pod_requests(&s, false).unwrap();
@@ -264,19 +266,31 @@ mod tests {
         // sidecar 100m, then init 300m (runs beside the sidecar: 400m), then main 200m + 100m.
         let s = spec(
             vec![container(Some("200m"), None, false)],
-            vec![container(Some("100m"), None, true), container(Some("300m"), None, false)],
+            vec![
+                container(Some("100m"), None, true),
+                container(Some("300m"), None, false),
+            ],
         );
         assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 400);
         let s = spec(
             vec![container(Some("500m"), None, false)],
-            vec![container(Some("100m"), None, true), container(Some("300m"), None, false)],
+            vec![
+                container(Some("100m"), None, true),
+                container(Some("300m"), None, false),
+            ],
         );
         assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 600);
     }
 
     #[test]
     fn non_zero_defaults_only_for_missing_requests() {
-        let s = spec(vec![container(None, None, false), container(Some("0"), None, false)], vec![]);
+        let s = spec(
+            vec![
+                container(None, None, false),
+                container(Some("0"), None, false),
+            ],
+            vec![],
+        );
         let r = pod_requests(&s, true).unwrap();
         assert_eq!(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
         assert_eq!(r.memory, 2 * DEFAULT_MEMORY_REQUEST);
@@ -293,7 +307,10 @@ mod tests {
             }),
             ..Default::default()
         });
-        s.overhead = Some(BTreeMap::from([(CPU.to_string(), ApiQuantity("250m".into()))]));
+        s.overhead = Some(BTreeMap::from([(
+            CPU.to_string(),
+            ApiQuantity("250m".into()),
+        )]));
         assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 1250);
     }
 

@@ -82,11 +82,13 @@ impl Requirement {
             }
             Operator::Gt | Operator::Lt => {
                 if values.len() != 1 {
-                    return Err(invalid("values must hold exactly one integer for Gt and Lt"));
+                    return Err(invalid(
+                        "values must hold exactly one integer for Gt and Lt",
+                    ));
                 }
-                bound = values[0].parse().map_err(|_| {
-                    invalid(&format!("{:?} is not an integer", values[0]))
-                })?;
+                bound = values[0]
+                    .parse()
+                    .map_err(|_| invalid(&format!("{:?} is not an integer", values[0])))?;
             }
         }
         Ok(Self {
@@ -166,7 +168,10 @@ impl LabelSelector {
     }
 
     /// Compiles an optional API selector; `field` names where it sits, for errors.
-    pub fn compile(selector: Option<&meta::LabelSelector>, field: &str) -> Result<Self, ModelError> {
+    pub fn compile(
+        selector: Option<&meta::LabelSelector>,
+        field: &str,
+    ) -> Result<Self, ModelError> {
         let Some(selector) = selector else {
             return Ok(Self::nothing());
         };
@@ -227,7 +232,10 @@ impl NodeSelectorTerm {
             if r.key != "metadata.name" {
                 return Err(ModelError::invalid(
                     &f,
-                    &format!("{:?} is not a supported field; only metadata.name is", r.key),
+                    &format!(
+                        "{:?} is not a supported field; only metadata.name is",
+                        r.key
+                    ),
                 ));
             }
             let values = r.values.as_deref().unwrap_or_default();
@@ -383,7 +391,11 @@ mod tests {
         let l = labels(&[("a", "b")]);
         assert!(!LabelSelector::compile(None, "f").unwrap().matches(&l));
         let empty = meta::LabelSelector::default();
-        assert!(LabelSelector::compile(Some(&empty), "f").unwrap().matches(&l));
+        assert!(
+            LabelSelector::compile(Some(&empty), "f")
+                .unwrap()
+                .matches(&l)
+        );
     }
 
     #[test]

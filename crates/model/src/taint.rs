@@ -136,11 +136,20 @@ mod tests {
     use super::*;
 
     fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
-        Taint { key: key.into(), value: value.into(), effect }
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        }
     }
 
     fn tol(key: &str, exists: bool, value: &str, effect: Option<TaintEffect>) -> Toleration {
-        Toleration { key: key.into(), exists, value: value.into(), effect }
+        Toleration {
+            key: key.into(),
+            exists,
+            value: value.into(),
+            effect,
+        }
     }
 
     #[test]
@@ -166,7 +175,10 @@ mod tests {
     #[test]
     fn finds_first_untolerated_with_effect() {
         use TaintEffect::*;
-        let taints = [taint("a", "", PreferNoSchedule), taint("b", "x", NoSchedule)];
+        let taints = [
+            taint("a", "", PreferNoSchedule),
+            taint("b", "x", NoSchedule),
+        ];
         let found = find_untolerated(&taints, &[], &[NoSchedule, NoExecute]);
         assert_eq!(found.map(|t| t.key.as_str()), Some("b"));
         let tols = [tol("b", true, "", None)];

@@ -1,1 +1,14 @@
-//! kubesched-testing (under construction).
+//! The kit every plugin test uses, in-tree and out-of-tree: fluent builders for pods and
+//! nodes (in the spirit of upstream's `MakePod`/`MakeNode` wrappers) and a harness that
+//! runs one plugin's extension points for a pod over a set of nodes and returns a
+//! serialisable result for insta snapshots.
+//!
+//! It must stay a test helper: nothing in the scheduler depends on it, and builders panic
+//! on inputs a test author got wrong (that is what a test wants).
+
+mod builders;
+pub use builders::{node_term, selector};
+mod harness;
+
+pub use builders::{NodeBuilder, PodBuilder, node_info, node_infos};
+pub use harness::{NodeOutcome, PluginHarness, PluginRun, StatusView};

@@ -1,0 +1,3 @@
+//! The `kubesched` binary (under construction).
+
+fn main() {}

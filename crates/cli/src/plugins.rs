@@ -1,0 +1,9 @@
+//! The plugin set of this build: one line per plugin crate, each behind its Cargo feature.
+//!
+//! rustc links no crate that no source line names, so a Cargo dependency alone registers
+//! nothing; these `use … as _;` lines are what pull each enabled plugin's link-time
+//! registration into the binary. This file is the only place the feature-to-crate mapping
+//! is written (a test checks every crate under plugins/ has its feature and its line).
+//! It must hold nothing else.
+
+pub use kubesched_framework as framework;
