@@ -7,3 +7,6 @@
 //! It must hold nothing else.
 
 pub use kubesched_framework as framework;
+
+#[cfg(feature = "plugin-taint-toleration")]
+use kubesched_plugin_taint_toleration as _;

@@ -17,6 +17,7 @@ pub mod events;
 mod handle;
 pub mod metrics;
 mod nominator;
+pub mod normalize;
 mod objects;
 mod parallel;
 mod plugin;

@@ -1,0 +1,529 @@
+//! TaintToleration: a pod may only run on nodes whose NoSchedule and NoExecute taints it
+//! tolerates, and it prefers nodes with fewer PreferNoSchedule taints it does not tolerate.
+//!
+//! Filter, PreScore, Score (with a reversed NormalizeScore) and enqueue extensions. It reads
+//! the compiled taints of the node and tolerations of the pod only; it keeps nothing between
+//! cycles and must not look at other pods or other nodes.
+
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
+use kubesched_framework::model::{
+    NodeInfo, PodInfo, Taint, TaintEffect, Toleration, find_untolerated, tolerated,
+};
+use kubesched_framework::normalize::default_normalize_score;
+use kubesched_framework::{
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, Plugin, PluginError,
+    PreScorePlugin, ScorePlugin, Status,
+};
+use std::sync::Arc;
+
+/// The plugin's registered name.
+pub const NAME: &str = "TaintToleration";
+/// The start of the Filter reason; the untolerated taint follows as `{KEY: VALUE}`
+/// (see [`untolerated_taint_reason`]).
+pub const ERR_REASON_UNTOLERATED_PREFIX: &str = "node(s) had untolerated taint";
+/// The Error given by Score when PreScore did not run for the pod.
+pub const ERR_NO_PRE_SCORE_STATE: &str = "TaintToleration: no PreScore state in the cycle";
+
+/// The taint effects Filter enforces.
+const DO_NOT_SCHEDULE: [TaintEffect; 2] = [TaintEffect::NoSchedule, TaintEffect::NoExecute];
+
+/// The Filter reason for a node with a taint the pod does not tolerate, in upstream's
+/// words: `node(s) had untolerated taint {KEY: VALUE}`.
+pub fn untolerated_taint_reason(taint: &Taint) -> String {
+    format!(
+        "{ERR_REASON_UNTOLERATED_PREFIX} {{{}: {}}}",
+        taint.key, taint.value
+    )
+}
+
+/// The TaintToleration plugin.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TaintToleration;
+
+impl TaintToleration {
+    /// Builds the plugin (it needs nothing from the handle).
+    pub fn new(_handle: &Handle) -> Result<Self, PluginError> {
+        Ok(Self)
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [Filter, PreScore, Score, EnqueueExtensions],
+    factory: TaintToleration::new,
+}
+
+/// The pod's tolerations that can tolerate a PreferNoSchedule taint, computed once per pod.
+#[derive(Debug, Clone, Default)]
+struct PreScoreState {
+    tolerations: Vec<Toleration>,
+}
+
+/// How many PreferNoSchedule taints of the node none of the tolerations tolerate.
+fn count_intolerable_prefer_no_schedule(taints: &[Taint], tolerations: &[Toleration]) -> i64 {
+    let count = taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(t, tolerations))
+        .count();
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for TaintToleration {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(n) = node.node() else {
+            return Status::error("node not found");
+        };
+        match find_untolerated(&n.taints, &pod.tolerations, &DO_NOT_SCHEDULE) {
+            None => Status::success(),
+            Some(taint) => Status::unresolvable(untolerated_taint_reason(taint)),
+        }
+    }
+}
+
+impl PreScorePlugin for TaintToleration {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+        // An empty effect tolerates every effect, PreferNoSchedule included.
+        let tolerations = pod
+            .tolerations
+            .iter()
+            .filter(|t| t.effect.is_none_or(|e| e == TaintEffect::PreferNoSchedule))
+            .cloned()
+            .collect();
+        state.write(PreScoreState { tolerations });
+        Status::success()
+    }
+}
+
+impl ScorePlugin for TaintToleration {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let s = state
+            .read::<PreScoreState>()
+            .ok_or_else(|| Status::error(ERR_NO_PRE_SCORE_STATE))?;
+        let n = node.node().ok_or_else(|| Status::error("node not found"))?;
+        Ok(count_intolerable_prefer_no_schedule(
+            &n.taints,
+            &s.tolerations,
+        ))
+    }
+
+    fn has_normalize_score(&self) -> bool {
+        true
+    }
+
+    fn normalize_score(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+        scores: &mut [i64],
+    ) -> Status {
+        // Fewer intolerable taints is better: reversed.
+        default_normalize_score(MAX_NODE_SCORE, true, scores);
+        Status::success()
+    }
+}
+
+/// Queue when the node changed from having an untolerated NoSchedule/NoExecute taint
+/// (or not existing) to having none.
+fn after_node_change(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let new = new
+        .and_then(EventObject::as_node)
+        .ok_or("expected a node as the new object")?;
+    let was_untolerated = match old {
+        None => true,
+        Some(o) => {
+            let o = o.as_node().ok_or("expected a node as the old object")?;
+            find_untolerated(&o.taints, &pod.tolerations, &DO_NOT_SCHEDULE).is_some()
+        }
+    };
+    let is_untolerated =
+        find_untolerated(&new.taints, &pod.tolerations, &DO_NOT_SCHEDULE).is_some();
+    Ok(if was_untolerated && !is_untolerated {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    })
+}
+
+/// Queue when the pod whose tolerations changed is the rejected pod itself.
+fn after_pod_toleration_change(
+    pod: &PodInfo,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let new = new
+        .and_then(EventObject::as_pod)
+        .ok_or("expected a pod as the new object")?;
+    Ok(if new.uid == pod.uid {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    })
+}
+
+impl EnqueueExtensions for TaintToleration {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT),
+                after_node_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::UPDATE_POD_TOLERATION,
+                after_pod_toleration_change,
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubesched_framework::model::TaintEffect::*;
+    use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_info};
+
+    fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        }
+    }
+
+    /// Runs Filter for `pod` on a node with `taints` and checks the outcome: None means
+    /// Success, Some(taint) means rejected for that taint.
+    fn check_filter(pod: PodBuilder, taints: &[(&str, &str, &str)], want: Option<Taint>) {
+        let mut node = NodeBuilder::new("n1");
+        for (k, v, e) in taints {
+            node = node.taint(k, v, e);
+        }
+        let run = PluginHarness::new(TaintToleration).run(&pod.info(), &[node_info(node, &[])]);
+        let status = run.filter_of("n1").expect("filter ran");
+        match want {
+            None => assert_eq!(status.code, "Success", "{status:?}"),
+            Some(t) => {
+                assert_eq!(status.code, "UnschedulableAndUnresolvable");
+                assert_eq!(status.reasons, vec![untolerated_taint_reason(&t)]);
+            }
+        }
+    }
+
+    #[test]
+    fn reason_format_matches_upstream() {
+        assert_eq!(
+            untolerated_taint_reason(&taint("dedicated", "user1", NoSchedule)),
+            "node(s) had untolerated taint {dedicated: user1}"
+        );
+        assert_eq!(
+            untolerated_taint_reason(&taint("gpu", "", NoExecute)),
+            "node(s) had untolerated taint {gpu: }"
+        );
+    }
+
+    #[test]
+    fn filter_table() {
+        // A pod without tolerations fits an untainted node.
+        check_filter(PodBuilder::new("plain"), &[], None);
+        // ... and not a node with a NoSchedule taint.
+        check_filter(
+            PodBuilder::new("plain"),
+            &[("dedicated", "user1", "NoSchedule")],
+            Some(taint("dedicated", "user1", NoSchedule)),
+        );
+        // NoExecute is enforced too.
+        check_filter(
+            PodBuilder::new("plain"),
+            &[("evict", "", "NoExecute")],
+            Some(taint("evict", "", NoExecute)),
+        );
+        // An Equal toleration with the same key, value and effect.
+        check_filter(
+            PodBuilder::new("tolerates").toleration("dedicated", "Equal", "user1", "NoSchedule"),
+            &[("dedicated", "user1", "NoSchedule")],
+            None,
+        );
+        // Another value is not tolerated.
+        check_filter(
+            PodBuilder::new("wrong-value").toleration("dedicated", "Equal", "user2", "NoSchedule"),
+            &[("dedicated", "user1", "NoSchedule")],
+            Some(taint("dedicated", "user1", NoSchedule)),
+        );
+        // Exists ignores the value.
+        check_filter(
+            PodBuilder::new("exists").toleration("dedicated", "Exists", "", "NoSchedule"),
+            &[("dedicated", "user1", "NoSchedule")],
+            None,
+        );
+        // An empty effect tolerates every effect.
+        check_filter(
+            PodBuilder::new("any-effect").toleration("dedicated", "Equal", "user1", ""),
+            &[
+                ("dedicated", "user1", "NoSchedule"),
+                ("dedicated", "user1", "NoExecute"),
+            ],
+            None,
+        );
+        // A toleration of another effect does not help.
+        check_filter(
+            PodBuilder::new("other-effect").toleration("dedicated", "Equal", "user1", "NoExecute"),
+            &[("dedicated", "user1", "NoSchedule")],
+            Some(taint("dedicated", "user1", NoSchedule)),
+        );
+        // PreferNoSchedule never rejects.
+        check_filter(
+            PodBuilder::new("soft"),
+            &[("soft", "x", "PreferNoSchedule")],
+            None,
+        );
+        // The first untolerated hard taint is reported.
+        check_filter(
+            PodBuilder::new("partial").toleration("a", "Exists", "", ""),
+            &[
+                ("soft", "", "PreferNoSchedule"),
+                ("a", "1", "NoSchedule"),
+                ("b", "2", "NoSchedule"),
+                ("c", "3", "NoExecute"),
+            ],
+            Some(taint("b", "2", NoSchedule)),
+        );
+        // Exists with an empty key tolerates everything.
+        check_filter(
+            PodBuilder::new("wildcard").toleration("", "Exists", "", ""),
+            &[("a", "1", "NoSchedule"), ("b", "2", "NoExecute")],
+            None,
+        );
+    }
+
+    /// Scores `pod` on nodes given as lists of taints; returns (raw, normalised) per node.
+    fn scores(pod: PodBuilder, nodes: &[&[(&str, &str, &str)]]) -> Vec<(i64, i64)> {
+        let infos: Vec<_> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, taints)| {
+                let mut n = NodeBuilder::new(&format!("n{i}"));
+                for (k, v, e) in *taints {
+                    n = n.taint(k, v, e);
+                }
+                node_info(n, &[])
+            })
+            .collect();
+        let run = PluginHarness::new(TaintToleration).run(&pod.info(), &infos);
+        assert_eq!(
+            run.pre_score.as_ref().map(|s| s.code.as_str()),
+            Some("Success")
+        );
+        run.nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.score.expect("scored"),
+                    n.normalized_score.expect("normalised"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn score_table() {
+        // Tolerated PreferNoSchedule taints cost nothing; the node with fewer untolerated
+        // ones wins.
+        assert_eq!(
+            scores(
+                PodBuilder::new("p").toleration("foo", "Equal", "bar", "PreferNoSchedule"),
+                &[
+                    &[("foo", "bar", "PreferNoSchedule")],
+                    &[("foo", "blah", "PreferNoSchedule")],
+                ],
+            ),
+            vec![(0, 100), (1, 0)]
+        );
+        // Counting: 0, 1 and 2 intolerable taints.
+        assert_eq!(
+            scores(
+                PodBuilder::new("p").toleration("cpu-type", "Equal", "arm64", "PreferNoSchedule"),
+                &[
+                    &[],
+                    &[
+                        ("cpu-type", "arm64", "PreferNoSchedule"),
+                        ("gpu", "x", "PreferNoSchedule")
+                    ],
+                    &[
+                        ("cpu-type", "x86", "PreferNoSchedule"),
+                        ("gpu", "x", "PreferNoSchedule"),
+                    ],
+                ],
+            ),
+            vec![(0, 100), (1, 50), (2, 0)]
+        );
+        // Only PreferNoSchedule taints count; a NoSchedule-only toleration does not help
+        // with a PreferNoSchedule taint.
+        assert_eq!(
+            scores(
+                PodBuilder::new("p").toleration("foo", "Equal", "bar", "NoSchedule"),
+                &[
+                    &[("foo", "bar", "PreferNoSchedule")],
+                    &[("foo", "bar", "NoSchedule")],
+                ],
+            ),
+            vec![(1, 0), (0, 100)]
+        );
+        // An empty-effect toleration counts for scoring.
+        assert_eq!(
+            scores(
+                PodBuilder::new("p").toleration("foo", "Exists", "", ""),
+                &[&[("foo", "bar", "PreferNoSchedule")], &[]],
+            ),
+            vec![(0, 100), (0, 100)]
+        );
+    }
+
+    #[test]
+    fn score_without_pre_score_is_an_error() {
+        let pod = PodBuilder::new("p").info();
+        let node = node_info(NodeBuilder::new("n1"), &[]);
+        let err = TaintToleration
+            .score(&CycleState::new(), &pod, &node)
+            .expect_err("no state");
+        assert!(err.is_error());
+        assert_eq!(err.reasons(), [ERR_NO_PRE_SCORE_STATE]);
+    }
+
+    fn hints() -> Vec<ClusterEventWithHint> {
+        TaintToleration.events_to_register()
+    }
+
+    #[test]
+    fn registers_node_and_pod_toleration_events() {
+        let events: Vec<_> = hints().iter().map(|e| e.event.label()).collect();
+        assert_eq!(
+            events,
+            ["NodeAdd|UpdateNodeTaint", "PodUpdatePodToleration"]
+        );
+        assert!(hints().iter().all(|e| e.hint.is_some()));
+    }
+
+    #[test]
+    fn node_hint_table() {
+        let events = hints();
+        let hint = events[0].hint.as_ref().expect("node hint");
+        let node = |taints: &[(&str, &str, &str)]| {
+            let mut n = NodeBuilder::new("n1");
+            for (k, v, e) in taints {
+                n = n.taint(k, v, e);
+            }
+            EventObject::Node(n.model())
+        };
+        let pod = PodBuilder::new("p")
+            .toleration("foo", "Equal", "bar", "NoSchedule")
+            .info();
+        let tolerated = node(&[("foo", "bar", "NoSchedule")]);
+        let untolerated = node(&[("foo", "baz", "NoSchedule")]);
+        let soft = node(&[("other", "", "PreferNoSchedule")]);
+        let cases = [
+            // A new node the pod tolerates.
+            (None, &tolerated, QueueingHint::Queue),
+            // A new node the pod does not tolerate.
+            (None, &untolerated, QueueingHint::Skip),
+            // A taint the pod did not tolerate was replaced by one it does.
+            (Some(&untolerated), &tolerated, QueueingHint::Queue),
+            // It was already fine: nothing new for this pod.
+            (Some(&tolerated), &soft, QueueingHint::Skip),
+            // Still untolerated.
+            (Some(&untolerated), &untolerated, QueueingHint::Skip),
+        ];
+        for (i, (old, new, want)) in cases.into_iter().enumerate() {
+            assert_eq!(hint(&pod, old, Some(new)), Ok(want), "case {i}");
+        }
+        assert!(hint(&pod, None, None).is_err());
+    }
+
+    #[test]
+    fn pod_hint_queues_only_the_pod_itself() {
+        let events = hints();
+        let hint = events[1].hint.as_ref().expect("pod hint");
+        let pod = PodBuilder::new("p").info();
+        let same = EventObject::Pod(
+            PodBuilder::new("p")
+                .toleration("foo", "Exists", "", "")
+                .info(),
+        );
+        let other = EventObject::Pod(PodBuilder::new("q").info());
+        assert_eq!(hint(&pod, None, Some(&same)), Ok(QueueingHint::Queue));
+        assert_eq!(hint(&pod, None, Some(&other)), Ok(QueueingHint::Skip));
+    }
+
+    #[test]
+    fn registered_with_its_points() {
+        let desc = kubesched_framework::registry::find(NAME).expect("registered");
+        assert_eq!(
+            kubesched_framework::implemented_points(&TaintToleration),
+            desc.extension_points.to_vec()
+        );
+    }
+
+    #[test]
+    fn snapshot_mixed_taints() {
+        let nodes = [
+            node_info(NodeBuilder::new("clean"), &[]),
+            node_info(
+                NodeBuilder::new("dedicated").taint("dedicated", "gpu", "NoSchedule"),
+                &[],
+            ),
+            node_info(
+                NodeBuilder::new("soft-one").taint("spot", "true", "PreferNoSchedule"),
+                &[],
+            ),
+            node_info(
+                NodeBuilder::new("soft-two")
+                    .taint("spot", "true", "PreferNoSchedule")
+                    .taint("legacy", "", "PreferNoSchedule"),
+                &[],
+            ),
+            node_info(
+                NodeBuilder::new("tolerated")
+                    .taint("team", "a", "NoSchedule")
+                    .taint("team", "a", "PreferNoSchedule"),
+                &[],
+            ),
+            node_info(
+                NodeBuilder::new("draining").taint(
+                    "node.kubernetes.io/unreachable",
+                    "",
+                    "NoExecute",
+                ),
+                &[],
+            ),
+        ];
+        let pod = PodBuilder::new("web")
+            .toleration("team", "Equal", "a", "")
+            .info();
+        let run = PluginHarness::new(TaintToleration).run(&pod, &nodes);
+        insta::assert_yaml_snapshot!(run);
+    }
+}
