@@ -445,8 +445,11 @@ impl Framework {
         result
     }
 
-    /// PreFilter: runs every plugin, stopping at the first failure; Skip removes the
-    /// plugin's Filter for this pod; node narrowings are intersected.
+    /// PreFilter, as upstream: UnschedulableAndUnresolvable stops at once; Unschedulable is
+    /// remembered while the remaining plugins still run (preemption needs their state);
+    /// Skip removes the plugin's Filter for this pod; node narrowings are intersected, and
+    /// an empty intersection rejects the pod. `unschedulable_plugins` holds the plugins
+    /// that narrowed the node set.
     pub fn run_pre_filter_plugins(
         &self,
         state: &mut CycleState,
@@ -455,77 +458,65 @@ impl Framework {
     ) -> PreFilterOutcome {
         let start = Instant::now();
         let mut result: Option<PreFilterResult> = None;
-        let mut narrowing_plugins: Vec<String> = Vec::new();
-        let mut unschedulable_plugins = BTreeSet::new();
+        let mut narrowing_plugins: BTreeSet<String> = BTreeSet::new();
         let mut status = Status::success();
+        let done = |status: Status, result, plugins| {
+            self.point_done(ExtensionPoint::PreFilter, &status, start);
+            PreFilterOutcome {
+                result,
+                status,
+                unschedulable_plugins: plugins,
+            }
+        };
         for p in &self.pre_filter {
-            let Some(pf) = p.as_pre_filter() else {
-                continue;
-            };
-            let (r, s) = self.timed(
-                state.record_plugin_metrics,
-                p.name(),
-                ExtensionPoint::PreFilter,
-                || {
-                    let (r, s) = pf.pre_filter(state, pod, nodes);
-                    let code = s.code();
-                    ((r, s), code)
-                },
-            );
+            let Some(pf) = p.as_pre_filter() else { continue };
+            let (r, s) = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::PreFilter, || {
+                let (r, s) = pf.pre_filter(state, pod, nodes);
+                let code = s.code();
+                ((r, s), code)
+            });
             if s.is_skip() {
                 state.skip_filter_plugins.insert(p.name().to_string());
                 continue;
             }
             if !s.is_success() {
-                if s.is_rejected() {
-                    unschedulable_plugins.insert(p.name().to_string());
-                    status = s.with_plugin(p.name());
+                match s.code() {
+                    Code::UnschedulableAndUnresolvable => {
+                        return done(s.with_plugin(p.name()), None, BTreeSet::new());
+                    }
+                    Code::Unschedulable => {
+                        status = s.with_plugin(p.name());
+                        continue;
+                    }
+                    _ => {
+                        let e = Status::error(format!("running PreFilter plugin {:?}: {s}", p.name()))
+                            .with_plugin(p.name());
+                        return done(e, None, BTreeSet::new());
+                    }
+                }
+            }
+            let Some(r) = r.filter(|r| !r.all()) else { continue };
+            narrowing_plugins.insert(p.name().to_string());
+            let merged = match result {
+                None => r,
+                Some(prev) => prev.merge(&r),
+            };
+            let empty = merged.node_names.as_ref().is_some_and(|n| n.is_empty());
+            result = Some(merged);
+            if empty {
+                let names: Vec<&str> = narrowing_plugins.iter().map(String::as_str).collect();
+                let msg = if names.len() == 1 {
+                    format!("node(s) didn't satisfy plugin {}", names[0])
                 } else {
-                    status = Status::error(format!("running PreFilter plugin {:?}: {s}", p.name()))
-                        .with_plugin(p.name());
-                }
-                self.point_done(ExtensionPoint::PreFilter, &status, start);
-                return PreFilterOutcome {
-                    result: None,
-                    status,
-                    unschedulable_plugins,
+                    format!(
+                        "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                        names.join(" ")
+                    )
                 };
-            }
-            if let Some(r) = r.filter(|r| !r.all()) {
-                narrowing_plugins.push(p.name().to_string());
-                result = Some(match result {
-                    None => r,
-                    Some(prev) => prev.merge(&r),
-                });
-                if result
-                    .as_ref()
-                    .is_some_and(|r| r.node_names.as_ref().is_some_and(|n| n.is_empty()))
-                {
-                    let msg = if narrowing_plugins.len() == 1 {
-                        format!("node(s) didn't satisfy plugin {}", narrowing_plugins[0])
-                    } else {
-                        format!(
-                            "node(s) didn't satisfy plugin(s) [{}] simultaneously",
-                            narrowing_plugins.join(" ")
-                        )
-                    };
-                    unschedulable_plugins.extend(narrowing_plugins.iter().cloned());
-                    status = Status::unresolvable(msg);
-                    self.point_done(ExtensionPoint::PreFilter, &status, start);
-                    return PreFilterOutcome {
-                        result,
-                        status,
-                        unschedulable_plugins,
-                    };
-                }
+                return done(Status::unresolvable(msg), result, narrowing_plugins);
             }
         }
-        self.point_done(ExtensionPoint::PreFilter, &status, start);
-        PreFilterOutcome {
-            result,
-            status,
-            unschedulable_plugins,
-        }
+        done(status, result, narrowing_plugins)
     }
 
     /// Filter on one node: the first plugin that does not answer Success decides.
