@@ -8,5 +8,7 @@
 
 pub use kubesched_framework as framework;
 
+#[cfg(feature = "plugin-node-affinity")]
+use kubesched_plugin_node_affinity as _;
 #[cfg(feature = "plugin-taint-toleration")]
 use kubesched_plugin_taint_toleration as _;
