@@ -8,6 +8,8 @@
 
 pub use kubesched_framework as framework;
 
+#[cfg(feature = "plugin-image-locality")]
+use kubesched_plugin_image_locality as _;
 #[cfg(feature = "plugin-node-affinity")]
 use kubesched_plugin_node_affinity as _;
 #[cfg(feature = "plugin-taint-toleration")]
