@@ -469,12 +469,19 @@ impl Framework {
             }
         };
         for p in &self.pre_filter {
-            let Some(pf) = p.as_pre_filter() else { continue };
-            let (r, s) = self.timed(state.record_plugin_metrics, p.name(), ExtensionPoint::PreFilter, || {
-                let (r, s) = pf.pre_filter(state, pod, nodes);
-                let code = s.code();
-                ((r, s), code)
-            });
+            let Some(pf) = p.as_pre_filter() else {
+                continue;
+            };
+            let (r, s) = self.timed(
+                state.record_plugin_metrics,
+                p.name(),
+                ExtensionPoint::PreFilter,
+                || {
+                    let (r, s) = pf.pre_filter(state, pod, nodes);
+                    let code = s.code();
+                    ((r, s), code)
+                },
+            );
             if s.is_skip() {
                 state.skip_filter_plugins.insert(p.name().to_string());
                 continue;
@@ -489,13 +496,16 @@ impl Framework {
                         continue;
                     }
                     _ => {
-                        let e = Status::error(format!("running PreFilter plugin {:?}: {s}", p.name()))
-                            .with_plugin(p.name());
+                        let e =
+                            Status::error(format!("running PreFilter plugin {:?}: {s}", p.name()))
+                                .with_plugin(p.name());
                         return done(e, None, BTreeSet::new());
                     }
                 }
             }
-            let Some(r) = r.filter(|r| !r.all()) else { continue };
+            let Some(r) = r.filter(|r| !r.all()) else {
+                continue;
+            };
             narrowing_plugins.insert(p.name().to_string());
             let merged = match result {
                 None => r,

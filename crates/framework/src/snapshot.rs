@@ -1,6 +1,6 @@
 //! `Snapshot`: the immutable view of the cluster one scheduling cycle works on.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kubesched_model::NodeInfo;
@@ -15,7 +15,8 @@ pub struct Snapshot {
     index: HashMap<String, usize>,
     have_pods_with_affinity: Vec<Arc<NodeInfo>>,
     have_pods_with_required_anti_affinity: Vec<Arc<NodeInfo>>,
-    used_pvcs: HashSet<String>,
+    /// Claim `namespace/name` → how many pods on snapshot nodes use it.
+    used_pvcs: HashMap<String, u32>,
     /// The cache generation this snapshot reflects.
     pub generation: u64,
 }
@@ -57,22 +58,39 @@ impl Snapshot {
             .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
             .cloned()
             .collect();
-        self.used_pvcs = self
-            .node_infos
-            .iter()
-            .flat_map(|n| n.pvc_ref_counts.keys().cloned())
-            .collect();
+        self.used_pvcs.clear();
+        for n in &self.node_infos {
+            for (claim, count) in &n.pvc_ref_counts {
+                *self.used_pvcs.entry(claim.clone()).or_insert(0) += count;
+            }
+        }
     }
 
-    /// Replaces one node's info in place (same name, same position).
+    /// Replaces one node's info in place (same name, same position). The set of claims in
+    /// use is kept exact incrementally (old node's claims out, new node's in); the affinity
+    /// lists are not touched, so call [`Snapshot::recompute_lists`] when a node starts or
+    /// stops having pods with affinity. Returns false (and changes nothing) when the node
+    /// is not in the snapshot.
     pub fn replace(&mut self, info: Arc<NodeInfo>) -> bool {
-        match self.index.get(info.name()) {
-            Some(&i) => {
-                self.node_infos[i] = info;
-                true
+        let Some(&i) = self.index.get(info.name()) else {
+            return false;
+        };
+        let old = std::mem::replace(&mut self.node_infos[i], info);
+        let new = &self.node_infos[i];
+        if old.pvc_ref_counts != new.pvc_ref_counts {
+            for (claim, count) in &old.pvc_ref_counts {
+                if let Some(total) = self.used_pvcs.get_mut(claim) {
+                    *total = total.saturating_sub(*count);
+                    if *total == 0 {
+                        self.used_pvcs.remove(claim);
+                    }
+                }
             }
-            None => false,
+            for (claim, count) in &new.pvc_ref_counts {
+                *self.used_pvcs.entry(claim.clone()).or_insert(0) += count;
+            }
         }
+        true
     }
 
     /// Every node, in the order they are tried.
@@ -102,6 +120,6 @@ impl Snapshot {
 
     /// Whether some pod on some node uses the claim `namespace/name`.
     pub fn is_pvc_used_by_pods(&self, key: &str) -> bool {
-        self.used_pvcs.contains(key)
+        self.used_pvcs.contains_key(key)
     }
 }
