@@ -8,9 +8,17 @@
 
 pub use kubesched_framework as framework;
 
+#[cfg(feature = "plugin-default-binder")]
+use kubesched_plugin_default_binder as _;
 #[cfg(feature = "plugin-image-locality")]
 use kubesched_plugin_image_locality as _;
 #[cfg(feature = "plugin-node-affinity")]
 use kubesched_plugin_node_affinity as _;
+#[cfg(feature = "plugin-node-ports")]
+use kubesched_plugin_node_ports as _;
+#[cfg(feature = "plugin-node-unschedulable")]
+use kubesched_plugin_node_unschedulable as _;
+#[cfg(feature = "plugin-priority-sort")]
+use kubesched_plugin_priority_sort as _;
 #[cfg(feature = "plugin-taint-toleration")]
 use kubesched_plugin_taint_toleration as _;

@@ -41,12 +41,24 @@ impl AffinityTerm {
         if term.label_selector.is_some() {
             for key in term.match_label_keys.iter().flatten() {
                 if let Some(v) = labels.get(key) {
-                    selector.push(Requirement::new(key, "In", &[v.clone()], false, field)?);
+                    selector.push(Requirement::new(
+                        key,
+                        "In",
+                        std::slice::from_ref(v),
+                        false,
+                        field,
+                    )?);
                 }
             }
             for key in term.mismatch_label_keys.iter().flatten() {
                 if let Some(v) = labels.get(key) {
-                    selector.push(Requirement::new(key, "NotIn", &[v.clone()], false, field)?);
+                    selector.push(Requirement::new(
+                        key,
+                        "NotIn",
+                        std::slice::from_ref(v),
+                        false,
+                        field,
+                    )?);
                 }
             }
         }
@@ -160,7 +172,13 @@ impl TopologySpreadConstraint {
         if c.label_selector.is_some() {
             for key in c.match_label_keys.iter().flatten() {
                 if let Some(v) = pod_labels.get(key) {
-                    selector.push(Requirement::new(key, "In", &[v.clone()], false, field)?);
+                    selector.push(Requirement::new(
+                        key,
+                        "In",
+                        std::slice::from_ref(v),
+                        false,
+                        field,
+                    )?);
                 }
             }
         }
@@ -217,7 +235,7 @@ pub struct PodInfo {
     pub preferred_node_affinity: Vec<WeightedNodeSelectorTerm>,
     /// Tolerations.
     pub tolerations: Vec<Toleration>,
-    /// Host ports of all containers (init containers included), de-duplicated.
+    /// Host ports of the containers and sidecars (restartable init containers), de-duplicated.
     pub host_ports: Vec<HostPort>,
     /// Required pod affinity terms.
     pub required_affinity_terms: Vec<AffinityTerm>,
@@ -310,14 +328,15 @@ impl PodInfo {
 
         let mut host_ports = Vec::new();
         let mut images = Vec::new();
-        for c in spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(spec.containers.iter())
-        {
+        let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
+        for (c, init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
             if let Some(image) = &c.image {
                 images.push(image.clone());
+            }
+            // Upstream's host ports: regular containers and sidecars (restartable init
+            // containers); a plain init container has exited before the pod runs.
+            if init && c.restart_policy.as_deref() != Some("Always") {
+                continue;
             }
             for p in c.ports.iter().flatten() {
                 if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
