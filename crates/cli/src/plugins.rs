@@ -20,5 +20,7 @@ use kubesched_plugin_node_ports as _;
 use kubesched_plugin_node_unschedulable as _;
 #[cfg(feature = "plugin-priority-sort")]
 use kubesched_plugin_priority_sort as _;
+#[cfg(feature = "plugin-scheduling-gates")]
+use kubesched_plugin_scheduling_gates as _;
 #[cfg(feature = "plugin-taint-toleration")]
 use kubesched_plugin_taint_toleration as _;
