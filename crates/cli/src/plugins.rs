@@ -12,6 +12,8 @@ pub use kubesched_framework as framework;
 use kubesched_plugin_default_binder as _;
 #[cfg(feature = "plugin-image-locality")]
 use kubesched_plugin_image_locality as _;
+#[cfg(feature = "plugin-inter-pod-affinity")]
+use kubesched_plugin_inter_pod_affinity as _;
 #[cfg(feature = "plugin-node-affinity")]
 use kubesched_plugin_node_affinity as _;
 #[cfg(feature = "plugin-node-ports")]

@@ -1,0 +1,278 @@
+//! PreFilter (with AddPod/RemovePod) and Filter.
+
+use std::sync::Arc;
+
+use kubesched_framework::model::{Labels, Node, NodeInfo, PodInfo};
+use kubesched_framework::{
+    CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Status,
+};
+
+use crate::topology::{PairCounts, ResolvedTerm, matches_all};
+use crate::{
+    ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY,
+    InterPodAffinity,
+};
+
+/// The incoming pod's required terms, resolved once per cycle.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    pub(crate) affinity: Vec<ResolvedTerm>,
+    pub(crate) anti_affinity: Vec<ResolvedTerm>,
+    /// Labels of the incoming pod's namespace (existing pods' namespace selectors read them).
+    pub(crate) namespace_labels: Labels,
+    /// The pod matches all of its own affinity terms (the first-pod-of-a-group exception).
+    pub(crate) matches_own_affinity: bool,
+}
+
+/// What PreFilter computed for Filter: counts per topology pair.
+#[derive(Debug, Clone)]
+pub(crate) struct PreFilterState {
+    /// Existing pods whose required anti-affinity terms match the incoming pod.
+    pub(crate) existing_anti_affinity: PairCounts,
+    /// Existing pods that match all of the incoming pod's affinity terms (per term).
+    pub(crate) affinity: PairCounts,
+    /// Existing pods that match each of the incoming pod's anti-affinity terms.
+    pub(crate) anti_affinity: PairCounts,
+    pub(crate) incoming: Arc<Incoming>,
+}
+
+impl PreFilterState {
+    /// Counts `other`, now on (or gone from) a node with these labels, with `delta` ±1.
+    fn update_with_pod(&mut self, pod: &PodInfo, other: &PodInfo, labels: &Labels, delta: i64) {
+        let incoming = Arc::clone(&self.incoming);
+        for t in &other.required_anti_affinity_terms {
+            if t.matches(&pod.namespace, &incoming.namespace_labels, &pod.labels) {
+                self.existing_anti_affinity
+                    .add_on_node(labels, &t.topology_key, delta);
+            }
+        }
+        if matches_all(&incoming.affinity, other) {
+            for t in &incoming.affinity {
+                self.affinity.add_on_node(labels, &t.topology_key, delta);
+            }
+        }
+        for t in &incoming.anti_affinity {
+            if t.matches(other) {
+                self.anti_affinity
+                    .add_on_node(labels, &t.topology_key, delta);
+            }
+        }
+    }
+
+    fn satisfies_affinity(&self, labels: &Labels) -> bool {
+        let mut pods_exist = true;
+        for t in &self.incoming.affinity {
+            let Some(value) = labels.get(&t.topology_key) else {
+                // Every topology key of the terms must be on the node.
+                return false;
+            };
+            if self.affinity.get(&t.topology_key, value) <= 0 {
+                pods_exist = false;
+            }
+        }
+        // The first pod of a group that is affine to itself: when no pod anywhere matches
+        // the terms and the pod matches them itself, any node with the keys will do.
+        pods_exist || (self.affinity.is_empty() && self.incoming.matches_own_affinity)
+    }
+
+    fn satisfies_anti_affinity(&self, labels: &Labels) -> bool {
+        if self.anti_affinity.is_empty() {
+            return true;
+        }
+        !self.incoming.anti_affinity.iter().any(|t| {
+            labels
+                .get(&t.topology_key)
+                .is_some_and(|v| self.anti_affinity.get(&t.topology_key, v) > 0)
+        })
+    }
+
+    fn satisfies_existing_anti_affinity(&self, labels: &Labels) -> bool {
+        self.existing_anti_affinity.is_empty()
+            || !self.existing_anti_affinity.any_positive_on_node(labels)
+    }
+}
+
+impl InterPodAffinity {
+    /// Pairs where existing pods' required anti-affinity terms match the incoming pod.
+    /// Only nodes known to run such pods are visited.
+    fn existing_anti_affinity_counts(
+        &self,
+        pod: &PodInfo,
+        namespace_labels: &Labels,
+    ) -> PairCounts {
+        let snapshot = self.handle.snapshot();
+        let nodes = snapshot.have_pods_with_required_anti_affinity();
+        let per_node = self.handle.parallelizer().map(nodes.len(), |i| {
+            let info = &nodes[i];
+            let node = info.node()?;
+            let mut keys: Vec<&str> = Vec::new();
+            for existing in &info.pods_with_required_anti_affinity {
+                for t in &existing.required_anti_affinity_terms {
+                    if t.matches(&pod.namespace, namespace_labels, &pod.labels) {
+                        keys.push(&t.topology_key);
+                    }
+                }
+            }
+            (!keys.is_empty()).then_some((node, keys))
+        });
+        let mut counts = PairCounts::default();
+        for (node, keys) in per_node.into_iter().flatten() {
+            for key in keys {
+                counts.add_on_node(&node.labels, key, 1);
+            }
+        }
+        counts
+    }
+
+    /// Pairs where existing pods match the incoming pod's affinity (all terms) and
+    /// anti-affinity (each term). Every pod of every node is visited, once per cycle.
+    fn incoming_counts(
+        &self,
+        incoming: &Incoming,
+        nodes: &[Arc<NodeInfo>],
+    ) -> (PairCounts, PairCounts) {
+        let mut affinity = PairCounts::default();
+        let mut anti_affinity = PairCounts::default();
+        if incoming.affinity.is_empty() && incoming.anti_affinity.is_empty() {
+            return (affinity, anti_affinity);
+        }
+        let per_node = self.handle.parallelizer().map(nodes.len(), |i| {
+            let info = &nodes[i];
+            let node: &Arc<Node> = info.node()?;
+            let mut affine = 0i64;
+            let mut anti: Vec<i64> = Vec::new();
+            for existing in &info.pods {
+                if matches_all(&incoming.affinity, existing) {
+                    affine += 1;
+                }
+                for (k, t) in incoming.anti_affinity.iter().enumerate() {
+                    if t.matches(existing) {
+                        if anti.is_empty() {
+                            anti.resize(incoming.anti_affinity.len(), 0);
+                        }
+                        anti[k] += 1;
+                    }
+                }
+            }
+            (affine > 0 || !anti.is_empty()).then_some((node, affine, anti))
+        });
+        for (node, affine, anti) in per_node.into_iter().flatten() {
+            if affine > 0 {
+                for t in &incoming.affinity {
+                    affinity.add_on_node(&node.labels, &t.topology_key, affine);
+                }
+            }
+            for (t, n) in incoming.anti_affinity.iter().zip(anti) {
+                anti_affinity.add_on_node(&node.labels, &t.topology_key, n);
+            }
+        }
+        (affinity, anti_affinity)
+    }
+}
+
+fn missing_state() -> Status {
+    Status::error(format!(
+        "reading the PreFilter state of {} from the cycle state: PreFilter did not run",
+        crate::NAME
+    ))
+}
+
+impl PreFilterPlugin for InterPodAffinity {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status) {
+        let objects = self.handle.objects();
+        let namespace_labels = objects.namespace_labels(&pod.namespace);
+        let existing_anti_affinity = self.existing_anti_affinity_counts(pod, &namespace_labels);
+        if existing_anti_affinity.is_empty()
+            && pod.required_affinity_terms.is_empty()
+            && pod.required_anti_affinity_terms.is_empty()
+        {
+            return (None, Status::skip());
+        }
+        let resolve = |terms: &[kubesched_framework::model::AffinityTerm]| {
+            terms
+                .iter()
+                .map(|t| ResolvedTerm::resolve(t, objects))
+                .collect::<Vec<_>>()
+        };
+        let affinity = resolve(&pod.required_affinity_terms);
+        let matches_own_affinity = matches_all(&affinity, pod);
+        let incoming = Incoming {
+            affinity,
+            anti_affinity: resolve(&pod.required_anti_affinity_terms),
+            namespace_labels,
+            matches_own_affinity,
+        };
+        let (affinity, anti_affinity) = self.incoming_counts(&incoming, nodes);
+        state.write(PreFilterState {
+            existing_anti_affinity,
+            affinity,
+            anti_affinity,
+            incoming: Arc::new(incoming),
+        });
+        (None, Status::success())
+    }
+
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        Some(self)
+    }
+}
+
+impl PreFilterExtensions for InterPodAffinity {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &PodInfo,
+        pod_to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>() else {
+            return missing_state();
+        };
+        if let Some(n) = node.node() {
+            s.update_with_pod(pod_to_schedule, pod_to_add, &n.labels, 1);
+        }
+        Status::success()
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &PodInfo,
+        pod_to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>() else {
+            return missing_state();
+        };
+        if let Some(n) = node.node() {
+            s.update_with_pod(pod_to_schedule, pod_to_remove, &n.labels, -1);
+        }
+        Status::success()
+    }
+}
+
+impl FilterPlugin for InterPodAffinity {
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>() else {
+            return missing_state();
+        };
+        let Some(n) = node.node() else {
+            return Status::error("node not found");
+        };
+        if !s.satisfies_affinity(&n.labels) {
+            return Status::unresolvable(ERR_REASON_AFFINITY);
+        }
+        if !s.satisfies_anti_affinity(&n.labels) {
+            return Status::unschedulable(ERR_REASON_ANTI_AFFINITY);
+        }
+        if !s.satisfies_existing_anti_affinity(&n.labels) {
+            return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY);
+        }
+        Status::success()
+    }
+}

@@ -1,0 +1,180 @@
+//! InterPodAffinity: the required and preferred pod affinity and anti-affinity of the
+//! incoming pod, and (for symmetry) the required anti-affinity and the preferences of the
+//! pods already running.
+//!
+//! PreFilter counts, once per cycle, the topology pairs (node label key and value) where
+//! matching pods run; Filter then only looks the candidate node's labels up in those
+//! counts, and AddPod/RemovePod keep them exact for nominated pods and preemption.
+//! PreScore sums term weights per topology pair; Score looks them up the same way. It must
+//! not walk a node's pods in Filter or Score, and it reads namespaces only through the
+//! handle's object store.
+
+mod args;
+mod filtering;
+mod scoring;
+mod topology;
+
+#[cfg(test)]
+mod tests;
+
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
+use kubesched_framework::model::{AffinityTerm, Labels, PodInfo};
+use kubesched_framework::registry::PluginArgs;
+use kubesched_framework::{
+    EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin, PreScorePlugin,
+    ScorePlugin,
+};
+
+pub use args::{InterPodAffinityArgs, MAX_HARD_POD_AFFINITY_WEIGHT, MIN_HARD_POD_AFFINITY_WEIGHT};
+
+/// The plugin's registered name.
+pub const NAME: &str = "InterPodAffinity";
+/// A node's domain holds a pod whose required anti-affinity matches the incoming pod.
+pub const ERR_REASON_EXISTING_ANTI_AFFINITY: &str =
+    "node(s) didn't satisfy existing pods anti-affinity rules";
+/// The incoming pod's required affinity is not met on the node.
+pub const ERR_REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+/// The incoming pod's required anti-affinity is not met on the node.
+pub const ERR_REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+
+/// The InterPodAffinity plugin.
+#[derive(Debug, Clone)]
+pub struct InterPodAffinity {
+    args: InterPodAffinityArgs,
+    handle: Handle,
+}
+
+impl InterPodAffinity {
+    /// Builds the plugin; args out of range are refused.
+    pub fn new(args: &InterPodAffinityArgs, handle: &Handle) -> Result<Self, PluginError> {
+        args.validate().map_err(PluginError)?;
+        Ok(Self {
+            args: args.clone(),
+            handle: handle.clone(),
+        })
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [PreFilter, Filter, PreScore, Score, EnqueueExtensions],
+    args: InterPodAffinityArgs,
+    factory: InterPodAffinity::new,
+}
+
+impl Plugin for InterPodAffinity {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+/// Whether `other` matches every term of the rejected pod. Hints see the terms as written,
+/// with no namespace labels (upstream does the same: hints must stay cheap).
+fn hint_matches_all(terms: &[AffinityTerm], other: &PodInfo) -> bool {
+    let no_labels = Labels::new();
+    !terms.is_empty()
+        && terms
+            .iter()
+            .all(|t| t.matches(&other.namespace, &no_labels, &other.labels))
+}
+
+/// An assigned pod was added, relabelled or deleted.
+fn pod_change_hint(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let original = old
+        .map(|o| o.as_pod().ok_or("expected a pod as the old object"))
+        .transpose()?;
+    let modified = new
+        .map(|o| o.as_pod().ok_or("expected a pod as the new object"))
+        .transpose()?;
+    // Only assigned pods count in inter-pod affinity.
+    if modified.is_some_and(|p| p.node_name.is_none())
+        || original.is_some_and(|p| p.node_name.is_none())
+    {
+        return Ok(QueueingHint::Skip);
+    }
+    let affinity = &pod.required_affinity_terms;
+    let anti = &pod.required_anti_affinity_terms;
+    let queue = match (original, modified) {
+        // Updated: it now matches the affinity, or no longer matches the anti-affinity.
+        (Some(o), Some(m)) => {
+            (!hint_matches_all(affinity, o) && hint_matches_all(affinity, m))
+                || (hint_matches_all(anti, o) && !hint_matches_all(anti, m))
+        }
+        // Added: it may satisfy the affinity.
+        (None, Some(m)) => hint_matches_all(affinity, m),
+        // Deleted: it may have been what the anti-affinity objected to.
+        (Some(o), None) => hint_matches_all(anti, o),
+        (None, None) => return Err("a pod event without a pod".into()),
+    };
+    Ok(if queue {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    })
+}
+
+/// A node was added or had its labels or taints changed: only a node carrying one of the
+/// pod's topology keys can change anything.
+fn node_change_hint(
+    pod: &PodInfo,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let node = new
+        .and_then(EventObject::as_node)
+        .ok_or("expected a node as the new object")?;
+    let has_key = pod
+        .required_affinity_terms
+        .iter()
+        .chain(&pod.required_anti_affinity_terms)
+        .any(|t| node.labels.contains_key(&t.topology_key));
+    Ok(if has_key {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    })
+}
+
+impl EnqueueExtensions for InterPodAffinity {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::ADD
+                    .union(ActionType::UPDATE_POD_LABEL)
+                    .union(ActionType::DELETE),
+                pod_change_hint,
+            ),
+            // UpdateNodeTaint too: a node that was not ready when added reaches the queue
+            // only through a later taint change.
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD
+                    .union(ActionType::UPDATE_NODE_LABEL)
+                    .union(ActionType::UPDATE_NODE_TAINT),
+                node_change_hint,
+            ),
+        ]
+    }
+}

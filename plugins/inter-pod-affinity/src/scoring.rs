@@ -1,0 +1,214 @@
+//! PreScore, Score and NormalizeScore.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kubesched_framework::model::{Labels, NodeInfo, PodInfo};
+use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugin, Status};
+
+use crate::InterPodAffinity;
+use crate::topology::ResolvedTerm;
+
+/// Summed weights per topology pair. Unlike the filter counts, pairs that sum to zero are
+/// kept: a pair that was touched at all makes the plugin score (as upstream).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScoreMap {
+    map: HashMap<String, HashMap<String, i64>>,
+}
+
+impl ScoreMap {
+    fn add(&mut self, key: &str, value: &str, delta: i64) {
+        if !self.map.contains_key(key) {
+            self.map.insert(key.to_string(), HashMap::new());
+        }
+        if let Some(values) = self.map.get_mut(key) {
+            match values.get_mut(value) {
+                Some(n) => *n += delta,
+                None => {
+                    values.insert(value.to_string(), delta);
+                }
+            }
+        }
+    }
+
+    /// The node's score: the weights of every pair its labels form.
+    fn score_for(&self, labels: &Labels) -> i64 {
+        self.map
+            .iter()
+            .filter_map(|(key, values)| labels.get(key).and_then(|v| values.get(v)))
+            .sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// What PreScore computed for Score.
+#[derive(Debug, Clone)]
+pub(crate) struct PreScoreState {
+    pub(crate) topology_score: Arc<ScoreMap>,
+}
+
+/// Adds `delta` under `key` for a node, merging with an earlier entry of the same key.
+fn bump<'a>(acc: &mut Vec<(&'a str, i64)>, labels: &Labels, key: &'a str, delta: i64) {
+    if !labels.contains_key(key) {
+        return;
+    }
+    match acc.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, n)) => *n += delta,
+        None => acc.push((key, delta)),
+    }
+}
+
+impl PreScorePlugin for InterPodAffinity {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
+        if nodes.is_empty() {
+            return Status::skip();
+        }
+        let has_preferred = !pod.preferred_affinity_terms.is_empty()
+            || !pod.preferred_anti_affinity_terms.is_empty();
+        if self.args.ignore_preferred_terms_of_existing_pods && !has_preferred {
+            return Status::skip();
+        }
+        let snapshot = self.handle.snapshot();
+        // Without preferred terms of its own, only pods with affinity terms can score it.
+        let all = if has_preferred {
+            snapshot.list()
+        } else {
+            snapshot.have_pods_with_affinity()
+        };
+        let objects = self.handle.objects();
+        let resolve = |terms: &[kubesched_framework::model::WeightedAffinityTerm]| {
+            terms
+                .iter()
+                .map(|t| (i64::from(t.weight), ResolvedTerm::resolve(&t.term, objects)))
+                .collect::<Vec<_>>()
+        };
+        let preferred = resolve(&pod.preferred_affinity_terms);
+        let preferred_anti = resolve(&pod.preferred_anti_affinity_terms);
+        let namespace_labels = objects.namespace_labels(&pod.namespace);
+        let hard_weight = i64::from(self.args.hard_pod_affinity_weight);
+        let incoming_matches = |t: &kubesched_framework::model::AffinityTerm| {
+            t.matches(&pod.namespace, &namespace_labels, &pod.labels)
+        };
+
+        let per_node = self.handle.parallelizer().map(all.len(), |i| {
+            let info = &all[i];
+            let node = info.node()?;
+            let labels = &node.labels;
+            if labels.is_empty() {
+                return None;
+            }
+            let pods = if has_preferred {
+                &info.pods
+            } else {
+                &info.pods_with_affinity
+            };
+            let mut acc: Vec<(&str, i64)> = Vec::new();
+            for existing in pods {
+                for (w, t) in &preferred {
+                    if t.matches(existing) {
+                        bump(&mut acc, labels, &t.topology_key, *w);
+                    }
+                }
+                for (w, t) in &preferred_anti {
+                    if t.matches(existing) {
+                        bump(&mut acc, labels, &t.topology_key, -*w);
+                    }
+                }
+                if hard_weight > 0 {
+                    for t in &existing.required_affinity_terms {
+                        if incoming_matches(t) {
+                            bump(&mut acc, labels, &t.topology_key, hard_weight);
+                        }
+                    }
+                }
+                for wt in &existing.preferred_affinity_terms {
+                    if incoming_matches(&wt.term) {
+                        bump(
+                            &mut acc,
+                            labels,
+                            &wt.term.topology_key,
+                            i64::from(wt.weight),
+                        );
+                    }
+                }
+                for wt in &existing.preferred_anti_affinity_terms {
+                    if incoming_matches(&wt.term) {
+                        bump(
+                            &mut acc,
+                            labels,
+                            &wt.term.topology_key,
+                            -i64::from(wt.weight),
+                        );
+                    }
+                }
+            }
+            (!acc.is_empty()).then_some((node, acc))
+        });
+
+        let mut topology_score = ScoreMap::default();
+        for (node, acc) in per_node.into_iter().flatten() {
+            for (key, delta) in acc {
+                if let Some(value) = node.labels.get(key) {
+                    topology_score.add(key, value, delta);
+                }
+            }
+        }
+        if topology_score.is_empty() {
+            return Status::skip();
+        }
+        state.write(PreScoreState {
+            topology_score: Arc::new(topology_score),
+        });
+        Status::success()
+    }
+}
+
+fn missing_state() -> Status {
+    Status::error(format!(
+        "reading the PreScore state of {} from the cycle state: PreScore did not run",
+        crate::NAME
+    ))
+}
+
+impl ScorePlugin for InterPodAffinity {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let s = state.read::<PreScoreState>().ok_or_else(missing_state)?;
+        let n = node.node().ok_or_else(|| Status::error("node not found"))?;
+        Ok(s.topology_score.score_for(&n.labels))
+    }
+
+    fn has_normalize_score(&self) -> bool {
+        true
+    }
+
+    fn normalize_score(
+        &self,
+        state: &CycleState,
+        _pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+        scores: &mut [i64],
+    ) -> Status {
+        let Some(s) = state.read::<PreScoreState>() else {
+            return missing_state();
+        };
+        if s.topology_score.is_empty() {
+            return Status::success();
+        }
+        let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else {
+            return Status::success();
+        };
+        let diff = max - min;
+        for score in scores.iter_mut() {
+            *score = if diff > 0 {
+                // Truncation towards zero, as upstream's float-to-int conversion.
+                (MAX_NODE_SCORE as f64 * ((*score - min) as f64 / diff as f64)) as i64
+            } else {
+                0
+            };
+        }
+        Status::success()
+    }
+}
