@@ -1,1 +1,173 @@
-//! kubesched-config (under construction).
+//! kubesched-config: the KubeSchedulerConfiguration file (`kubescheduler.config.k8s.io/v1`,
+//! and `v1beta3` read with the same shape).
+//!
+//! It owns decoding (YAML or JSON, strict, errors naming the file and the field path),
+//! upstream's defaults (scalars, the default profile's plugins and weights, default plugin
+//! args), upstream's validation rules, and the resolution of each profile into a
+//! [`ProfileSpec`] (defaults merged, `multiPoint` expanded) that the framework builds from.
+//! It knows plugins only through the framework's link-time registry: it must not depend on
+//! plugin crates, build plugins, or talk to a cluster.
+
+mod decode;
+pub mod duration;
+mod error;
+mod plugins;
+mod types;
+mod validation;
+
+use std::collections::HashSet;
+use std::path::Path;
+
+pub use error::{ConfigError, FieldError};
+pub use kubesched_framework::{PluginRef, ProfileSpec};
+pub use plugins::{
+    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, REMOVED_PLUGINS, default_multi_point,
+};
+pub use types::*;
+
+/// A loaded, defaulted and validated configuration, ready to build frameworks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedConfig {
+    /// The configuration with every default filled in (what `kubesched config defaults`
+    /// prints): merged plugins per profile and the effective args of every plugin that takes
+    /// args. Its apiVersion is v1 whatever version was read.
+    pub config: KubeSchedulerConfiguration,
+    /// One per profile, in order: plugins per extension point with multiPoint expanded.
+    pub profiles: Vec<ProfileSpec>,
+    /// Upstream default plugins that are not compiled into this binary (left out of the
+    /// default profile; the binary reports them at start-up).
+    pub absent_default_plugins: Vec<String>,
+}
+
+impl LoadedConfig {
+    /// The resolved profile whose schedulerName is `name`.
+    pub fn profile(&self, name: &str) -> Option<&ProfileSpec> {
+        self.profiles.iter().find(|p| p.scheduler_name == name)
+    }
+}
+
+/// Reads, defaults and validates a configuration file. Errors name the file as given.
+pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    load_str(&text, &file)
+}
+
+/// Decodes, defaults and validates a configuration held in memory; `source` names it in
+/// errors (usually the file name). Every validation problem is reported, not just the first.
+pub fn load_str(text: &str, source: &str) -> Result<LoadedConfig, ConfigError> {
+    let cfg = decode::decode(text).map_err(|error| ConfigError::Decode {
+        file: source.to_string(),
+        error,
+    })?;
+    let (loaded, problems) = resolve(cfg);
+    if problems.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(ConfigError::Invalid {
+            file: source.to_string(),
+            problems,
+        })
+    }
+}
+
+/// Upstream's default configuration for this build: one profile `default-scheduler` with the
+/// upstream default plugins that are compiled in.
+pub fn default_config() -> LoadedConfig {
+    let (loaded, problems) = resolve(KubeSchedulerConfiguration::default());
+    // Only a plugin whose own default args do not decode can get here: say so, keep going.
+    for p in problems {
+        tracing::error!(problem = %p, "the default configuration has a problem");
+    }
+    loaded
+}
+
+/// The configuration as YAML (for `kubesched config defaults` and `/configz`).
+pub fn to_yaml(config: &KubeSchedulerConfiguration) -> String {
+    // The types hold only strings, numbers, booleans, sequences and string-keyed maps, which
+    // YAML can always represent.
+    serde_saphyr::to_string(config).expect("a configuration always serializes to YAML")
+}
+
+/// Fills every default in, resolves the profiles and validates; returns the problems found.
+fn resolve(mut cfg: KubeSchedulerConfiguration) -> (LoadedConfig, Vec<FieldError>) {
+    let mut problems = Vec::new();
+    if cfg.api_version == API_VERSION_V1BETA3 {
+        tracing::debug!("reading a v1beta3 configuration as v1");
+    }
+    cfg.api_version = API_VERSION_V1.to_string();
+    cfg.kind = KIND.to_string();
+    apply_scalar_defaults(&mut cfg);
+    validation::validate_globals(&cfg, &mut problems);
+
+    if cfg.profiles.is_empty() {
+        cfg.profiles.push(Profile::default());
+    }
+    // Only a lone profile gets the default name; several must each name themselves.
+    if let [only] = cfg.profiles.as_mut_slice()
+        && only.scheduler_name.is_empty()
+    {
+        only.scheduler_name = DEFAULT_SCHEDULER_NAME.to_string();
+    }
+    let (defaults, absent) = plugins::default_multi_point();
+    let mut resolved_profiles = Vec::with_capacity(cfg.profiles.len());
+    let mut specs = Vec::with_capacity(cfg.profiles.len());
+    for (i, profile) in cfg.profiles.iter().enumerate() {
+        plugins::check_user_plugins(i, profile, &mut problems);
+        let r = plugins::resolve_profile(i, profile, &defaults, &mut problems);
+        resolved_profiles.push(r.profile);
+        specs.push(r.spec);
+    }
+    cfg.profiles = resolved_profiles;
+    validation::validate_profiles(&cfg, &specs, &mut problems);
+    validation::validate_extenders(&cfg.extenders, &mut problems);
+
+    let mut seen = HashSet::new();
+    problems.retain(|p| seen.insert((p.path.clone(), p.message.clone())));
+    let loaded = LoadedConfig {
+        config: cfg,
+        profiles: specs,
+        absent_default_plugins: absent,
+    };
+    (loaded, problems)
+}
+
+/// Upstream's scalar defaults (v1 defaults.go and component-base's recommended leader
+/// election settings). Values upstream treats as unset when zero are defaulted when zero.
+fn apply_scalar_defaults(cfg: &mut KubeSchedulerConfiguration) {
+    let le = &mut cfg.leader_election;
+    if le.resource_lock.is_empty() {
+        le.resource_lock = DEFAULT_RESOURCE_LOCK.to_string();
+    }
+    if le.resource_namespace.is_empty() {
+        le.resource_namespace = DEFAULT_LOCK_NAMESPACE.to_string();
+    }
+    if le.resource_name.is_empty() {
+        le.resource_name = DEFAULT_LOCK_NAME.to_string();
+    }
+    if le.lease_duration.is_zero() {
+        le.lease_duration = DEFAULT_LEASE_DURATION;
+    }
+    if le.renew_deadline.is_zero() {
+        le.renew_deadline = DEFAULT_RENEW_DEADLINE;
+    }
+    if le.retry_period.is_zero() {
+        le.retry_period = DEFAULT_RETRY_PERIOD;
+    }
+    let cc = &mut cfg.client_connection;
+    if cc.content_type.is_empty() {
+        cc.content_type = DEFAULT_CONTENT_TYPE.to_string();
+    }
+    if cc.qps == 0.0 {
+        cc.qps = DEFAULT_QPS;
+    }
+    if cc.burst == 0 {
+        cc.burst = DEFAULT_BURST;
+    }
+    if cfg.enable_contention_profiling.is_none() {
+        cfg.enable_contention_profiling = Some(cfg.enable_profiling);
+    }
+}

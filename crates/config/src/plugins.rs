@@ -1,0 +1,502 @@
+//! Profile plugins: upstream's default plugin list, merging a profile's plugins into it
+//! (`mergePluginSet`), default plugin args, and the expansion of `multiPoint` into the plugin
+//! list of every extension point (`expandMultiPointPlugins`), giving a [`ProfileSpec`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use kubesched_framework::registry;
+use kubesched_framework::{ExtensionPoint, PluginRef, ProfileSpec};
+
+use crate::error::FieldError;
+use crate::types::{PluginConfig, PluginEntry, PluginSet, Plugins, Profile, SetKey};
+
+/// One plugin of upstream's default profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefaultPlugin {
+    /// The plugin name.
+    pub name: &'static str,
+    /// Its score weight in the default profile, if it sets one.
+    pub weight: Option<i32>,
+}
+
+const fn plugin(name: &'static str, weight: Option<i32>) -> DefaultPlugin {
+    DefaultPlugin { name, weight }
+}
+
+/// Upstream v1's default `multiPoint` list, in order, with the plugins its default feature
+/// gates add (SchedulingGates first; DynamicResources just before DefaultPreemption, since
+/// DynamicResourceAllocation is on by default).
+pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
+    plugin("SchedulingGates", None),
+    plugin("PrioritySort", None),
+    plugin("NodeUnschedulable", None),
+    plugin("NodeName", None),
+    plugin("TaintToleration", Some(3)),
+    plugin("NodeAffinity", Some(2)),
+    plugin("NodePorts", None),
+    plugin("NodeResourcesFit", Some(1)),
+    plugin("VolumeRestrictions", None),
+    plugin("NodeVolumeLimits", None),
+    plugin("VolumeBinding", None),
+    plugin("VolumeZone", None),
+    plugin("PodTopologySpread", Some(2)),
+    plugin("InterPodAffinity", Some(2)),
+    plugin("DynamicResources", None),
+    plugin("DefaultPreemption", None),
+    plugin("NodeResourcesBalancedAllocation", Some(1)),
+    plugin("ImageLocality", Some(1)),
+    plugin("DefaultBinder", None),
+];
+
+/// Plugins upstream removed; configurations naming them are refused as upstream does.
+pub const REMOVED_PLUGINS: &[&str] = &[
+    "AzureDiskLimits",
+    "CinderLimits",
+    "EBSLimits",
+    "GCEPDLimits",
+];
+
+/// The highest score weight a configuration may give.
+pub const MAX_WEIGHT: i32 = 100;
+
+/// The extension points a compiled-in plugin implements.
+fn points_of(name: &str) -> Option<&'static [ExtensionPoint]> {
+    registry::find(name).map(|d| d.extension_points)
+}
+
+/// The default `multiPoint` set of this build (upstream's defaults that are compiled in) and
+/// the upstream defaults that are not.
+pub fn default_multi_point() -> (PluginSet, Vec<String>) {
+    let mut set = PluginSet::default();
+    let mut absent = Vec::new();
+    for d in DEFAULT_PLUGINS {
+        if registry::find(d.name).is_some() {
+            set.enabled.push(PluginEntry {
+                name: d.name.to_string(),
+                weight: d.weight,
+            });
+        } else {
+            absent.push(d.name.to_string());
+        }
+    }
+    (set, absent)
+}
+
+/// A plugin of a merged set, with its index in the user's `enabled` list when it came from
+/// there (so problems can name the user's entry).
+#[derive(Debug, Clone)]
+struct Merged {
+    entry: PluginEntry,
+    origin: Option<usize>,
+}
+
+/// A set after the user's settings were merged into the defaults.
+#[derive(Debug, Clone, Default)]
+struct MergedSet {
+    enabled: Vec<Merged>,
+    disabled: Vec<String>,
+}
+
+impl MergedSet {
+    fn disables(&self, name: &str) -> bool {
+        self.disabled.iter().any(|d| d == name)
+    }
+
+    fn disables_all(&self) -> bool {
+        self.disables("*")
+    }
+
+    fn to_plugin_set(&self) -> PluginSet {
+        PluginSet {
+            enabled: self.enabled.iter().map(|m| m.entry.clone()).collect(),
+            disabled: self.disabled.iter().map(|n| PluginEntry::new(n)).collect(),
+        }
+    }
+}
+
+/// Upstream's `mergePluginSet`: drop disabled defaults (all of them with `*`), replace
+/// re-configured defaults in place, append the other custom plugins in their order.
+fn merge_set(defaults: &PluginSet, custom: &PluginSet) -> MergedSet {
+    let disabled: Vec<String> = custom
+        .disabled
+        .iter()
+        .chain(&defaults.disabled)
+        .map(|p| p.name.clone())
+        .collect();
+    let disabled_set: HashSet<&str> = disabled.iter().map(String::as_str).collect();
+    // The last of duplicate custom entries replaces the default; the others are appended and
+    // then refused as duplicates during expansion, as upstream does.
+    let custom_index: HashMap<&str, usize> = custom
+        .enabled
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
+    let mut replaced = HashSet::new();
+    let mut enabled = Vec::new();
+    if !disabled_set.contains("*") {
+        for d in &defaults.enabled {
+            if disabled_set.contains(d.name.as_str()) {
+                continue;
+            }
+            match custom_index.get(d.name.as_str()) {
+                Some(&i) => {
+                    tracing::debug!(plugin = %d.name, "default plugin is explicitly re-configured; overriding");
+                    replaced.insert(i);
+                    enabled.push(Merged {
+                        entry: custom.enabled[i].clone(),
+                        origin: Some(i),
+                    });
+                }
+                None => enabled.push(Merged {
+                    entry: d.clone(),
+                    origin: None,
+                }),
+            }
+        }
+    }
+    for (i, p) in custom.enabled.iter().enumerate() {
+        if !replaced.contains(&i) {
+            enabled.push(Merged {
+                entry: p.clone(),
+                origin: Some(i),
+            });
+        }
+    }
+    MergedSet { enabled, disabled }
+}
+
+fn set_path(profile: usize, key: SetKey) -> String {
+    format!("profiles[{profile}].plugins.{}", key.config_key())
+}
+
+fn entry_path(profile: usize, key: SetKey, m: &Merged) -> String {
+    match m.origin {
+        Some(i) => format!("{}.enabled[{i}].name", set_path(profile, key)),
+        None => set_path(profile, key),
+    }
+}
+
+/// Go's interface name of a point in upstream's messages, e.g. `FilterPlugin`.
+fn interface_name(point: ExtensionPoint) -> String {
+    format!("{}Plugin", point.as_str())
+}
+
+/// What resolving one profile's plugins gives.
+pub(crate) struct ResolvedProfile {
+    /// The profile with merged plugins and defaulted plugin args (what `config defaults` shows).
+    pub profile: Profile,
+    /// The framework's view of it.
+    pub spec: ProfileSpec,
+}
+
+/// Checks the plugin names and weights the user wrote in profile `index`, before defaults are
+/// merged in, so each problem names the user's own entry.
+pub(crate) fn check_user_plugins(index: usize, profile: &Profile, problems: &mut Vec<FieldError>) {
+    if let Some(plugins) = &profile.plugins {
+        for key in SetKey::all() {
+            let set = plugins.set(key);
+            for (j, e) in set.enabled.iter().enumerate() {
+                let base = format!("{}.enabled[{j}]", set_path(index, key));
+                if let Some(msg) = name_problem(&e.name) {
+                    problems.push(FieldError::new(format!("{base}.name"), msg));
+                }
+                let weighs = matches!(
+                    key,
+                    SetKey::MultiPoint | SetKey::Point(ExtensionPoint::Score)
+                );
+                if let (true, Some(w)) = (weighs, e.weight) {
+                    // 0 is upstream's "unset" (it becomes 1), so it is accepted too.
+                    if !(0..=MAX_WEIGHT).contains(&w) {
+                        problems.push(FieldError::new(
+                            format!("{base}.weight"),
+                            format!("must be in the range 1..={MAX_WEIGHT}, got {w}"),
+                        ));
+                    }
+                }
+            }
+            for (j, e) in set.disabled.iter().enumerate() {
+                if e.name.is_empty() {
+                    problems.push(FieldError::new(
+                        format!("{}.disabled[{j}].name", set_path(index, key)),
+                        "required value",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Why a plugin name cannot be enabled or configured in this build, if it cannot.
+fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("required value".into());
+    }
+    if name == "*" {
+        return Some("\"*\" may only be used in a disabled list".into());
+    }
+    if REMOVED_PLUGINS.contains(&name) {
+        return Some(format!(
+            "plugin {name:?} was removed from kube-scheduler and is invalid in {:?}",
+            crate::types::API_VERSION_V1
+        ));
+    }
+    if registry::find(name).is_none() {
+        return Some(format!(
+            "plugin {name:?} is not compiled into this binary; rebuild kubesched with the Cargo feature {:?}",
+            registry::feature_for(name)
+        ));
+    }
+    None
+}
+
+/// Merges profile `index`'s plugins with the defaults, defaults and decodes its plugin args,
+/// and expands multiPoint. Problems are appended to `problems`.
+pub(crate) fn resolve_profile(
+    index: usize,
+    profile: &Profile,
+    defaults: &PluginSet,
+    problems: &mut Vec<FieldError>,
+) -> ResolvedProfile {
+    let custom = profile.plugins.clone().unwrap_or_default();
+    let mut merged: BTreeMap<SetKey, MergedSet> = BTreeMap::new();
+    let empty = PluginSet::default();
+    for key in SetKey::all() {
+        let default_set = if key == SetKey::MultiPoint {
+            defaults
+        } else {
+            &empty
+        };
+        merged.insert(key, merge_set(default_set, custom.set(key)));
+    }
+    let mut plugins = Plugins::default();
+    for (key, set) in &merged {
+        if let Some(slot) = plugins.set_mut(*key) {
+            *slot = set.to_plugin_set();
+        }
+    }
+
+    let (plugin_config, plugin_args) = resolve_plugin_config(index, profile, &plugins, problems);
+    let points = expand(index, &merged, problems);
+
+    let resolved = Profile {
+        scheduler_name: profile.scheduler_name.clone(),
+        percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
+        plugins: Some(plugins),
+        plugin_config,
+    };
+    let spec = ProfileSpec {
+        scheduler_name: profile.scheduler_name.clone(),
+        plugins: points,
+        plugin_args,
+        percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
+    };
+    ResolvedProfile {
+        profile: resolved,
+        spec,
+    }
+}
+
+/// Decodes every pluginConfig entry with its plugin's codec (reporting bad args with their
+/// path), replaces the args by their effective form, and appends the default args of every
+/// enabled plugin that takes args and has no entry, as upstream's defaulting does. Returns the
+/// defaulted list and the args per plugin for the framework.
+fn resolve_plugin_config(
+    index: usize,
+    profile: &Profile,
+    plugins: &Plugins,
+    problems: &mut Vec<FieldError>,
+) -> (Vec<PluginConfig>, BTreeMap<String, serde_json::Value>) {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(profile.plugin_config.len());
+    for (j, pc) in profile.plugin_config.iter().enumerate() {
+        let path = format!("profiles[{index}].pluginConfig[{j}]");
+        if !seen.insert(pc.name.clone()) {
+            problems.push(FieldError::new(
+                format!("{path}.name"),
+                format!("duplicate value {:?}", pc.name),
+            ));
+            continue;
+        }
+        if let Some(msg) = name_problem(&pc.name) {
+            problems.push(FieldError::new(format!("{path}.name"), msg));
+            out.push(pc.clone());
+            continue;
+        }
+        let Some(desc) = registry::find(&pc.name) else {
+            continue;
+        };
+        match (desc.args.decode)(pc.args.as_ref()) {
+            Ok(decoded) => {
+                out.push(PluginConfig {
+                    name: pc.name.clone(),
+                    args: decoded.effective.or_else(|| pc.args.clone()),
+                });
+            }
+            Err(e) => {
+                problems.push(FieldError::new(format!("{path}.args"), e.message));
+                out.push(pc.clone());
+            }
+        }
+    }
+    for name in plugins.enabled_names() {
+        if seen.contains(&name) {
+            continue;
+        }
+        let Some(desc) = registry::find(&name) else {
+            continue;
+        };
+        if desc.args.kind.is_none() {
+            continue;
+        }
+        match (desc.args.decode)(None) {
+            Ok(decoded) => {
+                if let Some(effective) = decoded.effective {
+                    out.push(PluginConfig {
+                        name,
+                        args: Some(effective),
+                    });
+                }
+            }
+            Err(e) => problems.push(FieldError::new(
+                format!("profiles[{index}].pluginConfig"),
+                format!("the default args of plugin {name:?} do not decode: {e}"),
+            )),
+        }
+    }
+    // The framework gets the args as the defaulted configuration holds them, so a config
+    // and its `config defaults`-style dump resolve to the same profile.
+    let args = out
+        .iter()
+        .filter(|pc| registry::find(&pc.name).is_some())
+        .filter_map(|pc| pc.args.clone().map(|a| (pc.name.clone(), a)))
+        .collect();
+    (out, args)
+}
+
+/// Upstream's `expandMultiPointPlugins`, per configurable point: the point's own enabled list
+/// is checked (implemented, no duplicates); with `disabled: *` at the point it stands alone;
+/// otherwise multiPoint plugins implementing the point join, except those disabled there.
+/// Order: multiPoint plugins the point re-configures (in the point's order), then the other
+/// multiPoint plugins, then the point's remaining plugins.
+fn expand(
+    index: usize,
+    merged: &BTreeMap<SetKey, MergedSet>,
+    problems: &mut Vec<FieldError>,
+) -> BTreeMap<ExtensionPoint, Vec<PluginRef>> {
+    let empty = MergedSet::default();
+    let multi = merged.get(&SetKey::MultiPoint).unwrap_or(&empty);
+    let weights = score_weights(merged);
+    let mut reported: HashSet<String> = HashSet::new();
+    let mut out = BTreeMap::new();
+    for point in ExtensionPoint::CONFIGURABLE {
+        let key = SetKey::Point(point);
+        let set = merged.get(&key).unwrap_or(&empty);
+        let mut specific: Vec<&str> = Vec::new();
+        for m in &set.enabled {
+            let Some(points) = points_of(&m.entry.name) else {
+                continue; // reported as not compiled in
+            };
+            if !points.contains(&point) {
+                problems.push(FieldError::new(
+                    entry_path(index, key, m),
+                    format!(
+                        "plugin {:?} does not extend {}",
+                        m.entry.name,
+                        interface_name(point)
+                    ),
+                ));
+                continue;
+            }
+            if specific.contains(&m.entry.name.as_str()) {
+                problems.push(FieldError::new(
+                    entry_path(index, key, m),
+                    format!(
+                        "plugin {:?} already registered as {:?}",
+                        m.entry.name,
+                        interface_name(point)
+                    ),
+                ));
+                continue;
+            }
+            specific.push(&m.entry.name);
+        }
+
+        let names: Vec<&str> = if set.disables_all() {
+            specific
+        } else {
+            let mut overridden: HashSet<&str> = HashSet::new();
+            let mut from_multi: Vec<&str> = Vec::new();
+            for m in &multi.enabled {
+                let name = m.entry.name.as_str();
+                let Some(points) = points_of(name) else {
+                    continue;
+                };
+                if !points.contains(&point) || set.disables(name) {
+                    continue;
+                }
+                if specific.contains(&name) {
+                    overridden.insert(name);
+                    continue;
+                }
+                if from_multi.contains(&name) {
+                    let path = entry_path(index, SetKey::MultiPoint, m);
+                    if reported.insert(path.clone()) {
+                        problems.push(FieldError::new(
+                            path,
+                            format!(
+                                "plugin {name:?} already registered as {:?}",
+                                interface_name(point)
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                from_multi.push(name);
+            }
+            let first: Vec<&str> = specific
+                .iter()
+                .copied()
+                .filter(|n| overridden.contains(n))
+                .collect();
+            let rest = specific.iter().copied().filter(|n| !overridden.contains(n));
+            first.into_iter().chain(from_multi).chain(rest).collect()
+        };
+        if names.is_empty() {
+            continue;
+        }
+        let refs = names
+            .into_iter()
+            .map(|n| {
+                if point == ExtensionPoint::Score {
+                    PluginRef::weighted(n, weights.get(n).copied().unwrap_or(1))
+                } else {
+                    PluginRef::new(n)
+                }
+            })
+            .collect();
+        out.insert(point, refs);
+    }
+    out
+}
+
+/// Upstream's `getScoreWeights`: the Score point's entries first, then multiPoint's; the first
+/// entry of a plugin decides, and an unset or zero weight is 1.
+fn score_weights(merged: &BTreeMap<SetKey, MergedSet>) -> HashMap<String, i64> {
+    let mut weights = HashMap::new();
+    let sets = [SetKey::Point(ExtensionPoint::Score), SetKey::MultiPoint];
+    for key in sets {
+        let Some(set) = merged.get(&key) else {
+            continue;
+        };
+        for m in &set.enabled {
+            weights
+                .entry(m.entry.name.clone())
+                .or_insert_with(|| match m.entry.weight {
+                    Some(w) if w != 0 => i64::from(w),
+                    _ => 1,
+                });
+        }
+    }
+    weights
+}
