@@ -82,13 +82,17 @@ fn decode_as<T: DeserializeOwned>(text: &str) -> Result<T, FieldError> {
             e.into_inner()
         })
     })
-    .map_err(|e| {
-        // The library's advice is for programmers, not for whoever edits the file.
-        let message = e
-            .to_string()
-            .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
-        FieldError::new(path, message)
-    })
+    .map_err(|e| FieldError::new(path, for_users(&e.to_string())))
+}
+
+/// The YAML library's advice is for programmers; whoever edits the file needs other words.
+fn for_users(message: &str) -> String {
+    message
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+        .replace(
+            "; use from_str_multiple or from_str_multiple_with_options",
+            "; a configuration file holds one document",
+        )
 }
 
 /// serde_path_to_error writes `a.b[0].c`, but marks an unknown map key with `?`; a path made

@@ -420,7 +420,15 @@ fn type_header() {
         ("", "sched.yaml: the file is empty"),
         (
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: [unclosed\n",
-            "sched.yaml: ",
+            "sched.yaml: kind: ",
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n---\nkind: Pod\n",
+            "sched.yaml: multiple YAML documents detected; a configuration file holds one document",
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\nparallelism: 2\n",
+            "sched.yaml: duplicate mapping key: parallelism at line 4",
         ),
     ];
     for (doc, want) in rows {
