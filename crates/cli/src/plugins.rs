@@ -22,6 +22,8 @@ use kubesched_plugin_node_affinity as _;
 use kubesched_plugin_node_ports as _;
 #[cfg(feature = "plugin-node-unschedulable")]
 use kubesched_plugin_node_unschedulable as _;
+#[cfg(feature = "plugin-pod-topology-spread")]
+use kubesched_plugin_pod_topology_spread as _;
 #[cfg(feature = "plugin-priority-sort")]
 use kubesched_plugin_priority_sort as _;
 #[cfg(feature = "plugin-scheduling-gates")]

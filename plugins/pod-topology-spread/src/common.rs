@@ -1,0 +1,172 @@
+//! What PreFilter and PreScore share: the pod's effective constraints, system or listed
+//! defaults with the selector deduced from the pod's Services and controller, and counting.
+
+use std::sync::Arc;
+
+use kubesched_framework::ObjectStore;
+use kubesched_framework::model::{
+    InclusionPolicy, LabelSelector, Labels, Node, PodInfo, TaintEffect, TopologySpreadConstraint,
+    WhenUnsatisfiable, find_untolerated,
+};
+
+/// The node label of per-node domains; counts for it are taken per node in Score.
+pub(crate) const HOSTNAME: &str = "kubernetes.io/hostname";
+/// The zone label.
+pub(crate) const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// One constraint as this plugin applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Constraint {
+    pub(crate) max_skew: i32,
+    pub(crate) topology_key: String,
+    pub(crate) selector: LabelSelector,
+    /// 1 when the constraint does not set it.
+    pub(crate) min_domains: i32,
+    pub(crate) node_affinity_policy: InclusionPolicy,
+    pub(crate) node_taints_policy: InclusionPolicy,
+}
+
+impl Constraint {
+    fn new(c: &TopologySpreadConstraint, selector: LabelSelector) -> Self {
+        Self {
+            max_skew: c.max_skew,
+            topology_key: c.topology_key.clone(),
+            selector,
+            min_domains: c.min_domains.unwrap_or(1),
+            node_affinity_policy: c.node_affinity_policy,
+            node_taints_policy: c.node_taints_policy,
+        }
+    }
+
+    /// Whether the node counts as a domain member for this pod under the constraint's
+    /// node affinity and taint policies.
+    pub(crate) fn includes_node(&self, pod: &PodInfo, node: &Node) -> bool {
+        if self.node_affinity_policy == InclusionPolicy::Honor
+            && !pod.required_node_affinity.matches(&node.labels, &node.name)
+        {
+            return false;
+        }
+        if self.node_taints_policy == InclusionPolicy::Honor
+            && find_untolerated(
+                &node.taints,
+                &pod.tolerations,
+                &[TaintEffect::NoSchedule, TaintEffect::NoExecute],
+            )
+            .is_some()
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// Whether the node has every constraint's topology key.
+pub(crate) fn has_all_keys(labels: &Labels, constraints: &[Constraint]) -> bool {
+    constraints
+        .iter()
+        .all(|c| labels.contains_key(&c.topology_key))
+}
+
+/// Pods of `namespace` that match the selector and are not terminating. A selector with
+/// no requirement counts nothing.
+pub(crate) fn count_matching(
+    pods: &[Arc<PodInfo>],
+    selector: &LabelSelector,
+    namespace: &str,
+) -> i64 {
+    if selector.requirements.is_empty() {
+        return 0;
+    }
+    pods.iter()
+        .filter(|p| !p.terminating && p.namespace == namespace && selector.matches(&p.labels))
+        .count() as i64
+}
+
+/// The selector deduced from the Services selecting the pod and the ReplicationController,
+/// ReplicaSet or StatefulSet controlling it (upstream's `helper.DefaultSelector`). Empty
+/// when none is found.
+pub(crate) fn default_selector(pod: &PodInfo, objects: &ObjectStore) -> LabelSelector {
+    let mut set = Labels::new();
+    for svc in objects.services.list_namespace(&pod.namespace) {
+        // A Service without a selector selects nothing, not everything.
+        let Some(sel) = svc.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+            continue;
+        };
+        if sel.iter().all(|(k, v)| pod.labels.get(k) == Some(v)) {
+            set.extend(sel.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let mut selector = LabelSelector::from_map(&set);
+    let Some(owner) = pod
+        .pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    else {
+        return selector;
+    };
+    let ns = Some(pod.namespace.as_str());
+    let extra = match (owner.api_version.as_str(), owner.kind.as_str()) {
+        ("v1", "ReplicationController") => {
+            if let Some(rc_sel) = objects
+                .replication_controllers
+                .get(ns, &owner.name)
+                .and_then(|rc| rc.spec.as_ref().and_then(|s| s.selector.clone()))
+            {
+                set.extend(rc_sel);
+                selector = LabelSelector::from_map(&set);
+            }
+            None
+        }
+        ("apps/v1", "ReplicaSet") => objects
+            .replica_sets
+            .get(ns, &owner.name)
+            .and_then(|rs| rs.spec.as_ref().map(|s| s.selector.clone())),
+        ("apps/v1", "StatefulSet") => objects
+            .stateful_sets
+            .get(ns, &owner.name)
+            .and_then(|ss| ss.spec.as_ref().map(|s| s.selector.clone())),
+        _ => None,
+    };
+    if let Some(extra) = extra
+        // A malformed controller selector adds nothing (upstream ignores it too).
+        && let Ok(compiled) = LabelSelector::compile(Some(&extra), "spec.selector")
+    {
+        for r in compiled.requirements {
+            selector.push(r);
+        }
+    }
+    selector
+}
+
+/// The constraints of `pod` for one side (hard or soft): its own when it declares any,
+/// otherwise the defaults with the deduced selector (none when nothing selects the pod).
+pub(crate) fn constraints_for(
+    pod: &PodInfo,
+    action: WhenUnsatisfiable,
+    defaults: &[TopologySpreadConstraint],
+    objects: &ObjectStore,
+) -> Vec<Constraint> {
+    if !pod.topology_spread_constraints.is_empty() {
+        return pod
+            .topology_spread_constraints
+            .iter()
+            .filter(|c| c.when_unsatisfiable == action)
+            .map(|c| Constraint::new(c, c.selector.clone()))
+            .collect();
+    }
+    if !defaults.iter().any(|c| c.when_unsatisfiable == action) {
+        return Vec::new();
+    }
+    let selector = default_selector(pod, objects);
+    if selector.requirements.is_empty() {
+        return Vec::new();
+    }
+    defaults
+        .iter()
+        .filter(|c| c.when_unsatisfiable == action)
+        .map(|c| Constraint::new(c, selector.clone()))
+        .collect()
+}

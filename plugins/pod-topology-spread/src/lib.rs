@@ -1,0 +1,263 @@
+//! PodTopologySpread: spreads matching pods over topology domains (zones, hosts, any node
+//! label) within each constraint's `maxSkew`.
+//!
+//! Hard (DoNotSchedule) constraints filter: PreFilter counts matching pods per domain
+//! once per cycle, with the global minimum kept exact by AddPod/RemovePod, so Filter is a
+//! lookup per constraint. Soft (ScheduleAnyway) constraints score, fewer matching pods
+//! being better. Pods that declare no constraints get the system defaults (or the listed
+//! `defaultConstraints`) with a selector deduced from their Services and controller. It
+//! must not walk a node's pods in Filter, and it reads Services and controllers only
+//! through the handle's object store.
+
+mod args;
+mod common;
+mod filtering;
+mod scoring;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
+use kubesched_framework::model::k8s_openapi::api::core::v1::TopologySpreadConstraint as ApiConstraint;
+use kubesched_framework::model::{
+    InclusionPolicy, Labels, PodInfo, TopologySpreadConstraint, WhenUnsatisfiable,
+};
+use kubesched_framework::registry::PluginArgs;
+use kubesched_framework::{
+    EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin, PreScorePlugin,
+    ScorePlugin,
+};
+
+pub use args::{DefaultingType, PodTopologySpreadArgs};
+
+use crate::common::{Constraint, HOSTNAME, ZONE, constraints_for, has_all_keys};
+
+/// The plugin's registered name.
+pub const NAME: &str = "PodTopologySpread";
+/// A hard constraint's skew would exceed maxSkew on the node.
+pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints";
+/// The node lacks a hard constraint's topology key.
+pub const ERR_REASON_NODE_LABEL_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
+
+/// Upstream's system default constraints: maxSkew 3 per host, 5 per zone, both soft.
+pub fn system_default_constraints() -> Vec<ApiConstraint> {
+    [(HOSTNAME, 3), (ZONE, 5)]
+        .into_iter()
+        .map(|(key, max_skew)| ApiConstraint {
+            max_skew,
+            topology_key: key.to_string(),
+            when_unsatisfiable: "ScheduleAnyway".to_string(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[derive(Debug)]
+struct Inner {
+    handle: Handle,
+    /// Constraints for pods that declare none (selector filled per pod).
+    defaults: Vec<TopologySpreadConstraint>,
+    system_defaulted: bool,
+}
+
+/// The PodTopologySpread plugin.
+#[derive(Debug, Clone)]
+pub struct PodTopologySpread {
+    inner: Arc<Inner>,
+}
+
+impl PodTopologySpread {
+    /// Builds the plugin; invalid args are refused.
+    pub fn new(args: &PodTopologySpreadArgs, handle: &Handle) -> Result<Self, PluginError> {
+        args.validate().map_err(PluginError)?;
+        let system_defaulted = args.defaulting_type == DefaultingType::System;
+        let api_defaults = if system_defaulted {
+            system_default_constraints()
+        } else {
+            args.default_constraints.clone()
+        };
+        let no_labels = Labels::new();
+        let defaults = api_defaults
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                TopologySpreadConstraint::compile(
+                    c,
+                    &no_labels,
+                    &format!("defaultConstraints[{i}]"),
+                )
+                .map_err(|e| PluginError(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                handle: handle.clone(),
+                defaults,
+                system_defaulted,
+            }),
+        })
+    }
+
+    fn constraints(&self, pod: &PodInfo, action: WhenUnsatisfiable) -> Vec<Constraint> {
+        self.inner.constraints(pod, action)
+    }
+}
+
+impl Inner {
+    fn constraints(&self, pod: &PodInfo, action: WhenUnsatisfiable) -> Vec<Constraint> {
+        constraints_for(pod, action, &self.defaults, self.handle.objects())
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [PreFilter, Filter, PreScore, Score, EnqueueExtensions],
+    args: PodTopologySpreadArgs,
+    factory: PodTopologySpread::new,
+}
+
+impl Plugin for PodTopologySpread {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+fn queue_if(cond: bool) -> QueueingHint {
+    if cond {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
+}
+
+impl Inner {
+    /// A pod was added, relabelled, given tolerations, or deleted.
+    fn pod_change_hint(
+        &self,
+        pod: &PodInfo,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> Result<QueueingHint, String> {
+        let original = old
+            .map(|o| o.as_pod().ok_or("expected a pod as the old object"))
+            .transpose()?;
+        let modified = new
+            .map(|o| o.as_pod().ok_or("expected a pod as the new object"))
+            .transpose()?;
+        // Only the pod itself, or assigned pods of its namespace, take part in its spreading.
+        let involved = |p: &PodInfo| {
+            p.uid == pod.uid || (p.node_name.is_some() && p.namespace == pod.namespace)
+        };
+        if modified.is_some_and(|p| !involved(p)) || original.is_some_and(|p| !involved(p)) {
+            return Ok(QueueingHint::Skip);
+        }
+        let constraints = self.constraints(pod, WhenUnsatisfiable::DoNotSchedule);
+        let any_selects = |labels: &Labels| constraints.iter().any(|c| c.selector.matches(labels));
+        Ok(match (original, modified) {
+            (Some(o), Some(m)) => {
+                if pod.uid == m.uid
+                    && m.tolerations != o.tolerations
+                    && constraints
+                        .iter()
+                        .any(|c| c.node_taints_policy == InclusionPolicy::Honor)
+                {
+                    // New tolerations can bring tainted nodes into the domains.
+                    QueueingHint::Queue
+                } else if m.labels == o.labels {
+                    QueueingHint::Skip
+                } else {
+                    queue_if(
+                        constraints.iter().any(|c| {
+                            c.selector.matches(&o.labels) != c.selector.matches(&m.labels)
+                        }),
+                    )
+                }
+            }
+            (None, Some(m)) => queue_if(any_selects(&m.labels)),
+            (Some(o), None) => queue_if(any_selects(&o.labels)),
+            (None, None) => return Err("a pod event without a pod".into()),
+        })
+    }
+
+    /// A node was added, deleted, relabelled or retainted.
+    fn node_change_hint(
+        &self,
+        pod: &PodInfo,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> Result<QueueingHint, String> {
+        let original = old
+            .map(|o| o.as_node().ok_or("expected a node as the old object"))
+            .transpose()?;
+        let modified = new
+            .map(|o| o.as_node().ok_or("expected a node as the new object"))
+            .transpose()?;
+        let constraints = self.constraints(pod, WhenUnsatisfiable::DoNotSchedule);
+        let original_has = original.is_some_and(|n| has_all_keys(&n.labels, &constraints));
+        let modified_has = modified.is_some_and(|n| has_all_keys(&n.labels, &constraints));
+        Ok(match (original, modified) {
+            (Some(o), Some(m)) => {
+                let keys_changed = constraints
+                    .iter()
+                    .any(|c| o.labels.get(&c.topology_key) != m.labels.get(&c.topology_key));
+                queue_if(
+                    original_has != modified_has
+                        || (modified_has && (keys_changed || o.taints != m.taints)),
+                )
+            }
+            (None, Some(_)) => queue_if(modified_has),
+            (Some(_), None) => queue_if(original_has),
+            (None, None) => return Err("a node event without a node".into()),
+        })
+    }
+}
+
+impl EnqueueExtensions for PodTopologySpread {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let pods = Arc::clone(&self.inner);
+        let nodes = Arc::clone(&self.inner);
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::ADD
+                    .union(ActionType::UPDATE_POD_LABEL)
+                    .union(ActionType::UPDATE_POD_TOLERATION)
+                    .union(ActionType::DELETE),
+                move |pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
+                    pods.pod_change_hint(pod, old, new)
+                },
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD
+                    .union(ActionType::DELETE)
+                    .union(ActionType::UPDATE_NODE_LABEL)
+                    .union(ActionType::UPDATE_NODE_TAINT),
+                move |pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
+                    nodes.node_change_hint(pod, old, new)
+                },
+            ),
+        ]
+    }
+}

@@ -1,0 +1,191 @@
+//! PreScore, Score and NormalizeScore: soft (ScheduleAnyway) constraints.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kubesched_framework::model::{NodeInfo, PodInfo, WhenUnsatisfiable};
+use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugin, Status};
+
+use crate::PodTopologySpread;
+use crate::common::{Constraint, HOSTNAME, count_matching, has_all_keys};
+
+/// What PreScore computed for Score; shared, never changed after PreScore.
+#[derive(Debug)]
+pub(crate) struct ScoreData {
+    pub(crate) constraints: Vec<Constraint>,
+    /// Candidate nodes lacking some topology key: they score 0.
+    pub(crate) ignored: HashSet<String>,
+    /// Per constraint: matching pods per domain value (not for hostname constraints,
+    /// which Score counts on the node itself).
+    pub(crate) counts: Vec<HashMap<String, i64>>,
+    /// Per constraint: ln(number of domains + 2), so small topologies are not drowned.
+    pub(crate) weights: Vec<f64>,
+}
+
+/// The cycle-state entry.
+#[derive(Debug, Clone)]
+pub(crate) struct PreScoreState(pub(crate) Arc<ScoreData>);
+
+fn topology_normalizing_weight(size: usize) -> f64 {
+    ((size + 2) as f64).ln()
+}
+
+/// A domain's contribution: its count weighted, plus maxSkew − 1 so that skews within
+/// the tolerance weigh less.
+fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
+    count as f64 * weight + f64::from(max_skew - 1)
+}
+
+fn missing_state() -> Status {
+    Status::error(format!(
+        "reading the PreScore state of {} from the cycle state: PreScore did not run",
+        crate::NAME
+    ))
+}
+
+impl PreScorePlugin for PodTopologySpread {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
+        let snapshot = self.inner.handle.snapshot();
+        let all = snapshot.list();
+        if all.is_empty() {
+            return Status::skip();
+        }
+        let constraints = self.constraints(pod, WhenUnsatisfiable::ScheduleAnyway);
+        if constraints.is_empty() {
+            return Status::skip();
+        }
+        // System defaults spread over hostnames even on nodes that have no zone label;
+        // any other constraints need every key on a node.
+        let require_all =
+            !pod.topology_spread_constraints.is_empty() || !self.inner.system_defaulted;
+
+        let mut ignored = HashSet::new();
+        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
+        for info in nodes {
+            let Some(node) = info.node() else { continue };
+            if require_all && !has_all_keys(&node.labels, &constraints) {
+                ignored.insert(node.name.clone());
+                continue;
+            }
+            for (k, c) in constraints.iter().enumerate() {
+                if c.topology_key == HOSTNAME {
+                    continue;
+                }
+                let value = node.labels.get(&c.topology_key).map_or("", String::as_str);
+                if !counts[k].contains_key(value) {
+                    counts[k].insert(value.to_string(), 0);
+                }
+            }
+        }
+        let weights = constraints
+            .iter()
+            .zip(&counts)
+            .map(|(c, domains)| {
+                let size = if c.topology_key == HOSTNAME {
+                    nodes.len().saturating_sub(ignored.len())
+                } else {
+                    domains.len()
+                };
+                topology_normalizing_weight(size)
+            })
+            .collect();
+
+        // Count matching pods of every node of the cluster into the candidates' domains.
+        let per_node = self.inner.handle.parallelizer().map(all.len(), |i| {
+            let info = &all[i];
+            let node = info.node()?;
+            if require_all && !has_all_keys(&node.labels, &constraints) {
+                return None;
+            }
+            let mut out: Vec<(usize, &str, i64)> = Vec::new();
+            for (k, c) in constraints.iter().enumerate() {
+                if !c.includes_node(pod, node) {
+                    continue;
+                }
+                let value = node.labels.get(&c.topology_key).map_or("", String::as_str);
+                if !counts[k].contains_key(value) {
+                    continue;
+                }
+                let n = count_matching(&info.pods, &c.selector, &pod.namespace);
+                if n > 0 {
+                    out.push((k, value, n));
+                }
+            }
+            (!out.is_empty()).then_some(out)
+        });
+        let additions: Vec<(usize, &str, i64)> = per_node.into_iter().flatten().flatten().collect();
+        for (k, value, n) in additions {
+            if let Some(c) = counts[k].get_mut(value) {
+                *c += n;
+            }
+        }
+        state.write(PreScoreState(Arc::new(ScoreData {
+            constraints,
+            ignored,
+            counts,
+            weights,
+        })));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for PodTopologySpread {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let s = &state.read::<PreScoreState>().ok_or_else(missing_state)?.0;
+        let n = node.node().ok_or_else(|| Status::error("node not found"))?;
+        if s.ignored.contains(n.name.as_str()) {
+            return Ok(0);
+        }
+        let mut score = 0.0;
+        for (k, c) in s.constraints.iter().enumerate() {
+            let Some(value) = n.labels.get(&c.topology_key) else {
+                continue;
+            };
+            let count = if c.topology_key == HOSTNAME {
+                count_matching(&node.pods, &c.selector, &pod.namespace)
+            } else {
+                s.counts[k].get(value.as_str()).copied().unwrap_or(0)
+            };
+            score += score_for_count(count, c.max_skew, s.weights[k]);
+        }
+        Ok(score.round() as i64)
+    }
+
+    fn has_normalize_score(&self) -> bool {
+        true
+    }
+
+    /// Reverses the scores: the node with the fewest matching pods gets 100; ignored
+    /// nodes get 0.
+    fn normalize_score(
+        &self,
+        state: &CycleState,
+        _pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        scores: &mut [i64],
+    ) -> Status {
+        let Some(PreScoreState(s)) = state.read::<PreScoreState>() else {
+            return missing_state();
+        };
+        let ignored = |i: usize| nodes.get(i).is_some_and(|n| s.ignored.contains(n.name()));
+        let mut min = i64::MAX;
+        let mut max = 0;
+        for (i, &score) in scores.iter().enumerate() {
+            if ignored(i) {
+                continue;
+            }
+            min = min.min(score);
+            max = max.max(score);
+        }
+        for (i, score) in scores.iter_mut().enumerate() {
+            *score = if ignored(i) {
+                0
+            } else if max == 0 {
+                MAX_NODE_SCORE
+            } else {
+                MAX_NODE_SCORE * (max + min - *score) / max
+            };
+        }
+        Status::success()
+    }
+}
