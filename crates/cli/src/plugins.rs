@@ -20,6 +20,10 @@ use kubesched_plugin_inter_pod_affinity as _;
 use kubesched_plugin_node_affinity as _;
 #[cfg(feature = "plugin-node-ports")]
 use kubesched_plugin_node_ports as _;
+#[cfg(feature = "plugin-node-resources-balanced-allocation")]
+use kubesched_plugin_node_resources_balanced_allocation as _;
+#[cfg(feature = "plugin-node-resources-fit")]
+use kubesched_plugin_node_resources_fit as _;
 #[cfg(feature = "plugin-node-unschedulable")]
 use kubesched_plugin_node_unschedulable as _;
 #[cfg(feature = "plugin-pod-topology-spread")]

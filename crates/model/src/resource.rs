@@ -117,10 +117,12 @@ impl Resource {
     }
 }
 
-/// Whether a resource name is extended, hugepages or attachable-volume (tracked as scalar).
+/// Whether a resource name is extended, hugepages, prefixed native (`*kubernetes.io/…`) or
+/// attachable-volume (tracked as scalar), as upstream's `IsScalarResourceName`.
 pub fn is_scalar_resource_name(name: &str) -> bool {
     is_extended_resource_name(name)
         || name.starts_with("hugepages-")
+        || name.contains("kubernetes.io/")
         || name.starts_with("attachable-volumes-")
 }
 
@@ -327,5 +329,8 @@ mod tests {
         assert!(!is_extended_resource_name("kubernetes.io/foo"));
         assert!(!is_extended_resource_name("cpu"));
         assert!(is_scalar_resource_name("hugepages-2Mi"));
+        assert!(is_scalar_resource_name("kubernetes.io/something"));
+        assert!(is_scalar_resource_name("subdomain.kubernetes.io/something"));
+        assert!(!is_scalar_resource_name("cpu"));
     }
 }

@@ -63,9 +63,23 @@ mod tests {
         let cases = [
             ("higher priority first", Some(100), 5, Some(10), 1, true),
             ("lower priority after", Some(10), 1, Some(100), 5, false),
-            ("equal priority, earlier first", Some(7), 1, Some(7), 2, true),
+            (
+                "equal priority, earlier first",
+                Some(7),
+                1,
+                Some(7),
+                2,
+                true,
+            ),
             ("equal priority, later after", Some(7), 3, Some(7), 2, false),
-            ("same priority and time: not less", Some(7), 2, Some(7), 2, false),
+            (
+                "same priority and time: not less",
+                Some(7),
+                2,
+                Some(7),
+                2,
+                false,
+            ),
             ("unset priority counts as zero", None, 1, Some(0), 2, true),
             ("negative priority after unset", Some(-1), 0, None, 9, false),
         ];

@@ -1,0 +1,264 @@
+//! NodeResourcesBalancedAllocation: favours nodes whose resources would be used evenly once
+//! the pod is placed: score = (1 − standard deviation of the requested/allocatable fractions
+//! of the configured resources) × 100, truncated, with upstream's float arithmetic.
+//!
+//! PreScore keeps the pod's requests of the configured resources (Skip for a pod that
+//! requests none of them) and Score reads the node's sums. It must not filter nodes and
+//! keeps no per-pod state in the plugin object.
+
+use std::sync::Arc;
+
+use kubesched_framework::model::resource::{
+    CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name,
+};
+use kubesched_framework::model::{NodeInfo, PodInfo};
+use kubesched_framework::registry::PluginArgs;
+use kubesched_framework::{
+    CycleState, Handle, MAX_NODE_SCORE, Plugin, PluginError, PreScorePlugin, ScorePlugin, Status,
+};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The plugin's registered name.
+pub const NAME: &str = "NodeResourcesBalancedAllocation";
+
+/// A resource whose usage is balanced against the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// The resource name, e.g. `cpu`.
+    #[serde(default)]
+    pub name: String,
+    /// Must be 1; an absent or zero weight means 1 (upstream's default).
+    #[serde(default = "one", deserialize_with = "weight_or_one")]
+    pub weight: i64,
+}
+
+impl ResourceSpec {
+    /// A resource with weight 1.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            weight: 1,
+        }
+    }
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn weight_or_one<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    Ok(match Option::<i64>::deserialize(d)? {
+        None | Some(0) => 1,
+        Some(w) => w,
+    })
+}
+
+/// cpu and memory, the resources balanced when none are configured.
+pub fn default_resources() -> Vec<ResourceSpec> {
+    vec![ResourceSpec::new(CPU), ResourceSpec::new(MEMORY)]
+}
+
+fn resources_or_default<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ResourceSpec>, D::Error> {
+    let list = Option::<Vec<ResourceSpec>>::deserialize(d)?.unwrap_or_default();
+    Ok(if list.is_empty() {
+        default_resources()
+    } else {
+        list
+    })
+}
+
+/// Arguments of NodeResourcesBalancedAllocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeResourcesBalancedAllocationArgs {
+    /// The resources balanced; cpu and memory when empty.
+    #[serde(
+        default = "default_resources",
+        deserialize_with = "resources_or_default"
+    )]
+    pub resources: Vec<ResourceSpec>,
+}
+
+impl Default for NodeResourcesBalancedAllocationArgs {
+    fn default() -> Self {
+        Self {
+            resources: default_resources(),
+        }
+    }
+}
+
+impl PluginArgs for NodeResourcesBalancedAllocationArgs {
+    const KIND: &'static str = "NodeResourcesBalancedAllocationArgs";
+
+    fn validate(&self) -> Result<(), String> {
+        let mut errs = Vec::new();
+        for (i, r) in self.resources.iter().enumerate() {
+            if self.resources[..i].iter().any(|o| o.name == r.name) {
+                errs.push(format!(
+                    "resources[{i}].name: Duplicate value: {:?}",
+                    r.name
+                ));
+            }
+            if r.weight != 1 {
+                errs.push(format!(
+                    "resources[{i}].weight: Invalid value: {}: must be 1",
+                    r.weight
+                ));
+            }
+        }
+        match errs.len() {
+            0 => Ok(()),
+            1 => Err(errs.concat()),
+            _ => Err(format!("[{}]", errs.join(", "))),
+        }
+    }
+}
+
+/// The NodeResourcesBalancedAllocation plugin.
+#[derive(Debug, Clone)]
+pub struct BalancedAllocation {
+    resources: Vec<ResourceSpec>,
+}
+
+impl BalancedAllocation {
+    /// Builds the plugin from its args (validated again, as upstream does).
+    pub fn new(
+        args: &NodeResourcesBalancedAllocationArgs,
+        _handle: &Handle,
+    ) -> Result<Self, PluginError> {
+        args.validate().map_err(|e| {
+            PluginError(format!(
+                "{NAME}: invalid {}: {e}",
+                NodeResourcesBalancedAllocationArgs::KIND
+            ))
+        })?;
+        Ok(Self {
+            resources: args.resources.clone(),
+        })
+    }
+
+    /// The pod's plain requests (no scoring defaults) of each configured resource.
+    fn pod_requests(&self, pod: &PodInfo) -> Vec<i64> {
+        self.resources
+            .iter()
+            .map(|r| pod.requests.get(&r.name))
+            .collect()
+    }
+
+    fn score_node(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
+        // Two passes over the fractions instead of collecting them: the same float
+        // operations in the same order as upstream, without allocating per node.
+        let fractions = || {
+            self.resources
+                .iter()
+                .zip(pod_requests)
+                .filter_map(|(spec, &request)| {
+                    let (allocatable, requested) =
+                        allocatable_and_requested(node, &spec.name, request);
+                    (allocatable != 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
+                })
+        };
+        let (mut count, mut total) = (0usize, 0.0f64);
+        let (mut first, mut second) = (0.0f64, 0.0f64);
+        for f in fractions() {
+            match count {
+                0 => first = f,
+                1 => second = f,
+                _ => {}
+            }
+            count += 1;
+            total += f;
+        }
+        // With two resources the deviation is half their difference; with more, the
+        // population standard deviation; with fewer, zero.
+        let std = match count {
+            2 => ((first - second) / 2.0).abs(),
+            n if n > 2 => {
+                let mean = total / n as f64;
+                let sum = fractions().fold(0.0, |acc, f| acc + (f - mean) * (f - mean));
+                (sum / n as f64).sqrt()
+            }
+            _ => 0.0,
+        };
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [PreScore, Score],
+    args: NodeResourcesBalancedAllocationArgs,
+    factory: BalancedAllocation::new,
+}
+
+/// (allocatable, requested including the pod) of one resource on a node, from the plain
+/// requests of the pods already there. `(0, 0)` leaves the resource out: a scalar resource
+/// the pod does not request, or one the node lacks.
+fn allocatable_and_requested(node: &NodeInfo, name: &str, pod_request: i64) -> (i64, i64) {
+    if pod_request == 0 && is_scalar_resource_name(name) {
+        return (0, 0);
+    }
+    let (allocatable, requested) = (&node.allocatable, &node.requested);
+    match name {
+        CPU => (allocatable.milli_cpu, requested.milli_cpu + pod_request),
+        MEMORY => (allocatable.memory, requested.memory + pod_request),
+        EPHEMERAL_STORAGE => (
+            allocatable.ephemeral_storage,
+            requested.ephemeral_storage + pod_request,
+        ),
+        _ => match allocatable.scalar.get(name) {
+            Some(&a) => (
+                a,
+                requested.scalar.get(name).copied().unwrap_or(0) + pod_request,
+            ),
+            None => (0, 0),
+        },
+    }
+}
+
+/// The pod's requests of the configured resources, kept by PreScore for Score.
+#[derive(Debug, Clone)]
+struct PreScoreState(Vec<i64>);
+
+impl Plugin for BalancedAllocation {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl PreScorePlugin for BalancedAllocation {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+        let requests = self.pod_requests(pod);
+        // A pod requesting none of the resources would not change any balance; scoring it
+        // would pile best-effort pods onto the already balanced nodes.
+        if requests.iter().all(|&r| r == 0) {
+            return Status::skip();
+        }
+        state.write(PreScoreState(requests));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for BalancedAllocation {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        if let Some(PreScoreState(requests)) = state.read::<PreScoreState>() {
+            return Ok(self.score_node(node, requests));
+        }
+        // PreScore did not run: compute here, as upstream does.
+        let requests = self.pod_requests(pod);
+        if requests.iter().all(|&r| r == 0) {
+            return Ok(0);
+        }
+        Ok(self.score_node(node, &requests))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+//! Score: the three strategies over the configured resources, with upstream's integer
+//! arithmetic. Per node it only reads sums the `NodeInfo` keeps, and allocates nothing.
+
+use kubesched_framework::MAX_NODE_SCORE;
+use kubesched_framework::model::resource::{
+    CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name,
+};
+use kubesched_framework::model::{NodeInfo, PodInfo};
+
+use crate::args::{MAX_CUSTOM_PRIORITY_SCORE, ResourceSpec, ScoringStrategy, ScoringStrategyType};
+
+/// Utilization, in percent, at which a node is full.
+const MAX_UTILIZATION: i64 = 100;
+
+/// A shape point scaled to node scores (0..=100).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ShapePoint {
+    utilization: i64,
+    score: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Strategy {
+    LeastAllocated,
+    MostAllocated,
+    RequestedToCapacityRatio(Vec<ShapePoint>),
+}
+
+/// Scores nodes by one strategy over weighted resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Scorer {
+    strategy: Strategy,
+    resources: Vec<ResourceSpec>,
+}
+
+impl Scorer {
+    /// The scorer of (validated) args.
+    pub(crate) fn new(args: &ScoringStrategy) -> Self {
+        let strategy = match args.kind {
+            ScoringStrategyType::LeastAllocated => Strategy::LeastAllocated,
+            ScoringStrategyType::MostAllocated => Strategy::MostAllocated,
+            ScoringStrategyType::RequestedToCapacityRatio => {
+                let scale = MAX_NODE_SCORE / i64::from(MAX_CUSTOM_PRIORITY_SCORE);
+                let shape = args
+                    .requested_to_capacity_ratio
+                    .iter()
+                    .flat_map(|p| &p.shape)
+                    .map(|p| ShapePoint {
+                        utilization: i64::from(p.utilization),
+                        score: i64::from(p.score) * scale,
+                    })
+                    .collect();
+                Strategy::RequestedToCapacityRatio(shape)
+            }
+        };
+        Self {
+            strategy,
+            resources: args.resources.clone(),
+        }
+    }
+
+    /// The pod's request of each configured resource, in order, with the scoring defaults
+    /// for containers that request no cpu or memory.
+    pub(crate) fn pod_requests(&self, pod: &PodInfo) -> Vec<i64> {
+        self.resources
+            .iter()
+            .map(|r| pod.non_zero_requests.get(&r.name))
+            .collect()
+    }
+
+    /// The node's score for a pod with these requests (aligned with the resources).
+    pub(crate) fn score(&self, node: &NodeInfo, pod_requests: &[i64]) -> Option<i64> {
+        if self.resources.is_empty() {
+            return None;
+        }
+        let mut node_score = 0i64;
+        let mut weight_sum = 0i64;
+        for (spec, &pod_request) in self.resources.iter().zip(pod_requests) {
+            let (allocatable, requested) = allocatable_and_requested(node, &spec.name, pod_request);
+            // Resources the node does not have (or the pod does not ask for, when scalar)
+            // are left out of the average.
+            if allocatable == 0 {
+                continue;
+            }
+            let resource_score = match &self.strategy {
+                Strategy::LeastAllocated => least_requested_score(requested, allocatable),
+                Strategy::MostAllocated => most_requested_score(requested, allocatable),
+                Strategy::RequestedToCapacityRatio(shape) => {
+                    let s = ratio_score(shape, requested, allocatable);
+                    // Upstream averages only the resources that scored above zero here.
+                    if s <= 0 {
+                        continue;
+                    }
+                    s
+                }
+            };
+            node_score += resource_score * spec.weight;
+            weight_sum += spec.weight;
+        }
+        if weight_sum == 0 {
+            return Some(0);
+        }
+        Some(match self.strategy {
+            Strategy::RequestedToCapacityRatio(_) => {
+                (node_score as f64 / weight_sum as f64).round() as i64
+            }
+            _ => node_score / weight_sum,
+        })
+    }
+}
+
+/// (allocatable, requested including the pod) of one resource on a node. Scoring counts
+/// cpu and memory with the non-zero defaults of the pods already there. `(0, 0)` leaves the
+/// resource out: a scalar resource the pod does not request, or one the node lacks.
+pub(crate) fn allocatable_and_requested(
+    node: &NodeInfo,
+    name: &str,
+    pod_request: i64,
+) -> (i64, i64) {
+    if pod_request == 0 && is_scalar_resource_name(name) {
+        return (0, 0);
+    }
+    match name {
+        CPU => (
+            node.allocatable.milli_cpu,
+            node.non_zero_requested.milli_cpu + pod_request,
+        ),
+        MEMORY => (
+            node.allocatable.memory,
+            node.non_zero_requested.memory + pod_request,
+        ),
+        EPHEMERAL_STORAGE => (
+            node.allocatable.ephemeral_storage,
+            node.requested.ephemeral_storage + pod_request,
+        ),
+        _ => match node.allocatable.scalar.get(name) {
+            Some(&allocatable) => (
+                allocatable,
+                node.requested.scalar.get(name).copied().unwrap_or(0) + pod_request,
+            ),
+            None => (0, 0),
+        },
+    }
+}
+
+/// Free capacity on a 0..=100 scale.
+fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested) * MAX_NODE_SCORE / capacity
+}
+
+/// Used capacity on a 0..=100 scale; requests above capacity count as full (pods without
+/// requests get the non-zero defaults, which may overshoot a tiny node).
+fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    requested.min(capacity) * MAX_NODE_SCORE / capacity
+}
+
+fn ratio_score(shape: &[ShapePoint], requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return broken_linear(shape, MAX_UTILIZATION);
+    }
+    broken_linear(shape, requested * MAX_UTILIZATION / capacity)
+}
+
+/// The piecewise-linear function through the shape's points: the first score below the
+/// first point, the last score above the last, linear (integer division) in between.
+fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
+    for (i, point) in shape.iter().enumerate() {
+        if p <= point.utilization {
+            let Some(prev) = i.checked_sub(1).map(|j| shape[j]) else {
+                return point.score;
+            };
+            return prev.score
+                + (point.score - prev.score) * (p - prev.utilization)
+                    / (point.utilization - prev.utilization);
+        }
+    }
+    shape.last().map_or(0, |p| p.score)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(points: &[(i64, i64)]) -> Vec<ShapePoint> {
+        points
+            .iter()
+            .map(|&(utilization, score)| ShapePoint { utilization, score })
+            .collect()
+    }
+
+    #[test]
+    fn broken_linear_table() {
+        let s = shape(&[(10, 1), (50, 9), (80, 3)]);
+        // (utilization, want)
+        for (p, want) in [
+            (0, 1),
+            (10, 1),
+            (30, 5),
+            (50, 9),
+            (60, 7),
+            (65, 6),
+            (80, 3),
+            (100, 3),
+        ] {
+            assert_eq!(broken_linear(&s, p), want, "f({p})");
+        }
+        assert_eq!(broken_linear(&shape(&[(0, 100)]), 40), 100);
+    }
+
+    #[test]
+    fn per_resource_scores() {
+        assert_eq!(least_requested_score(1000, 4000), 75);
+        assert_eq!(least_requested_score(5000, 4000), 0);
+        assert_eq!(least_requested_score(1, 0), 0);
+        assert_eq!(
+            least_requested_score(1, 3),
+            66,
+            "integer division truncates"
+        );
+        assert_eq!(most_requested_score(1000, 4000), 25);
+        assert_eq!(most_requested_score(5000, 4000), 100, "capped at full");
+        assert_eq!(most_requested_score(1, 3), 33);
+        let linear = shape(&[(0, 0), (100, 100)]);
+        assert_eq!(ratio_score(&linear, 1, 3), 33);
+        assert_eq!(ratio_score(&linear, 7, 5), 100, "over capacity is full");
+    }
+}
