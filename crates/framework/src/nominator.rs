@@ -41,12 +41,12 @@ impl Nominator {
     }
 
     fn remove_locked(n: &mut Nominations, uid: &str) {
-        if let Some(node) = n.node_of.remove(uid) {
-            if let Some(pods) = n.by_node.get_mut(&node) {
-                pods.retain(|p| p.uid != uid);
-                if pods.is_empty() {
-                    n.by_node.remove(&node);
-                }
+        if let Some(node) = n.node_of.remove(uid)
+            && let Some(pods) = n.by_node.get_mut(&node)
+        {
+            pods.retain(|p| p.uid != uid);
+            if pods.is_empty() {
+                n.by_node.remove(&node);
             }
         }
     }

@@ -63,10 +63,10 @@ impl WaitingPod {
     pub fn allow(&self, plugin: &str) {
         let mut s = self.state.lock();
         s.pending.remove(plugin);
-        if s.pending.is_empty() {
-            if let Some(tx) = s.done.take() {
-                let _ = tx.send(Status::success());
-            }
+        if s.pending.is_empty()
+            && let Some(tx) = s.done.take()
+        {
+            let _ = tx.send(Status::success());
         }
     }
 

@@ -14,14 +14,16 @@ use kubesched_framework::{
 use kubesched_testing::{NodeBuilder, PodBuilder, node_info};
 use parking_lot::Mutex;
 
+type NodeFn<T> = Box<dyn Fn(&NodeInfo) -> T + Send + Sync>;
+
 /// What a fake plugin answers at each point; `log` records every call in order.
 #[derive(Default)]
 struct Fake {
     name: &'static str,
     pre_filter: Option<(Option<PreFilterResult>, Status)>,
-    filter: Option<Box<dyn Fn(&NodeInfo) -> Status + Send + Sync>>,
+    filter: Option<NodeFn<Status>>,
     pre_score: Option<Status>,
-    score: Option<Box<dyn Fn(&NodeInfo) -> i64 + Send + Sync>>,
+    score: Option<NodeFn<i64>>,
     normalize_to_max: bool,
     reserve: Option<Status>,
     permit: Option<(Status, Duration)>,
