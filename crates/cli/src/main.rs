@@ -1,3 +1,277 @@
-//! The `kubesched` binary (under construction).
+//! The `kubesched` binary: command-line parsing and reporting, nothing else. Scheduling
+//! lives in the library crates; the plugin set comes from this crate's Cargo features.
 
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use kubesched::framework::registry;
+use kubesched_config::LoadedConfig;
+use kubesched_sim::{SimulationOptions, Simulation, Workload, load_paths};
+
+#[derive(Parser)]
+#[command(
+    name = "kubesched",
+    version,
+    about = "A Kubernetes scheduler built on the kube-scheduler framework",
+    long_about = "kubesched implements the kube-scheduler scheduling framework in Rust. \
+                  `kubesched simulate` answers \"where would these pods go, and why?\" on an \
+                  in-memory cluster built from ordinary manifests."
+)]
+struct Cli {
+    /// More logs on standard error (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the plugins compiled into this binary, with their extension points.
+    Plugins,
+    /// Work with KubeSchedulerConfiguration files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Schedule pending pods on an in-memory cluster built from manifests or a workload.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Check a configuration file; prints every problem with its field path.
+    Validate {
+        /// The KubeSchedulerConfiguration file (YAML or JSON).
+        file: PathBuf,
+    },
+    /// Print the effective default configuration as YAML.
+    Defaults,
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Manifest files or folders (Nodes, Pods, Namespaces, Services, PVs, PVCs, ...; `List`
+    /// objects and multi-document YAML are fine). Pods with spec.nodeName are running.
+    paths: Vec<PathBuf>,
+    /// A KubeSchedulerConfiguration (the default profile otherwise).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A workload file of operations (create nodes, create pods, ...), run after the manifests.
+    #[arg(long)]
+    workload: Option<PathBuf>,
+    /// Explain one pod: every node's Filter verdict and every Score plugin's scores.
+    #[arg(long, value_name = "NAMESPACE/POD")]
+    explain: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Output::Table)]
+    output: Output,
+    /// Seed for tie-breaking between equally scored nodes (runs are reproducible).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Leave wall-clock timings out of the table summary (for byte-stable output).
+    #[arg(long)]
+    no_timing: bool,
+}
+
+fn init_logs(verbose: u8, format: LogFormat) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBESCHED_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[allow(clippy::print_stdout)]
+fn print(text: &str) {
+    print!("{text}");
+}
+
+#[allow(clippy::print_stderr)]
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+#[allow(clippy::print_stderr)]
+fn warn(message: &str) {
+    eprintln!("warning: {message}");
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.verbose, cli.log_format);
+    if let Err(e) = registry::check_unique() {
+        return fail(&e.to_string());
+    }
+    match cli.command {
+        Command::Plugins => {
+            print(&plugins_listing());
+            ExitCode::SUCCESS
+        }
+        Command::Config { command } => match command {
+            ConfigCommand::Validate { file } => match kubesched_config::load_file(&file) {
+                Ok(loaded) => {
+                    report_absent(&loaded);
+                    print(&format!(
+                        "{}: valid ({} profile{})\n",
+                        file.display(),
+                        loaded.profiles.len(),
+                        if loaded.profiles.len() == 1 { "" } else { "s" }
+                    ));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e.to_string()),
+            },
+            ConfigCommand::Defaults => {
+                let loaded = kubesched_config::default_config();
+                report_absent(&loaded);
+                print(&kubesched_config::to_yaml(&loaded.config));
+                ExitCode::SUCCESS
+            }
+        },
+        Command::Simulate(args) => simulate(args),
+    }
+}
+
+fn plugins_listing() -> String {
+    let mut out = String::new();
+    let plugins = registry::plugins();
+    let width = plugins.iter().map(|d| d.name.len()).max().unwrap_or(4).max(4);
+    out.push_str(&format!("{:<width$}  EXTENSION POINTS\n", "NAME"));
+    for d in plugins {
+        let points: Vec<&str> = d.extension_points.iter().map(|p| p.as_str()).collect();
+        out.push_str(&format!("{:<width$}  {}\n", d.name, points.join(", ")));
+    }
+    out
+}
+
+fn report_absent(loaded: &LoadedConfig) {
+    if !loaded.absent_default_plugins.is_empty() {
+        warn(&format!(
+            "upstream default plugins not compiled into this binary: {} (the default profile runs without them)",
+            loaded.absent_default_plugins.join(", ")
+        ));
+    }
+}
+
+fn simulate(args: SimulateArgs) -> ExitCode {
+    if args.paths.is_empty() && args.workload.is_none() {
+        return fail("give manifest files or folders, or --workload FILE (try: kubesched simulate examples/cluster)");
+    }
+    let (manifests, problems) = load_paths(&args.paths);
+    // A configuration found among the manifests is used unless --config names one.
+    let loaded = match (&args.config, &manifests.config) {
+        (Some(path), _) => kubesched_config::load_file(path),
+        (None, Some((file, text))) => kubesched_config::load_str(text, file),
+        (None, None) => Ok(kubesched_config::default_config()),
+    };
+    let loaded = match loaded {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string()),
+    };
+    report_absent(&loaded);
+    let workload = match &args.workload {
+        Some(path) => match Workload::from_file(path) {
+            Ok(w) => Some(w),
+            Err(e) => return fail(&e.to_string()),
+        },
+        None => None,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("starting the async runtime: {e}")),
+    };
+    let bar = progress_bar();
+    let progress: Option<Box<dyn Fn(kubesched_sim::Progress) + Send + Sync>> =
+        bar.clone().map(|bar| {
+            Box::new(move |p: kubesched_sim::Progress| {
+                bar.set_length(p.total);
+                bar.set_position(p.done);
+            }) as Box<dyn Fn(kubesched_sim::Progress) + Send + Sync>
+        });
+    let options = SimulationOptions {
+        seed: Some(args.seed),
+        explain: args.explain.clone(),
+        progress,
+    };
+    let result = runtime.block_on(async {
+        let mut sim = Simulation::new(&loaded, options)?;
+        sim.add_problems(problems);
+        let hint = args
+            .paths
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        sim.load(manifests, &hint);
+        sim.settle().await;
+        if let Some(w) = &workload {
+            sim.run_workload(w).await?;
+        }
+        Ok::<_, kubesched_sim::SimError>(sim.report())
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if let Some(pod) = &args.explain {
+        if report.explanations.is_empty() {
+            warn(&format!(
+                "no scheduling attempt of {pod} was seen, so there is nothing to explain"
+            ));
+        }
+    }
+    match args.output {
+        Output::Table => print(&report.to_table(!args.no_timing)),
+        Output::Json => print(&format!("{}\n", report.to_json())),
+        Output::Yaml => print(&report.to_yaml()),
+    }
+    ExitCode::SUCCESS
+}
+
+fn progress_bar() -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} scheduling {pos}/{len} pods [{elapsed_precise}] {wide_bar}",
+    ) {
+        bar.set_style(style);
+    }
+    Some(bar)
+}

@@ -1,0 +1,159 @@
+//! The binary's plugin wiring: every crate under plugins/ has its feature and its
+//! `plugins.rs` line, and the default build registers exactly the in-tree plugins.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kubesched::framework::registry;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn plugin_folders() -> BTreeSet<String> {
+    std::fs::read_dir(workspace().join("plugins"))
+        .expect("plugins/ exists")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("Cargo.toml").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn every_plugin_crate_has_its_feature_and_its_line() {
+    let manifest = std::fs::read_to_string(workspace().join("crates/cli/Cargo.toml")).expect("read");
+    let lines = std::fs::read_to_string(workspace().join("crates/cli/src/plugins.rs")).expect("read");
+    let all_plugins = manifest
+        .split("all-plugins = [")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .expect("an all-plugins feature");
+    for folder in plugin_folders() {
+        let feature = format!("plugin-{folder}");
+        let krate = format!("kubesched-plugin-{folder}");
+        let snake = krate.replace('-', "_");
+        assert!(
+            manifest.contains(&format!("{feature} = [\"dep:{krate}\"]")),
+            "crates/cli/Cargo.toml lacks the feature `{feature} = [\"dep:{krate}\"]`"
+        );
+        assert!(
+            all_plugins.contains(&format!("\"{feature}\"")),
+            "the all-plugins feature lacks \"{feature}\""
+        );
+        assert!(
+            manifest.contains(&format!("{krate} = {{ path = \"../../plugins/{folder}\", optional = true }}")),
+            "crates/cli/Cargo.toml lacks the optional dependency on {krate}"
+        );
+        assert!(
+            lines.contains(&format!("#[cfg(feature = \"{feature}\")]\nuse {snake} as _;")),
+            "crates/cli/src/plugins.rs lacks the line for {krate}"
+        );
+    }
+}
+
+#[test]
+fn default_build_registers_each_in_tree_plugin_once() {
+    registry::check_unique().expect("no duplicate plugin names");
+    let registered: BTreeSet<String> = registry::plugins()
+        .iter()
+        .map(|d| registry::feature_for(d.name))
+        .collect();
+    let expected: BTreeSet<String> = plugin_folders()
+        .into_iter()
+        .map(|f| format!("plugin-{f}"))
+        .collect();
+    assert_eq!(registered, expected);
+}
+
+#[test]
+fn plugins_command_lists_sorted_names_with_points() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .arg("plugins")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert!(text.contains("NodeName"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("NodeName") && l.contains("Filter")));
+}
+
+fn kubesched(args: &[&str], stdin_file: Option<(&str, &str)>) -> (bool, String, String) {
+    let dir = std::env::temp_dir().join(format!("kubesched-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubesched"));
+    for a in args {
+        if let Some((name, text)) = stdin_file {
+            if *a == name {
+                let p = dir.join(name);
+                std::fs::write(&p, text).expect("write");
+                cmd.arg(p);
+                continue;
+            }
+        }
+        cmd.arg(a);
+    }
+    let out = cmd.output().expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_issue_example_config_validates() {
+    let cfg = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+parallelism: 16
+leaderElection:
+  leaderElect: true
+  resourceLock: leases
+  resourceNamespace: kube-system
+  resourceName: myscheduler
+profiles:
+- schedulerName: myscheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NodeName
+";
+    let (ok, stdout, stderr) = kubesched(&["config", "validate", "sched.yaml"], Some(("sched.yaml", cfg)));
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("valid"), "{stdout}");
+}
+
+#[test]
+fn a_missing_plugin_is_refused_with_its_feature() {
+    let cfg = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gang
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+";
+    let (ok, _, stderr) = kubesched(&["config", "validate", "missing.yaml"], Some(("missing.yaml", cfg)));
+    assert!(!ok);
+    assert!(stderr.contains("Coscheduling"), "{stderr}");
+    assert!(stderr.contains("plugin-coscheduling"), "{stderr}");
+    assert!(stderr.contains("missing.yaml"), "{stderr}");
+}
+
+#[test]
+fn config_defaults_prints_a_valid_configuration() {
+    let (ok, stdout, stderr) = kubesched(&["config", "defaults"], None);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("kind: KubeSchedulerConfiguration"), "{stdout}");
+    let (ok, out, err) = kubesched(&["config", "validate", "defaults.yaml"], Some(("defaults.yaml", &stdout)));
+    assert!(ok, "{out}{err}");
+}

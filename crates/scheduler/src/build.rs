@@ -1,0 +1,84 @@
+//! Assembles a scheduler from a loaded configuration.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubesched_cache::Cache;
+use kubesched_config::LoadedConfig;
+use kubesched_framework::clock::Clock;
+use kubesched_framework::{ClusterClient, Framework, Handle, Nominator, ObjectStore, WaitingPods};
+use kubesched_queue::{QueueConfig, SchedulingQueue};
+
+use crate::metrics::SchedulerMetrics;
+use crate::{Scheduler, SchedulerOptions};
+
+/// A profile could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("profile {profile:?}: {message}")]
+pub struct BuildError {
+    /// The profile's scheduler name.
+    pub profile: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// What a backend provides to build a scheduler.
+pub struct SchedulerParts {
+    /// Writes to the cluster.
+    pub client: Arc<dyn ClusterClient>,
+    /// The store of non-pod, non-node objects the backend keeps filled.
+    pub objects: Arc<ObjectStore>,
+    /// The clock (a fake one in simulations).
+    pub clock: Arc<dyn Clock>,
+    /// The tie-breaking seed.
+    pub seed: Option<u64>,
+}
+
+/// Builds frameworks for every profile, the cache, the queue and the scheduler.
+pub fn build_scheduler(
+    loaded: &LoadedConfig,
+    parts: SchedulerParts,
+) -> Result<Arc<Scheduler>, BuildError> {
+    let cfg = &loaded.config;
+    let metrics = Arc::new(SchedulerMetrics::new());
+    let nominator = Arc::new(Nominator::new());
+    let handle = Handle::builder()
+        .client(parts.client)
+        .objects(parts.objects)
+        .nominator(nominator.clone())
+        .waiting_pods(Arc::new(WaitingPods::default()))
+        .parallelism(cfg.parallelism.max(1) as usize)
+        .clock(parts.clock.clone())
+        .build();
+    let mut profiles = BTreeMap::new();
+    for spec in &loaded.profiles {
+        let fw = Framework::with_metrics(spec.clone(), handle.clone(), metrics.clone()).map_err(
+            |e| BuildError {
+                profile: spec.scheduler_name.clone(),
+                message: e.to_string(),
+            },
+        )?;
+        profiles.insert(spec.scheduler_name.clone(), Arc::new(fw));
+    }
+    let cache = Arc::new(Cache::new(Duration::ZERO, parts.clock.clone()));
+    let queue = Arc::new(SchedulingQueue::new(
+        profiles.clone(),
+        nominator,
+        parts.clock,
+        QueueConfig {
+            initial_backoff: Duration::from_secs(cfg.pod_initial_backoff_seconds.max(1) as u64),
+            max_backoff: Duration::from_secs(cfg.pod_max_backoff_seconds.max(1) as u64),
+            max_in_unschedulable: Duration::from_secs(5 * 60),
+        },
+        Some(metrics.clone() as Arc<dyn kubesched_queue::QueueMetrics>),
+    ));
+    handle.set_activator(queue.clone());
+    let options = SchedulerOptions {
+        percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+        seed: parts.seed,
+    };
+    Ok(Arc::new(Scheduler::new(
+        profiles, cache, queue, handle, metrics, options,
+    )))
+}

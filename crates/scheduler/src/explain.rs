@@ -1,0 +1,70 @@
+//! Per-node Filter results and per-plugin scores of one attempt, for `--explain`.
+
+use kubesched_framework::Status;
+use serde::Serialize;
+
+/// One Score plugin's contribution on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginScoreExplanation {
+    /// The plugin.
+    pub plugin: String,
+    /// What the plugin returned.
+    pub raw: i64,
+    /// After NormalizeScore.
+    pub normalized: i64,
+    /// The plugin's weight.
+    pub weight: i64,
+    /// normalized × weight.
+    pub weighted: i64,
+}
+
+/// One node's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeExplanation {
+    /// The node.
+    pub node: String,
+    /// Whether every Filter plugin passed.
+    pub feasible: bool,
+    /// The plugin that rejected the node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected_by: Option<String>,
+    /// The code of the rejection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// Scores, when the node was scored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<PluginScoreExplanation>,
+    /// Σ weighted scores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_score: Option<i64>,
+}
+
+impl NodeExplanation {
+    /// A node's Filter verdict, not yet scored.
+    pub fn from_status(node: &str, status: &Status) -> Self {
+        let ok = status.is_success();
+        Self {
+            node: node.to_string(),
+            feasible: ok,
+            rejected_by: (!ok).then(|| status.plugin().unwrap_or_default().to_string()),
+            code: (!ok).then(|| status.code().as_str().to_string()),
+            reasons: status.reasons().to_vec(),
+            scores: Vec::new(),
+            total_score: None,
+        }
+    }
+}
+
+/// Why a pod went where it went, or nowhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The profile that scheduled it.
+    pub profile: String,
+    /// Every node, in the order they are tried.
+    pub nodes: Vec<NodeExplanation>,
+}

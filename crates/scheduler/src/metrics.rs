@@ -1,0 +1,238 @@
+//! Prometheus metrics with upstream kube-scheduler's names.
+
+use std::time::Duration;
+
+use kubesched_framework::metrics::MetricsSink;
+use kubesched_framework::{Code, ExtensionPoint};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~16 s, as upstream's exponential buckets for attempt durations.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+fn fine_histogram() -> Histogram {
+    // 0.1 ms .. ~3 s, for extension points and plugins.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+/// Every metric the scheduler exports.
+#[derive(Debug)]
+pub struct SchedulerMetrics {
+    registry: Registry,
+    schedule_attempts: Family<Labels, Counter>,
+    attempt_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    algorithm_duration: Histogram,
+    pending_pods: Family<Labels, Gauge>,
+    preemption_victims: Histogram,
+    preemption_attempts: Counter,
+    pod_scheduling_attempts: Histogram,
+    extension_point_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    plugin_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    queue_incoming: Family<Labels, Counter>,
+}
+
+impl Default for SchedulerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The `result` label of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptResult {
+    /// The pod was bound.
+    Scheduled,
+    /// No node fits.
+    Unschedulable,
+    /// An internal error.
+    Error,
+}
+
+impl AttemptResult {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Unschedulable => "unschedulable",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl SchedulerMetrics {
+    /// Registers every metric under the `scheduler_` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("scheduler");
+        let schedule_attempts = Family::<Labels, Counter>::default();
+        registry.register(
+            "schedule_attempts",
+            "Number of attempts to schedule pods, by the result",
+            schedule_attempts.clone(),
+        );
+        let attempt_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            attempt_duration.clone(),
+        );
+        let algorithm_duration = latency_histogram();
+        registry.register(
+            "scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds",
+            algorithm_duration.clone(),
+        );
+        let pending_pods = Family::<Labels, Gauge>::default();
+        registry.register(
+            "pending_pods",
+            "Number of pending pods, by the queue type",
+            pending_pods.clone(),
+        );
+        let preemption_victims = Histogram::new(exponential_buckets(1.0, 2.0, 7));
+        registry.register(
+            "preemption_victims",
+            "Number of selected preemption victims",
+            preemption_victims.clone(),
+        );
+        let preemption_attempts = Counter::default();
+        registry.register(
+            "preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            preemption_attempts.clone(),
+        );
+        let pod_scheduling_attempts = Histogram::new(exponential_buckets(1.0, 2.0, 5));
+        registry.register(
+            "pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod",
+            pod_scheduling_attempts.clone(),
+        );
+        let extension_point_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(fine_histogram);
+        registry.register(
+            "framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point",
+            extension_point_duration.clone(),
+        );
+        let plugin_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(fine_histogram);
+        registry.register(
+            "plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point",
+            plugin_duration.clone(),
+        );
+        let queue_incoming = Family::<Labels, Counter>::default();
+        registry.register(
+            "queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type",
+            queue_incoming.clone(),
+        );
+        Self {
+            registry,
+            schedule_attempts,
+            attempt_duration,
+            algorithm_duration,
+            pending_pods,
+            preemption_victims,
+            preemption_attempts,
+            pod_scheduling_attempts,
+            extension_point_duration,
+            plugin_duration,
+            queue_incoming,
+        }
+    }
+
+    /// One scheduling attempt finished.
+    pub fn attempt(&self, result: AttemptResult, profile: &str, duration: Duration) {
+        let labels = vec![
+            ("result", result.as_str().to_string()),
+            ("profile", profile.to_string()),
+        ];
+        self.schedule_attempts.get_or_create(&labels).inc();
+        self.attempt_duration
+            .get_or_create(&labels)
+            .observe(duration.as_secs_f64());
+    }
+
+    /// The scheduling algorithm (filter + score) took this long.
+    pub fn algorithm(&self, duration: Duration) {
+        self.algorithm_duration.observe(duration.as_secs_f64());
+    }
+
+    /// A pod was bound after this many attempts.
+    pub fn pod_scheduled_after(&self, attempts: u32) {
+        self.pod_scheduling_attempts.observe(f64::from(attempts));
+    }
+
+    /// A preemption attempt and its victims.
+    pub fn preemption(&self, victims: usize) {
+        self.preemption_attempts.inc();
+        self.preemption_victims.observe(victims as f64);
+    }
+
+    /// Sets the pending pods gauge of one queue.
+    pub fn set_pending(&self, queue: &str, count: usize) {
+        self.pending_pods
+            .get_or_create(&vec![("queue", queue.to_string())])
+            .set(count as i64);
+    }
+
+    /// A pod entered a queue because of an event.
+    pub fn queue_incoming(&self, queue: &str, event: &str) {
+        self.queue_incoming
+            .get_or_create(&vec![
+                ("queue", queue.to_string()),
+                ("event", event.to_string()),
+            ])
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+impl MetricsSink for SchedulerMetrics {
+    fn extension_point_duration(
+        &self,
+        profile: &str,
+        point: ExtensionPoint,
+        code: Code,
+        duration: Duration,
+    ) {
+        self.extension_point_duration
+            .get_or_create(&vec![
+                ("extension_point", point.as_str().to_string()),
+                ("status", code.as_str().to_string()),
+                ("profile", profile.to_string()),
+            ])
+            .observe(duration.as_secs_f64());
+    }
+
+    fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration) {
+        self.plugin_duration
+            .get_or_create(&vec![
+                ("plugin", plugin.to_string()),
+                ("extension_point", point.as_str().to_string()),
+                ("status", code.as_str().to_string()),
+            ])
+            .observe(duration.as_secs_f64());
+    }
+}
+
+impl kubesched_queue::QueueMetrics for SchedulerMetrics {
+    fn incoming(&self, queue: &str, event: &str) {
+        self.queue_incoming(queue, event);
+    }
+}

@@ -1,0 +1,1015 @@
+//! The scheduler: event handlers, the scheduling cycle and the binding cycle.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use kubesched_cache::Cache;
+use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventResource};
+use kubesched_framework::model::{Node, NodeInfo, PodInfo};
+use kubesched_framework::{
+    Code, CycleState, Event, EventType, Framework, Handle, ObjectRef, PodScheduledCondition,
+    PodStatusUpdate, QueuedPodInfo, ScoreTable, Snapshot, Status,
+};
+use kubesched_queue::SchedulingQueue;
+use parking_lot::Mutex;
+
+use crate::changes::{
+    ClusterChange, is_assigned, is_terminal, node_update_actions, pod_spec_or_meta_changed,
+};
+use crate::explain::{Explanation, NodeExplanation, PluginScoreExplanation};
+use crate::fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
+use crate::metrics::{AttemptResult, SchedulerMetrics};
+
+/// Below this many nodes every node is evaluated.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The adaptive percentage never drops below this.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
+/// Share of cycles (in percent) whose per-plugin durations are recorded.
+pub const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
+/// Longest event note upstream allows (`validation.NoteLengthLimit`).
+pub const NOTE_LENGTH_LIMIT: usize = 1024;
+
+/// How many feasible nodes to look for: all of them under 100 nodes or at 100 %, else the
+/// adaptive percentage (50 − nodes/125, floor 5 %), never fewer than 100.
+pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let mut pct = percentage.max(0) as usize;
+    if pct == 0 {
+        pct = 50usize
+            .saturating_sub(num_all_nodes / 125)
+            .max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    }
+    let n = num_all_nodes * pct / 100;
+    n.max(MIN_FEASIBLE_NODES_TO_FIND).min(num_all_nodes)
+}
+
+/// Settings of the scheduling loop.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Global percentageOfNodesToScore (0 = adaptive).
+    pub percentage_of_nodes_to_score: i32,
+    /// Seed of the tie-breaking RNG; None seeds from the OS.
+    pub seed: Option<u64>,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self {
+            percentage_of_nodes_to_score: 0,
+            seed: None,
+        }
+    }
+}
+
+/// The final outcome of one scheduling attempt, as observers see it.
+#[derive(Debug, Clone)]
+pub enum AttemptOutcome {
+    /// Bound to the node.
+    Scheduled {
+        /// The node.
+        node: String,
+    },
+    /// Rejected; the message is the FailedScheduling message.
+    Unschedulable {
+        /// The message.
+        message: String,
+    },
+    /// An internal error.
+    Error {
+        /// The message.
+        message: String,
+    },
+}
+
+/// Receives the outcome of every attempt (the simulator records them; tests assert them).
+pub trait AttemptObserver: Send + Sync {
+    /// One attempt of `pod` ended with `outcome`, `latency` after it was popped.
+    fn attempt(&self, pod: &PodInfo, outcome: &AttemptOutcome, latency: Duration);
+    /// Whether a full per-node explanation should be computed for this pod.
+    fn wants_explanation(&self, _pod: &PodInfo) -> bool {
+        false
+    }
+    /// The explanation of one attempt, when asked for.
+    fn explanation(&self, _pod: &PodInfo, _explanation: Explanation) {}
+}
+
+struct ScheduleResult {
+    suggested_host: String,
+}
+
+enum CycleError {
+    Fit(FitError),
+    NoNodes,
+    Internal(Status),
+}
+
+/// One scheduler: profiles, cache, queue and the loop that joins them.
+pub struct Scheduler {
+    profiles: BTreeMap<String, Arc<Framework>>,
+    cache: Arc<Cache>,
+    queue: Arc<SchedulingQueue>,
+    handle: Handle,
+    metrics: Arc<SchedulerMetrics>,
+    options: SchedulerOptions,
+    next_start_node_index: AtomicUsize,
+    rng: Mutex<fastrand::Rng>,
+    observer: Mutex<Option<Arc<dyn AttemptObserver>>>,
+    in_flight_bindings: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("profiles", &self.profiles.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Scheduler {
+    /// Joins the parts. All frameworks must share `handle`.
+    pub fn new(
+        profiles: BTreeMap<String, Arc<Framework>>,
+        cache: Arc<Cache>,
+        queue: Arc<SchedulingQueue>,
+        handle: Handle,
+        metrics: Arc<SchedulerMetrics>,
+        options: SchedulerOptions,
+    ) -> Self {
+        let rng = match options.seed {
+            Some(s) => fastrand::Rng::with_seed(s),
+            None => fastrand::Rng::new(),
+        };
+        Self {
+            profiles,
+            cache,
+            queue,
+            handle,
+            metrics,
+            options,
+            next_start_node_index: AtomicUsize::new(0),
+            rng: Mutex::new(rng),
+            observer: Mutex::new(None),
+            in_flight_bindings: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Sets the observer of attempts.
+    pub fn set_observer(&self, observer: Arc<dyn AttemptObserver>) {
+        *self.observer.lock() = Some(observer);
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &Arc<SchedulingQueue> {
+        &self.queue
+    }
+
+    /// The handle shared by all profiles.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<SchedulerMetrics> {
+        &self.metrics
+    }
+
+    /// The profiles by scheduler name.
+    pub fn profiles(&self) -> &BTreeMap<String, Arc<Framework>> {
+        &self.profiles
+    }
+
+    /// Binding cycles still running.
+    pub fn in_flight_bindings(&self) -> usize {
+        self.in_flight_bindings.load(Ordering::SeqCst)
+    }
+
+    fn responsible_for(&self, pod: &PodInfo) -> bool {
+        self.profiles.contains_key(&pod.scheduler_name)
+    }
+
+    fn refresh_pending_gauges(&self) {
+        let c = self.queue.counts();
+        self.metrics.set_pending("active", c.active);
+        self.metrics.set_pending("backoff", c.backoff);
+        self.metrics.set_pending("unschedulable", c.unschedulable);
+        self.metrics.set_pending("gated", c.gated);
+    }
+
+    /// Applies one cluster change to the cache, the queue and the nominator, as upstream's
+    /// event handlers do. Malformed objects are logged and skipped; nothing else stops.
+    pub fn handle_change(&self, change: ClusterChange) {
+        match change {
+            ClusterChange::PodAdded(pod) => self.on_pod_added(pod),
+            ClusterChange::PodUpdated(old, new) => self.on_pod_updated(old, new),
+            ClusterChange::PodDeleted(pod) => self.on_pod_deleted(pod),
+            ClusterChange::NodeAdded(node) => {
+                let Some(model) = compile_node(&node) else { return };
+                self.cache.add_node(model.clone());
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(EventResource::Node, ActionType::ADD),
+                    None,
+                    Some(&EventObject::Node(model)),
+                );
+            }
+            ClusterChange::NodeUpdated(old, new) => {
+                let Some(new_model) = compile_node(&new) else { return };
+                let old_model = Node::new(old.clone()).ok().map(Arc::new);
+                self.cache.update_node(new_model.clone());
+                let actions = node_update_actions(&old, &new);
+                if !actions.is_empty() {
+                    self.queue.move_all_to_active_or_backoff(
+                        ClusterEvent::new(EventResource::Node, actions),
+                        old_model.map(EventObject::Node).as_ref(),
+                        Some(&EventObject::Node(new_model)),
+                    );
+                }
+            }
+            ClusterChange::NodeDeleted(node) => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                if let Err(e) = self.cache.remove_node(&name) {
+                    tracing::warn!(node = %name, error = %e, "removing node from the cache");
+                }
+                let model = Node::new(node).ok().map(Arc::new);
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(EventResource::Node, ActionType::DELETE),
+                    model.map(EventObject::Node).as_ref(),
+                    None,
+                );
+            }
+            ClusterChange::Other { resource, action } => {
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(resource, action),
+                    Some(&EventObject::Other),
+                    Some(&EventObject::Other),
+                );
+            }
+        }
+        self.refresh_pending_gauges();
+    }
+
+    fn on_pod_added(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
+        if is_terminal(&pod) {
+            return;
+        }
+        let Some(info) = compile_pod(&pod) else { return };
+        if is_assigned(&pod) {
+            if let Err(e) = self.cache.add_pod(info.clone()) {
+                tracing::warn!(pod = %info.key(), error = %e, "adding pod to the cache");
+            }
+            self.queue.assigned_pod_added(&info);
+        } else if self.responsible_for(&info) {
+            self.queue.add(info);
+        }
+    }
+
+    fn on_pod_updated(
+        &self,
+        old: Arc<k8s_openapi::api::core::v1::Pod>,
+        new: Arc<k8s_openapi::api::core::v1::Pod>,
+    ) {
+        // A pod that finished disappears from the scheduler's view, as upstream's informer
+        // (which lists non-terminal pods only) sees it.
+        if is_terminal(&new) {
+            if !is_terminal(&old) {
+                self.on_pod_deleted(old);
+            }
+            return;
+        }
+        let Some(new_info) = compile_pod(&new) else { return };
+        match (is_assigned(&old), is_assigned(&new)) {
+            (true, true) => {
+                let Some(old_info) = compile_pod(&old) else {
+                    let _ = self.cache.add_pod(new_info);
+                    return;
+                };
+                if let Err(e) = self.cache.update_pod(&old_info, new_info.clone()) {
+                    tracing::warn!(pod = %new_info.key(), error = %e, "updating pod in the cache");
+                }
+                self.queue.assigned_pod_updated(&Arc::new(old_info), &new_info);
+            }
+            (false, true) => {
+                // Bound: it leaves the queue and enters the cache (confirming an assumed pod).
+                if let Some(old_info) = compile_pod(&old) {
+                    self.queue.delete(&old_info);
+                }
+                if let Err(e) = self.cache.add_pod(new_info.clone()) {
+                    tracing::warn!(pod = %new_info.key(), error = %e, "adding bound pod to the cache");
+                }
+                self.queue.assigned_pod_added(&new_info);
+            }
+            (_, false) => {
+                if !self.responsible_for(&new_info) {
+                    return;
+                }
+                let old_info = compile_pod(&old);
+                match old_info {
+                    Some(o) if pod_spec_or_meta_changed(&old, &new) => {
+                        self.queue.update(&o, new_info)
+                    }
+                    Some(_) => {
+                        // Status only (often our own patch): keep the nomination in step.
+                        self.handle.nominator().update(new_info);
+                    }
+                    None => self.queue.add(new_info),
+                }
+            }
+        }
+    }
+
+    fn on_pod_deleted(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
+        let Some(info) = compile_pod(&pod) else { return };
+        if is_assigned(&pod) {
+            if let Err(e) = self.cache.remove_pod(&info) {
+                tracing::debug!(pod = %info.key(), error = %e, "removing pod from the cache");
+            }
+            self.queue.move_all_to_active_or_backoff(
+                ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+                Some(&EventObject::Pod(info.clone())),
+                None,
+            );
+        } else {
+            self.queue.delete(&info);
+        }
+        // A pod waiting at Permit is rejected when it is deleted.
+        self.handle
+            .waiting_pods()
+            .reject(&info.uid, "", "pod was deleted while waiting at Permit");
+    }
+
+    /// Takes the snapshot out of the handle, brings it up to date with the cache and puts
+    /// it back; copies only the nodes that changed.
+    fn update_snapshot(&self) -> Result<(), Status> {
+        let mut snap = self.handle.snapshot();
+        self.handle.set_snapshot(Arc::new(Snapshot::default()));
+        let result = self.cache.update_snapshot(Arc::make_mut(&mut snap));
+        self.handle.set_snapshot(snap);
+        result.map_err(|e| Status::error(format!("updating the snapshot: {e}")))
+    }
+
+    /// Pops the next pod (waiting for one) and schedules it. Returns false when the queue
+    /// was closed.
+    pub async fn schedule_one(self: &Arc<Self>) -> bool {
+        let Some(qpi) = self.queue.pop_wait().await else {
+            return false;
+        };
+        self.schedule_queued(qpi).await;
+        true
+    }
+
+    /// Pops the next pod if one is ready and schedules it; false when none was ready.
+    pub async fn schedule_next_ready(self: &Arc<Self>) -> bool {
+        let Some(qpi) = self.queue.pop() else {
+            return false;
+        };
+        self.schedule_queued(qpi).await;
+        true
+    }
+
+    async fn schedule_queued(self: &Arc<Self>, qpi: QueuedPodInfo) {
+        let pod = qpi.pod_info.clone();
+        let Some(fw) = self.profiles.get(&pod.scheduler_name).cloned() else {
+            tracing::error!(pod = %pod.key(), scheduler = %pod.scheduler_name, "profile not found for scheduler name");
+            self.queue.done(&pod.uid);
+            return;
+        };
+        if pod.terminating {
+            self.handle.client().record_event(Event {
+                regarding: ObjectRef::pod(&pod),
+                event_type: EventType::Warning,
+                reason: "FailedScheduling".into(),
+                action: "Scheduling".into(),
+                note: format!("skip schedule deleting pod: {}/{}", pod.namespace, pod.name),
+            });
+            self.queue.done(&pod.uid);
+            return;
+        }
+        if self.cache.is_assumed_pod(&pod.uid) {
+            self.queue.done(&pod.uid);
+            return;
+        }
+        let start = Instant::now();
+        let pod_cycle = self.queue.scheduling_cycle();
+        let mut state = CycleState::new();
+        state.record_plugin_metrics = self.rng.lock().u32(0..100) < PLUGIN_METRICS_SAMPLE_PERCENT;
+
+        match self.scheduling_cycle(&fw, &mut state, &pod).await {
+            Ok(result) => {
+                self.metrics.algorithm(start.elapsed());
+                self.after_schedule(fw, state, qpi, result, start, pod_cycle)
+                    .await;
+            }
+            Err((status, diagnosis_plugins, nominated)) => {
+                self.metrics.algorithm(start.elapsed());
+                self.handle_failure(&fw, qpi, status, diagnosis_plugins, nominated, start, pod_cycle);
+            }
+        }
+        self.refresh_pending_gauges();
+    }
+
+    /// Filter and score; on success the chosen node. On failure the status to report,
+    /// the rejecting plugins, and the node to nominate (from PostFilter).
+    async fn scheduling_cycle(
+        &self,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        pod: &Arc<PodInfo>,
+    ) -> Result<ScheduleResult, (Status, Option<Diagnosis>, Option<Option<String>>)> {
+        match self.schedule_pod(fw, state, pod) {
+            Ok(r) => Ok(r),
+            Err(CycleError::NoNodes) => Err((
+                Status::unresolvable(NO_NODES_AVAILABLE),
+                None,
+                Some(None),
+            )),
+            Err(CycleError::Internal(s)) => Err((s, None, Some(None))),
+            Err(CycleError::Fit(mut fit)) => {
+                let mut nominated = Some(None);
+                if fw.has_post_filter_plugins() {
+                    let (result, status) = fw
+                        .run_post_filter_plugins(state, pod, &fit.diagnosis.node_to_status)
+                        .await;
+                    fit.diagnosis.post_filter_msg = status.message();
+                    if status.code() == Code::Error {
+                        tracing::error!(pod = %pod.key(), status = %status, "running PostFilter plugins");
+                    }
+                    nominated = result.map(|r| r.nominated_node_name);
+                }
+                let status = Status::unschedulable(fit.message());
+                Err((status, Some(fit.diagnosis), nominated))
+            }
+        }
+    }
+
+    fn schedule_pod(
+        &self,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        pod: &Arc<PodInfo>,
+    ) -> Result<ScheduleResult, CycleError> {
+        self.update_snapshot().map_err(CycleError::Internal)?;
+        let snapshot = self.handle.snapshot();
+        if snapshot.num_nodes() == 0 {
+            return Err(CycleError::NoNodes);
+        }
+        let explain = self
+            .observer
+            .lock()
+            .as_ref()
+            .is_some_and(|o| o.wants_explanation(pod));
+        let (feasible, diagnosis) = self.find_nodes_that_fit(fw, state, pod, &snapshot)?;
+        if explain {
+            self.explain(fw, state, pod, &snapshot, &diagnosis);
+        }
+        if feasible.is_empty() {
+            return Err(CycleError::Fit(FitError {
+                num_all_nodes: snapshot.num_nodes(),
+                diagnosis,
+            }));
+        }
+        if feasible.len() == 1 {
+            return Ok(ScheduleResult {
+                suggested_host: feasible[0].name().to_string(),
+            });
+        }
+        let totals = self.prioritize(fw, state, pod, &feasible)?;
+        let host = self.select_host(&feasible, &totals);
+        Ok(ScheduleResult {
+            suggested_host: host,
+        })
+    }
+
+    fn prioritize(
+        &self,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        pod: &Arc<PodInfo>,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Result<Vec<i64>, CycleError> {
+        if !fw.has_score_plugins() {
+            return Ok(vec![1; nodes.len()]);
+        }
+        let s = fw.run_pre_score_plugins(state, pod, nodes);
+        if !s.is_success() {
+            return Err(CycleError::Internal(s));
+        }
+        let table: ScoreTable = fw
+            .run_score_plugins(state, pod, nodes)
+            .map_err(CycleError::Internal)?;
+        Ok(table.totals)
+    }
+
+    /// The highest total; ties broken uniformly at random (reservoir sampling over the
+    /// nodes in order, so a seeded RNG makes the choice reproducible).
+    fn select_host(&self, nodes: &[Arc<NodeInfo>], totals: &[i64]) -> String {
+        let mut rng = self.rng.lock();
+        let mut best = 0;
+        let mut best_score = i64::MIN;
+        let mut ties = 0u64;
+        for (i, &score) in totals.iter().enumerate() {
+            if score > best_score {
+                best_score = score;
+                best = i;
+                ties = 1;
+            } else if score == best_score {
+                ties += 1;
+                if rng.u64(0..ties) == 0 {
+                    best = i;
+                }
+            }
+        }
+        nodes[best].name().to_string()
+    }
+
+    fn find_nodes_that_fit(
+        &self,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        pod: &Arc<PodInfo>,
+        snapshot: &Arc<Snapshot>,
+    ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), CycleError> {
+        let all = snapshot.list();
+        let mut diagnosis = Diagnosis::default();
+        let pre = fw.run_pre_filter_plugins(state, pod, all);
+        diagnosis.unschedulable_plugins = pre.unschedulable_plugins.clone();
+        if !pre.status.is_success() {
+            if !pre.status.is_rejected() {
+                return Err(CycleError::Internal(pre.status));
+            }
+            diagnosis.pre_filter_msg = pre.status.message();
+            diagnosis.add_plugin_status(&pre.status);
+            diagnosis.node_to_status.absent = Some(pre.status);
+            return Ok((Vec::new(), diagnosis));
+        }
+
+        // A node nominated by an earlier preemption is likely the only fit: try it first.
+        if let Some(nominated) = pod.nominated_node_name.as_deref() {
+            if let Some(node) = snapshot.get(nominated) {
+                let mut d = diagnosis.clone();
+                let feasible = self.filter_nodes(fw, state, pod, &mut d, std::slice::from_ref(node), usize::MAX)?;
+                if !feasible.is_empty() {
+                    return Ok((feasible, diagnosis));
+                }
+            }
+        }
+
+        let narrowed: Vec<Arc<NodeInfo>>;
+        let nodes: &[Arc<NodeInfo>] = match pre.result.as_ref().and_then(|r| r.node_names.as_ref()) {
+            None => all,
+            Some(names) => {
+                narrowed = all
+                    .iter()
+                    .filter(|n| names.contains(n.name()))
+                    .cloned()
+                    .collect();
+                let plugins: Vec<&str> = pre.unschedulable_plugins.iter().map(String::as_str).collect();
+                diagnosis.node_to_status.absent = Some(Status::unresolvable(format!(
+                    "node(s) didn't satisfy plugin(s) [{}]",
+                    plugins.join(" ")
+                )));
+                &narrowed
+            }
+        };
+        let start = self.next_start_node_index.load(Ordering::Relaxed);
+        let before = diagnosis.node_to_status.statuses.len();
+        let feasible = self.filter_nodes(fw, state, pod, &mut diagnosis, nodes, start)?;
+        let processed = feasible.len() + diagnosis.node_to_status.statuses.len() - before;
+        if !all.is_empty() {
+            self.next_start_node_index
+                .store((start + processed) % all.len(), Ordering::Relaxed);
+        }
+        Ok((feasible, diagnosis))
+    }
+
+    /// Filters `nodes` starting at `start` (rotating), in parallel chunks, stopping once
+    /// enough feasible nodes are found. Results are taken in node order so a run is
+    /// reproducible whatever the thread timing.
+    fn filter_nodes(
+        &self,
+        fw: &Arc<Framework>,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        diagnosis: &mut Diagnosis,
+        nodes: &[Arc<NodeInfo>],
+        start: usize,
+    ) -> Result<Vec<Arc<NodeInfo>>, CycleError> {
+        let n = nodes.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let pct = fw
+            .percentage_of_nodes_to_score()
+            .unwrap_or(self.options.percentage_of_nodes_to_score);
+        let mut to_find = num_feasible_nodes_to_find(pct, n);
+        if !fw.has_score_plugins() {
+            to_find = 1;
+        }
+        let start = if start == usize::MAX { 0 } else { start % n };
+        let mut feasible = Vec::with_capacity(to_find.min(n));
+        if !fw.has_filter_plugins() {
+            for i in 0..to_find.min(n) {
+                feasible.push(nodes[(start + i) % n].clone());
+            }
+            return Ok(feasible);
+        }
+        let par = self.handle.parallelizer();
+        // Chunks big enough to keep workers busy, small enough to stop early.
+        let chunk = if par.is_parallel() {
+            (to_find.max(64) * 2).min(n)
+        } else {
+            n
+        };
+        let mut offset = 0;
+        while offset < n && feasible.len() < to_find {
+            let len = chunk.min(n - offset);
+            let statuses = par.map(len, |k| {
+                let node = &nodes[(start + offset + k) % n];
+                fw.run_filter_plugins_with_nominated_pods(state, pod, node)
+            });
+            for (k, status) in statuses.into_iter().enumerate() {
+                if feasible.len() >= to_find {
+                    break;
+                }
+                let node = &nodes[(start + offset + k) % n];
+                if status.is_success() {
+                    feasible.push(node.clone());
+                } else if status.code() == Code::Error {
+                    return Err(CycleError::Internal(status));
+                } else {
+                    diagnosis.add_plugin_status(&status);
+                    diagnosis
+                        .node_to_status
+                        .statuses
+                        .insert(node.name().to_string(), status);
+                }
+            }
+            offset += len;
+        }
+        Ok(feasible)
+    }
+
+    /// Full per-node Filter and Score results for an observer that asked for them.
+    fn explain(
+        &self,
+        fw: &Arc<Framework>,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        snapshot: &Arc<Snapshot>,
+        diagnosis: &Diagnosis,
+    ) {
+        let all = snapshot.list();
+        let mut nodes: Vec<NodeExplanation> = Vec::with_capacity(all.len());
+        let mut feasible = Vec::new();
+        for node in all {
+            let status = if diagnosis.pre_filter_msg.is_empty() {
+                fw.run_filter_plugins_with_nominated_pods(state, pod, node)
+            } else {
+                diagnosis
+                    .node_to_status
+                    .absent
+                    .clone()
+                    .unwrap_or_else(Status::success)
+            };
+            if status.is_success() {
+                feasible.push(node.clone());
+            }
+            nodes.push(NodeExplanation::from_status(node.name(), &status));
+        }
+        if feasible.len() > 1 && fw.has_score_plugins() {
+            let mut score_state = state.clone();
+            if fw.run_pre_score_plugins(&mut score_state, pod, &feasible).is_success() {
+                if let Ok(table) = fw.run_score_plugins(&score_state, pod, &feasible) {
+                    for (i, node) in feasible.iter().enumerate() {
+                        let Some(e) = nodes.iter_mut().find(|e| e.node == node.name()) else {
+                            continue;
+                        };
+                        e.total_score = Some(table.totals[i]);
+                        e.scores = table
+                            .plugins
+                            .iter()
+                            .map(|p| PluginScoreExplanation {
+                                plugin: p.plugin.clone(),
+                                raw: p.raw[i],
+                                normalized: p.normalized[i],
+                                weight: p.weight,
+                                weighted: p.normalized[i] * p.weight,
+                            })
+                            .collect();
+                    }
+                }
+            }
+        }
+        let explanation = Explanation {
+            pod: pod.key(),
+            profile: fw.profile_name().to_string(),
+            nodes,
+        };
+        if let Some(o) = self.observer.lock().clone() {
+            o.explanation(pod, explanation);
+        }
+    }
+
+    async fn after_schedule(
+        self: &Arc<Self>,
+        fw: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        result: ScheduleResult,
+        start: Instant,
+        pod_cycle: u64,
+    ) {
+        let host = result.suggested_host;
+        let mut assumed = (*qpi.pod_info).clone();
+        assumed.node_name = Some(host.clone());
+        let assumed = Arc::new(assumed);
+        if let Err(e) = self.cache.assume_pod(assumed.clone()) {
+            let s = Status::error(format!("assuming pod: {e}"));
+            self.handle_failure(&fw, qpi, s, None, Some(None), start, pod_cycle);
+            return;
+        }
+        self.handle.nominator().remove(&assumed.uid);
+
+        let reserve = fw.run_reserve_plugins_reserve(&mut state, &assumed, &host);
+        if !reserve.is_success() {
+            fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
+            let _ = self.cache.forget_pod(&assumed.uid);
+            let diag = rejection_diagnosis(&host, &reserve);
+            let s = rejection_status(reserve, &host);
+            self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+            return;
+        }
+        let permit = fw.run_permit_plugins(&state, &assumed, &host);
+        if !permit.is_success() && !permit.is_wait() {
+            fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
+            let _ = self.cache.forget_pod(&assumed.uid);
+            let diag = rejection_diagnosis(&host, &permit);
+            let s = rejection_status(permit, &host);
+            self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+            return;
+        }
+
+        // The binding cycle runs on its own task so the loop never waits for the API.
+        let this = self.clone();
+        self.in_flight_bindings.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            this.binding_cycle(fw, state, qpi, assumed, host, start, pod_cycle)
+                .await;
+            this.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn binding_cycle(
+        &self,
+        fw: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        assumed: Arc<PodInfo>,
+        host: String,
+        start: Instant,
+        pod_cycle: u64,
+    ) {
+        let permit = fw.wait_on_permit(&assumed).await;
+        let status = if !permit.is_success() {
+            permit
+        } else {
+            self.queue.done(&assumed.uid);
+            let pre_bind = fw.run_pre_bind_plugins(&state, &assumed, &host).await;
+            if !pre_bind.is_success() {
+                pre_bind
+            } else {
+                let bind = fw.run_bind_plugins(&state, &assumed, &host).await;
+                if let Err(e) = self.cache.finish_binding(&assumed.uid) {
+                    tracing::warn!(pod = %assumed.key(), error = %e, "finishing binding in the cache");
+                }
+                if bind.is_skip() {
+                    Status::error("no Bind plugin bound the pod").with_plugin("")
+                } else {
+                    bind
+                }
+            }
+        };
+        if status.is_success() {
+            self.handle.client().record_event(Event {
+                regarding: ObjectRef::pod(&assumed),
+                event_type: EventType::Normal,
+                reason: "Scheduled".into(),
+                action: "Binding".into(),
+                note: format!(
+                    "Successfully assigned {}/{} to {}",
+                    assumed.namespace, assumed.name, host
+                ),
+            });
+            self.metrics
+                .attempt(AttemptResult::Scheduled, fw.profile_name(), start.elapsed());
+            self.metrics.pod_scheduled_after(qpi.attempts);
+            fw.run_post_bind_plugins(&state, &assumed, &host);
+            if let Some(o) = self.observer.lock().clone() {
+                o.attempt(
+                    &assumed,
+                    &AttemptOutcome::Scheduled { node: host.clone() },
+                    start.elapsed(),
+                );
+            }
+            tracing::debug!(pod = %assumed.key(), node = %host, "bound pod");
+            return;
+        }
+        // Failure: release what was reserved and give the pod back to the queue.
+        fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
+        if self.cache.forget_pod(&assumed.uid).is_ok() {
+            // The resources the assumed pod held are free again.
+            self.queue.move_all_to_active_or_backoff(
+                ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+                Some(&EventObject::Pod(assumed.clone())),
+                None,
+            );
+        }
+        let diag = status
+            .is_rejected()
+            .then(|| rejection_diagnosis(&host, &status))
+            .flatten();
+        let s = rejection_status(status, &host);
+        self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+    }
+
+    /// Records the failure and gives the pod back to the queue, as upstream's
+    /// handleSchedulingFailure: event, PodScheduled condition, nominated node.
+    #[allow(clippy::too_many_arguments)]
+    fn handle_failure(
+        &self,
+        fw: &Arc<Framework>,
+        mut qpi: QueuedPodInfo,
+        status: Status,
+        diagnosis: Option<Diagnosis>,
+        nominated: Option<Option<String>>,
+        start: Instant,
+        pod_cycle: u64,
+    ) {
+        let rejected = status.is_rejected();
+        let reason = if rejected { "Unschedulable" } else { "SchedulerError" };
+        let result = if rejected {
+            AttemptResult::Unschedulable
+        } else {
+            AttemptResult::Error
+        };
+        self.metrics.attempt(result, fw.profile_name(), start.elapsed());
+        let message = status.message();
+        if let Some(d) = &diagnosis {
+            qpi.unschedulable_plugins = d.unschedulable_plugins.clone();
+            qpi.pending_plugins = d.pending_plugins.clone();
+        }
+        if rejected {
+            tracing::debug!(pod = %qpi.pod_info.key(), %message, "unable to schedule pod; no fit; waiting");
+        } else {
+            tracing::warn!(pod = %qpi.pod_info.key(), %message, "error scheduling pod; retrying");
+        }
+        let pod = qpi.pod_info.clone();
+        if let Err(e) = self.queue.add_unschedulable_if_not_present(qpi, pod_cycle) {
+            tracing::debug!(pod = %pod.key(), error = %e, "requeueing pod");
+        }
+        if let Some(Some(node)) = &nominated {
+            self.handle.nominator().add(pod.clone(), Some(node));
+        }
+        let note = truncate_message(&message);
+        self.handle.client().record_event(Event {
+            regarding: ObjectRef::pod(&pod),
+            event_type: EventType::Warning,
+            reason: "FailedScheduling".into(),
+            action: "Scheduling".into(),
+            note,
+        });
+        let nominated_update = match nominated {
+            Some(n) if n.as_deref() != pod.nominated_node_name.as_deref() => Some(n),
+            _ => None,
+        };
+        let update = PodStatusUpdate {
+            condition: Some(PodScheduledCondition {
+                status: "False".into(),
+                reason: reason.into(),
+                message: message.clone(),
+            }),
+            nominated_node_name: nominated_update,
+        };
+        let client = self.handle.client().clone();
+        let pod_for_update = pod.clone();
+        tokio::spawn(async move {
+            if let Err(e) = client.update_pod_status(&pod_for_update, &update).await {
+                tracing::warn!(pod = %pod_for_update.key(), error = %e, "updating pod status");
+            }
+        });
+        if let Some(o) = self.observer.lock().clone() {
+            let outcome = if rejected {
+                AttemptOutcome::Unschedulable { message }
+            } else {
+                AttemptOutcome::Error { message }
+            };
+            o.attempt(&pod, &outcome, start.elapsed());
+        }
+    }
+}
+
+/// A rejection at Reserve, Permit or binding counts one node: the chosen one.
+fn rejection_diagnosis(host: &str, status: &Status) -> Option<Diagnosis> {
+    if !status.is_rejected() {
+        return None;
+    }
+    let mut d = Diagnosis::default();
+    d.add_plugin_status(status);
+    d.node_to_status
+        .statuses
+        .insert(host.to_string(), status.clone());
+    Some(d)
+}
+
+/// The status reported for a failure after a node was chosen: rejections get the
+/// FailedScheduling form over the one node, errors keep their message.
+fn rejection_status(status: Status, host: &str) -> Status {
+    match rejection_diagnosis(host, &status) {
+        Some(d) => {
+            let code = status.code();
+            let fit = FitError {
+                num_all_nodes: 1,
+                diagnosis: d,
+            };
+            let mut s = Status::new(code, [fit.message()]);
+            if let Some(p) = status.plugin() {
+                s = s.with_plugin(p);
+            }
+            s
+        }
+        None => status,
+    }
+}
+
+/// Cuts a message to the event note limit the way upstream does.
+pub fn truncate_message(message: &str) -> String {
+    if message.len() <= NOTE_LENGTH_LIMIT {
+        return message.to_string();
+    }
+    let suffix = " ...";
+    let mut cut = NOTE_LENGTH_LIMIT - suffix.len();
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{suffix}", &message[..cut])
+}
+
+fn compile_pod(pod: &Arc<k8s_openapi::api::core::v1::Pod>) -> Option<Arc<PodInfo>> {
+    match PodInfo::new(pod.clone()) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            tracing::warn!(error = %e, "skipping malformed pod");
+            None
+        }
+    }
+}
+
+fn compile_node(node: &Arc<k8s_openapi::api::core::v1::Node>) -> Option<Arc<Node>> {
+    match Node::new(node.clone()) {
+        Ok(n) => Some(Arc::new(n)),
+        Err(e) => {
+            tracing::warn!(error = %e, "skipping malformed node");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feasible_node_count_follows_upstream() {
+        assert_eq!(num_feasible_nodes_to_find(0, 10), 10);
+        assert_eq!(num_feasible_nodes_to_find(0, 99), 99);
+        assert_eq!(num_feasible_nodes_to_find(0, 100), 100);
+        // 50 - 500/125 = 46 % of 500.
+        assert_eq!(num_feasible_nodes_to_find(0, 500), 230);
+        // 50 - 5000/125 = 10 % of 5000.
+        assert_eq!(num_feasible_nodes_to_find(0, 5000), 500);
+        // floor of 5 %.
+        assert_eq!(num_feasible_nodes_to_find(0, 6000), 300);
+        assert_eq!(num_feasible_nodes_to_find(0, 10000), 500);
+        // never fewer than 100.
+        assert_eq!(num_feasible_nodes_to_find(1, 1000), 100);
+        assert_eq!(num_feasible_nodes_to_find(100, 1000), 1000);
+        assert_eq!(num_feasible_nodes_to_find(30, 1000), 300);
+    }
+
+    #[test]
+    fn truncates_long_messages() {
+        let long = "x".repeat(2000);
+        let t = truncate_message(&long);
+        assert_eq!(t.len(), NOTE_LENGTH_LIMIT);
+        assert!(t.ends_with(" ..."));
+        assert_eq!(truncate_message("short"), "short");
+    }
+}

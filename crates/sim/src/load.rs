@@ -1,0 +1,393 @@
+//! Loading ordinary Kubernetes manifests (multi-document YAML, JSON, `List` objects) into
+//! the in-memory cluster. A broken object is reported with its file, object and field and
+//! left out; everything else loads.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde::de::DeserializeOwned;
+
+use crate::cluster::SimCluster;
+
+/// A problem with the input: which file, which object, which field, what.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InputProblem {
+    /// The file.
+    pub file: String,
+    /// `Kind namespace/name`, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// The field path, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for InputProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(o) = &self.object {
+            write!(f, ": {o}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Objects read from manifests, before they are applied to a cluster.
+#[derive(Debug, Default, Clone)]
+pub struct Manifests {
+    /// Nodes.
+    pub nodes: Vec<api::Node>,
+    /// Pods (bound ones carry `spec.nodeName`).
+    pub pods: Vec<api::Pod>,
+    /// Priority classes, used to resolve `priorityClassName`.
+    pub priority_classes: Vec<PriorityClass>,
+    /// Every other supported object, as raw JSON with its kind.
+    pub others: Vec<(String, serde_json::Value)>,
+    /// A KubeSchedulerConfiguration found among the manifests, with its file.
+    pub config: Option<(String, String)>,
+}
+
+/// Kinds the simulator stores for plugins besides nodes, pods and priority classes.
+pub const OTHER_KINDS: &[&str] = &[
+    "Namespace",
+    "Service",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+    "PodDisruptionBudget",
+];
+
+/// Kinds that are valid Kubernetes objects but mean nothing to a scheduler simulation;
+/// they are skipped silently.
+const IGNORED_KINDS: &[&str] = &[
+    "Deployment",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Endpoints",
+    "EndpointSlice",
+    "Event",
+    "Lease",
+    "ResourceQuota",
+    "LimitRange",
+    "Ingress",
+    "NetworkPolicy",
+    "HorizontalPodAutoscaler",
+    "ControllerRevision",
+    "CustomResourceDefinition",
+];
+
+fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for e in entries {
+            if e.is_dir() {
+                files_under(&e, out)?;
+            } else if matches!(
+                e.extension().and_then(|x| x.to_str()),
+                Some("yaml" | "yml" | "json")
+            ) {
+                out.push(e);
+            }
+        }
+    } else {
+        out.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+/// Reads every manifest under the paths (files, or folders walked in name order).
+pub fn load_paths(paths: &[PathBuf]) -> (Manifests, Vec<InputProblem>) {
+    let mut manifests = Manifests::default();
+    let mut problems = Vec::new();
+    let mut files = Vec::new();
+    for p in paths {
+        if let Err(e) = files_under(p, &mut files) {
+            problems.push(InputProblem {
+                file: p.display().to_string(),
+                object: None,
+                field: None,
+                message: format!("cannot read: {e}"),
+            });
+        }
+    }
+    for f in files {
+        let name = f.display().to_string();
+        match std::fs::read_to_string(&f) {
+            Ok(text) => load_text(&text, &name, &mut manifests, &mut problems),
+            Err(e) => problems.push(InputProblem {
+                file: name,
+                object: None,
+                field: None,
+                message: format!("cannot read: {e}"),
+            }),
+        }
+    }
+    (manifests, problems)
+}
+
+/// Parses one file's text (YAML documents or JSON) into `manifests`.
+pub fn load_text(
+    text: &str,
+    file: &str,
+    manifests: &mut Manifests,
+    problems: &mut Vec<InputProblem>,
+) {
+    let docs: Vec<serde_json::Value> = if text.trim_start().starts_with('{') {
+        match serde_json::from_str(text) {
+            Ok(v) => vec![v],
+            Err(e) => {
+                problems.push(InputProblem {
+                    file: file.into(),
+                    object: None,
+                    field: None,
+                    message: format!("invalid JSON: {e}"),
+                });
+                return;
+            }
+        }
+    } else {
+        match serde_saphyr::from_multiple::<serde_json::Value>(text) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(InputProblem {
+                    file: file.into(),
+                    object: None,
+                    field: None,
+                    message: format!("invalid YAML: {e}"),
+                });
+                return;
+            }
+        }
+    };
+    for (i, doc) in docs.into_iter().enumerate() {
+        if doc.is_null() {
+            continue;
+        }
+        add_object(doc, file, &format!("document {}", i + 1), text, manifests, problems);
+    }
+}
+
+fn describe(doc: &serde_json::Value, fallback: &str) -> String {
+    let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("object");
+    let meta = doc.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str());
+    let ns = meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str());
+    match (ns, name) {
+        (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
+        (None, Some(n)) => format!("{kind} {n}"),
+        _ => format!("{kind} ({fallback})"),
+    }
+}
+
+fn decode<T: DeserializeOwned>(
+    doc: serde_json::Value,
+    file: &str,
+    object: &str,
+    problems: &mut Vec<InputProblem>,
+) -> Option<T> {
+    match serde_path_to_error::deserialize::<_, T>(doc) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let path = e.path().to_string();
+            problems.push(InputProblem {
+                file: file.into(),
+                object: Some(object.into()),
+                field: (path != ".").then_some(path),
+                message: e.into_inner().to_string(),
+            });
+            None
+        }
+    }
+}
+
+fn add_object(
+    doc: serde_json::Value,
+    file: &str,
+    position: &str,
+    text: &str,
+    manifests: &mut Manifests,
+    problems: &mut Vec<InputProblem>,
+) {
+    let object = describe(&doc, position);
+    let Some(kind) = doc.get("kind").and_then(|k| k.as_str()).map(str::to_string) else {
+        problems.push(InputProblem {
+            file: file.into(),
+            object: Some(object),
+            field: Some("kind".into()),
+            message: "missing kind".into(),
+        });
+        return;
+    };
+    if doc
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .is_none_or(str::is_empty)
+        && !kind.ends_with("List")
+        && kind != "KubeSchedulerConfiguration"
+    {
+        problems.push(InputProblem {
+            file: file.into(),
+            object: Some(object),
+            field: Some("metadata.name".into()),
+            message: "an object needs a name".into(),
+        });
+        return;
+    }
+    match kind.as_str() {
+        k if k.ends_with("List") => {
+            let items = doc.get("items").and_then(|i| i.as_array()).cloned().unwrap_or_default();
+            for (j, item) in items.into_iter().enumerate() {
+                add_object(item, file, &format!("{position}, item {}", j + 1), text, manifests, problems);
+            }
+        }
+        "Node" => {
+            if let Some(n) = decode::<api::Node>(doc, file, &object, problems) {
+                manifests.nodes.push(n);
+            }
+        }
+        "Pod" => {
+            if let Some(p) = decode::<api::Pod>(doc, file, &object, problems) {
+                manifests.pods.push(p);
+            }
+        }
+        "PriorityClass" => {
+            if let Some(p) = decode::<PriorityClass>(doc, file, &object, problems) {
+                manifests.priority_classes.push(p);
+            }
+        }
+        "KubeSchedulerConfiguration" => {
+            manifests.config = Some((file.to_string(), text.to_string()));
+        }
+        k if OTHER_KINDS.contains(&k) => manifests.others.push((kind, doc)),
+        k if IGNORED_KINDS.contains(&k) => {}
+        _ => problems.push(InputProblem {
+            file: file.into(),
+            object: Some(object),
+            field: Some("kind".into()),
+            message: format!("unknown kind {kind:?}; it is not simulated"),
+        }),
+    }
+}
+
+/// Applies a stored object of another kind to the object store, reporting decode errors.
+pub fn apply_other(
+    cluster: &SimCluster,
+    kind: &str,
+    doc: serde_json::Value,
+    file: &str,
+    problems: &mut Vec<InputProblem>,
+) -> bool {
+    use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+    let object = describe(&doc, "");
+    let o = cluster.objects();
+    macro_rules! put {
+        ($t:ty, $store:expr) => {
+            match decode::<$t>(doc, file, &object, problems) {
+                Some(v) => {
+                    $store.upsert(v);
+                    true
+                }
+                None => false,
+            }
+        };
+    }
+    match kind {
+        "Namespace" => put!(api::Namespace, o.namespaces),
+        "Service" => put!(api::Service, o.services),
+        "ReplicaSet" => put!(ReplicaSet, o.replica_sets),
+        "StatefulSet" => put!(StatefulSet, o.stateful_sets),
+        "ReplicationController" => put!(api::ReplicationController, o.replication_controllers),
+        "PersistentVolume" => put!(api::PersistentVolume, o.persistent_volumes),
+        "PersistentVolumeClaim" => put!(api::PersistentVolumeClaim, o.persistent_volume_claims),
+        "StorageClass" => put!(StorageClass, o.storage_classes),
+        "CSINode" => put!(CSINode, o.csi_nodes),
+        "CSIDriver" => put!(CSIDriver, o.csi_drivers),
+        "CSIStorageCapacity" => put!(CSIStorageCapacity, o.csi_storage_capacities),
+        "PodDisruptionBudget" => put!(PodDisruptionBudget, o.pod_disruption_budgets),
+        _ => false,
+    }
+}
+
+/// The event resource a kind's changes are reported as.
+pub fn event_resource(kind: &str) -> Option<kubesched_framework::events::EventResource> {
+    use kubesched_framework::events::EventResource as R;
+    Some(match kind {
+        "Namespace" => R::Namespace,
+        "Service" | "ReplicaSet" | "StatefulSet" | "ReplicationController" => R::Workload,
+        "PersistentVolume" => R::PersistentVolume,
+        "PersistentVolumeClaim" => R::PersistentVolumeClaim,
+        "StorageClass" => R::StorageClass,
+        "CSINode" => R::CSINode,
+        "CSIDriver" => R::CSIDriver,
+        "CSIStorageCapacity" => R::CSIStorageCapacity,
+        _ => return None,
+    })
+}
+
+/// Fills `spec.priority` from `priorityClassName` (or the global default class), as the
+/// API server's admission does, for pods that were never through one.
+pub fn resolve_priority(pod: &mut api::Pod, classes: &[PriorityClass]) -> Result<(), String> {
+    let Some(spec) = pod.spec.as_mut() else {
+        return Ok(());
+    };
+    if spec.priority.is_some() {
+        return Ok(());
+    }
+    match spec.priority_class_name.as_deref().filter(|n| !n.is_empty()) {
+        Some(name) => {
+            let builtin = match name {
+                "system-cluster-critical" => Some(2_000_000_000),
+                "system-node-critical" => Some(2_000_001_000),
+                _ => None,
+            };
+            let class = classes
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name));
+            match (class, builtin) {
+                (Some(c), _) => {
+                    spec.priority = Some(c.value);
+                    if spec.preemption_policy.is_none() {
+                        spec.preemption_policy = c.preemption_policy.clone();
+                    }
+                }
+                (None, Some(v)) => spec.priority = Some(v),
+                (None, None) => {
+                    return Err(format!("no PriorityClass with name {name:?} was found"));
+                }
+            }
+        }
+        None => {
+            if let Some(c) = classes.iter().find(|c| c.global_default == Some(true)) {
+                spec.priority = Some(c.value);
+            }
+        }
+    }
+    Ok(())
+}

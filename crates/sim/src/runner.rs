@@ -1,0 +1,668 @@
+//! The simulation loop: deliver changes, schedule ready pods, let bindings finish, jump
+//! the virtual clock to the next backoff expiry, until nothing is left to try.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1 as api;
+use kubesched_config::LoadedConfig;
+use kubesched_framework::clock::FakeClock;
+use kubesched_framework::events::ActionType;
+use kubesched_framework::model::PodInfo;
+use kubesched_scheduler::{
+    AttemptObserver, AttemptOutcome, ClusterChange, Explanation, Scheduler, SchedulerParts,
+    build_scheduler,
+};
+use parking_lot::Mutex;
+
+use crate::cluster::{SimCluster, pod_key};
+use crate::load::{InputProblem, Manifests, apply_other, event_resource, resolve_priority};
+use crate::report::{PodResult, PodState, SimReport, Summary, percentile};
+use crate::workload::{Op, Workload, node_template, pod_template};
+
+/// A simulation could not start or a workload failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scheduler could not be built from the configuration.
+    #[error("{0}")]
+    Build(String),
+    /// A workload's `expect` did not hold.
+    #[error("workload {workload}: ops[{op}]: {message}")]
+    Expectation {
+        /// The workload.
+        workload: String,
+        /// The op index.
+        op: usize,
+        /// What differed.
+        message: String,
+    },
+    /// A workload op could not be applied.
+    #[error("workload {workload}: ops[{op}]: {message}")]
+    Op {
+        /// The workload.
+        workload: String,
+        /// The op index.
+        op: usize,
+        /// Why.
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Default)]
+struct PodRecord {
+    attempts: u32,
+    last: Option<AttemptOutcome>,
+    measured: bool,
+}
+
+/// Records every attempt the scheduler reports.
+#[derive(Default)]
+struct Recorder {
+    pods: Mutex<BTreeMap<String, PodRecord>>,
+    latencies: Mutex<Vec<Duration>>,
+    measured_latencies: Mutex<Vec<Duration>>,
+    explain: Option<String>,
+    explanations: Mutex<Vec<Explanation>>,
+    measured_scheduled: Mutex<usize>,
+}
+
+impl AttemptObserver for Recorder {
+    fn attempt(&self, pod: &PodInfo, outcome: &AttemptOutcome, latency: Duration) {
+        let key = pod.key();
+        let mut pods = self.pods.lock();
+        let rec = pods.entry(key).or_default();
+        rec.attempts += 1;
+        rec.last = Some(outcome.clone());
+        self.latencies.lock().push(latency);
+        if rec.measured {
+            self.measured_latencies.lock().push(latency);
+            if matches!(outcome, AttemptOutcome::Scheduled { .. }) {
+                *self.measured_scheduled.lock() += 1;
+            }
+        }
+    }
+
+    fn wants_explanation(&self, pod: &PodInfo) -> bool {
+        self.explain.as_deref() == Some(pod.key().as_str())
+    }
+
+    fn explanation(&self, _pod: &PodInfo, explanation: Explanation) {
+        self.explanations.lock().push(explanation);
+    }
+}
+
+/// Progress of a long run, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Pods that reached a final state so far.
+    pub done: u64,
+    /// Pods known so far.
+    pub total: u64,
+}
+
+/// What a simulation is started with.
+pub struct SimulationOptions {
+    /// Seed of the tie-breaking RNG.
+    pub seed: Option<u64>,
+    /// `namespace/name` of a pod to explain.
+    pub explain: Option<String>,
+    /// Called now and then with progress.
+    pub progress: Option<Box<dyn Fn(Progress) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for SimulationOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimulationOptions")
+            .field("seed", &self.seed)
+            .field("explain", &self.explain)
+            .finish()
+    }
+}
+
+/// One simulated cluster with its scheduler.
+pub struct Simulation {
+    cluster: Arc<SimCluster>,
+    scheduler: Arc<Scheduler>,
+    clock: FakeClock,
+    recorder: Arc<Recorder>,
+    problems: Vec<InputProblem>,
+    priority_classes: Vec<k8s_openapi::api::scheduling::v1::PriorityClass>,
+    /// Pods this scheduler is responsible for, in arrival order.
+    tracked: Vec<String>,
+    progress: Option<Box<dyn Fn(Progress) + Send + Sync>>,
+    measured_time: Duration,
+    measured_pods: usize,
+    started: Instant,
+    attempts_at_start: u64,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("cluster", &self.cluster)
+            .finish()
+    }
+}
+
+impl Simulation {
+    /// A simulation of an empty cluster under the configuration.
+    pub fn new(config: &LoadedConfig, options: SimulationOptions) -> Result<Self, SimError> {
+        let cluster = Arc::new(SimCluster::new());
+        let clock = FakeClock::new();
+        let scheduler = build_scheduler(
+            config,
+            SchedulerParts {
+                client: cluster.clone(),
+                objects: cluster.objects().clone(),
+                clock: Arc::new(clock.clone()),
+                seed: options.seed.or(Some(0)),
+            },
+        )
+        .map_err(|e| SimError::Build(e.to_string()))?;
+        let recorder = Arc::new(Recorder {
+            explain: options.explain.clone(),
+            ..Default::default()
+        });
+        scheduler.set_observer(recorder.clone());
+        Ok(Self {
+            cluster,
+            scheduler,
+            clock,
+            recorder,
+            problems: Vec::new(),
+            priority_classes: Vec::new(),
+            tracked: Vec::new(),
+            progress: options.progress,
+            measured_time: Duration::ZERO,
+            measured_pods: 0,
+            started: Instant::now(),
+            attempts_at_start: 0,
+        })
+    }
+
+    /// The in-memory cluster.
+    pub fn cluster(&self) -> &Arc<SimCluster> {
+        &self.cluster
+    }
+
+    /// The scheduler.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
+    /// The virtual clock.
+    pub fn clock(&self) -> &FakeClock {
+        &self.clock
+    }
+
+    /// Input problems seen so far.
+    pub fn problems(&self) -> &[InputProblem] {
+        &self.problems
+    }
+
+    /// Records input problems found while loading.
+    pub fn add_problems(&mut self, problems: impl IntoIterator<Item = InputProblem>) {
+        self.problems.extend(problems);
+    }
+
+    fn track_pod(&mut self, pod: &api::Pod, measured: bool) {
+        let assigned = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let scheduler_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
+        if assigned || !self.scheduler.profiles().contains_key(&scheduler_name) {
+            return;
+        }
+        let key = pod_key(pod);
+        self.tracked.push(key.clone());
+        self.recorder.pods.lock().entry(key).or_default().measured = measured;
+        if measured {
+            self.measured_pods += 1;
+        }
+    }
+
+    /// Adds a pod, resolving its priority class; a pod that cannot be understood is
+    /// reported and left out.
+    pub fn add_pod(&mut self, mut pod: api::Pod, file: &str, measured: bool) {
+        if pod.metadata.namespace.is_none() {
+            pod.metadata.namespace = Some("default".into());
+        }
+        let key = pod_key(&pod);
+        if let Err(m) = resolve_priority(&mut pod, &self.priority_classes) {
+            self.problems.push(InputProblem {
+                file: file.into(),
+                object: Some(format!("Pod {key}")),
+                field: Some("spec.priorityClassName".into()),
+                message: m,
+            });
+            return;
+        }
+        if let Err(e) = PodInfo::new(Arc::new(pod.clone())) {
+            self.problems.push(InputProblem {
+                file: file.into(),
+                object: Some(format!("Pod {key}")),
+                field: Some(e.field.clone()),
+                message: e.message.clone(),
+            });
+            return;
+        }
+        self.track_pod(&pod, measured);
+        self.cluster.apply_pod(pod);
+    }
+
+    /// Adds a node; a node that cannot be understood is reported and left out.
+    pub fn add_node(&mut self, node: api::Node, file: &str) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if let Err(e) = kubesched_framework::model::Node::new(Arc::new(node.clone())) {
+            self.problems.push(InputProblem {
+                file: file.into(),
+                object: Some(format!("Node {name}")),
+                field: Some(e.field.clone()),
+                message: e.message.clone(),
+            });
+            return;
+        }
+        self.cluster.apply_node(node);
+    }
+
+    /// Adds an object of another kind (namespaces, services, ...).
+    pub fn add_other(&mut self, kind: &str, doc: serde_json::Value, file: &str) {
+        let mut problems = Vec::new();
+        if apply_other(&self.cluster, kind, doc, file, &mut problems) {
+            if let Some(resource) = event_resource(kind) {
+                self.cluster.push_change(ClusterChange::Other {
+                    resource,
+                    action: ActionType::ADD,
+                });
+            }
+        }
+        self.problems.extend(problems);
+    }
+
+    /// Loads manifests: priority classes and other objects first, then nodes, running
+    /// pods, and pending pods, each group in input order.
+    pub fn load(&mut self, manifests: Manifests, file_hint: &str) {
+        self.priority_classes.extend(manifests.priority_classes);
+        for (kind, doc) in manifests.others {
+            self.add_other(&kind, doc, file_hint);
+        }
+        for n in manifests.nodes {
+            self.add_node(n, file_hint);
+        }
+        let (bound, pending): (Vec<_>, Vec<_>) = manifests.pods.into_iter().partition(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty())
+        });
+        for p in bound.into_iter().chain(pending) {
+            self.add_pod(p, file_hint, false);
+        }
+    }
+
+    fn deliver_changes(&self) {
+        for change in self.cluster.drain_changes() {
+            self.scheduler.handle_change(change);
+        }
+    }
+
+    async fn let_tasks_run(&self) {
+        // On the current-thread runtime spawned binding and status tasks run only when we
+        // yield; keep yielding until every binding cycle has ended.
+        let mut spins = 0u32;
+        loop {
+            tokio::task::yield_now().await;
+            if self.scheduler.in_flight_bindings() == 0 {
+                break;
+            }
+            spins += 1;
+            if spins > 64 {
+                // A Permit plugin is making a pod wait for real time.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    fn report_progress(&self) {
+        if let Some(p) = &self.progress {
+            let done = self
+                .recorder
+                .pods
+                .lock()
+                .values()
+                .filter(|r| r.last.is_some())
+                .count() as u64;
+            p(Progress {
+                done,
+                total: self.tracked.len() as u64,
+            });
+        }
+    }
+
+    /// Runs the scheduler until no pod is ready or backing off and no binding is in flight.
+    /// Pods left in the unschedulable set stay there (until the clock passes the
+    /// five-minute flush or an event moves them).
+    pub async fn settle(&mut self) {
+        let mut since_progress = 0u32;
+        loop {
+            self.deliver_changes();
+            if self.scheduler.schedule_next_ready().await {
+                self.let_tasks_run().await;
+                since_progress += 1;
+                if since_progress >= 256 {
+                    since_progress = 0;
+                    self.report_progress();
+                }
+                continue;
+            }
+            self.let_tasks_run().await;
+            if self.cluster.has_changes() {
+                continue;
+            }
+            if let Some(at) = self.scheduler.queue().next_backoff_expiry() {
+                let now = kubesched_framework::clock::Clock::now(&self.clock);
+                if at > now {
+                    self.clock.advance(at - now);
+                }
+                self.scheduler.queue().flush_backoff_completed();
+                continue;
+            }
+            break;
+        }
+        self.report_progress();
+    }
+
+    /// Moves the virtual clock, running the queue's periodic flushes as time passes.
+    pub async fn advance_clock(&mut self, by: Duration) {
+        let step = Duration::from_secs(1);
+        let mut left = by;
+        let mut since_leftover = Duration::ZERO;
+        while left > Duration::ZERO {
+            let d = left.min(step);
+            self.clock.advance(d);
+            left -= d;
+            since_leftover += d;
+            self.scheduler.queue().flush_backoff_completed();
+            if since_leftover >= Duration::from_secs(30) {
+                since_leftover = Duration::ZERO;
+                self.scheduler.queue().flush_unschedulable_left_over();
+            }
+            self.deliver_changes();
+            while self.scheduler.schedule_next_ready().await {
+                self.let_tasks_run().await;
+                self.deliver_changes();
+            }
+        }
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        let pods = self.recorder.pods.lock();
+        let mut scheduled = 0;
+        let mut unschedulable = 0;
+        for key in &self.tracked {
+            match self.cluster.pod(key) {
+                Some(p) if kubesched_scheduler::is_assigned(&p) => scheduled += 1,
+                Some(_) => {
+                    if matches!(
+                        pods.get(key).and_then(|r| r.last.as_ref()),
+                        Some(AttemptOutcome::Unschedulable { .. } | AttemptOutcome::Error { .. })
+                    ) {
+                        unschedulable += 1;
+                    }
+                }
+                None => {}
+            }
+        }
+        (scheduled, unschedulable)
+    }
+
+    /// Runs a workload's operations in order, settling at barriers and at the end.
+    pub async fn run_workload(&mut self, workload: &Workload) -> Result<(), SimError> {
+        let file = format!("workload {}", workload.name);
+        let op_err = |op: usize, message: String| SimError::Op {
+            workload: workload.name.clone(),
+            op,
+            message,
+        };
+        for (i, op) in workload.ops.iter().enumerate() {
+            match op {
+                Op::CreateNodes(c) => {
+                    let template = node_template(c.template.as_ref()).map_err(|m| op_err(i, m))?;
+                    let prefix = template
+                        .metadata
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| "node".into());
+                    for n in 0..c.count {
+                        let mut node = template.clone();
+                        let name = format!("{prefix}-{n}");
+                        node.metadata.name = Some(name.clone());
+                        let labels = node.metadata.labels.get_or_insert_with(Default::default);
+                        labels.insert("kubernetes.io/hostname".into(), name);
+                        if !c.zones.is_empty() {
+                            labels.insert(
+                                "topology.kubernetes.io/zone".into(),
+                                c.zones[n % c.zones.len()].clone(),
+                            );
+                        }
+                        for (k, values) in &c.cycle_labels {
+                            if !values.is_empty() {
+                                labels.insert(k.clone(), values[n % values.len()].clone());
+                            }
+                        }
+                        self.add_node(node, &file);
+                    }
+                    self.deliver_changes();
+                }
+                Op::CreatePods(c) => {
+                    let template = pod_template(c.template.as_ref()).map_err(|m| op_err(i, m))?;
+                    let prefix = template
+                        .metadata
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| "pod".into());
+                    let ns = c.namespace.clone().unwrap_or_else(|| "default".into());
+                    let start = Instant::now();
+                    let attempts_before = self.attempts();
+                    for n in 0..c.count {
+                        let mut pod = template.clone();
+                        pod.metadata.name = Some(format!("{prefix}-{n}"));
+                        pod.metadata.namespace = Some(ns.clone());
+                        pod.metadata.uid = Some(format!("{ns}/{prefix}-{n}"));
+                        self.add_pod(pod, &file, c.measure);
+                        if c.schedule_every > 0 && (n + 1) % c.schedule_every == 0 {
+                            self.settle().await;
+                        }
+                    }
+                    if c.measure {
+                        self.settle().await;
+                        self.measured_time += start.elapsed();
+                        self.attempts_at_start += attempts_before;
+                    }
+                }
+                Op::CreateObjects(objects) => {
+                    for doc in objects {
+                        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+                        let mut m = Manifests::default();
+                        let mut problems = Vec::new();
+                        let text = serde_json::to_string(doc).unwrap_or_default();
+                        crate::load::load_text(&text, &file, &mut m, &mut problems);
+                        if !problems.is_empty() {
+                            return Err(op_err(
+                                i,
+                                problems
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join("; "),
+                            ));
+                        }
+                        let _ = kind;
+                        self.load(m, &file);
+                    }
+                    self.deliver_changes();
+                }
+                Op::DeletePods(d) => {
+                    let mut victims: Vec<String> = self
+                        .cluster
+                        .pods()
+                        .iter()
+                        .filter(|p| p.metadata.namespace.as_deref() == Some(d.namespace.as_str()))
+                        .filter(|p| {
+                            let labels = p.metadata.labels.clone().unwrap_or_default();
+                            d.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+                        })
+                        .map(|p| pod_key(p))
+                        .collect();
+                    if let Some(n) = d.count {
+                        victims.truncate(n);
+                    }
+                    for v in victims {
+                        self.cluster.delete_pod_by_key(&v);
+                    }
+                    self.deliver_changes();
+                }
+                Op::AdvanceClock(a) => {
+                    self.settle().await;
+                    self.advance_clock(Duration::from_secs(a.seconds)).await;
+                }
+                Op::Barrier(_) => self.settle().await,
+                Op::Expect(e) => {
+                    self.settle().await;
+                    let (scheduled, unschedulable) = self.counts();
+                    if let Some(want) = e.scheduled {
+                        if want != scheduled {
+                            return Err(SimError::Expectation {
+                                workload: workload.name.clone(),
+                                op: i,
+                                message: format!("expected {want} scheduled pods, got {scheduled}"),
+                            });
+                        }
+                    }
+                    if let Some(want) = e.unschedulable {
+                        if want != unschedulable {
+                            return Err(SimError::Expectation {
+                                workload: workload.name.clone(),
+                                op: i,
+                                message: format!(
+                                    "expected {want} unschedulable pods, got {unschedulable}"
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        self.settle().await;
+        Ok(())
+    }
+
+    fn attempts(&self) -> u64 {
+        self.recorder
+            .pods
+            .lock()
+            .values()
+            .map(|r| u64::from(r.attempts))
+            .sum()
+    }
+
+    /// Time spent scheduling the measured pods, and how many there were.
+    pub fn measured(&self) -> (Duration, usize, Vec<Duration>) {
+        (
+            self.measured_time,
+            self.measured_pods,
+            self.recorder.measured_latencies.lock().clone(),
+        )
+    }
+
+    /// Where every pod this scheduler is responsible for ended up.
+    pub fn report(&self) -> SimReport {
+        let records = self.recorder.pods.lock().clone();
+        let pending = self.scheduler.queue().pending_pods();
+        let gated: BTreeMap<String, String> = pending
+            .iter()
+            .filter(|(_, q)| matches!(q, kubesched_queue::SubQueue::Gated))
+            .map(|(p, _)| {
+                let msg = self
+                    .scheduler
+                    .profiles()
+                    .get(&p.scheduler_name)
+                    .map(|fw| fw.run_pre_enqueue_plugins(p).message())
+                    .unwrap_or_default();
+                (p.key(), msg)
+            })
+            .collect();
+        let mut pods = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for key in &self.tracked {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let Some(pod) = self.cluster.pod(key) else {
+                continue;
+            };
+            let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+            let rec = records.get(key).cloned().unwrap_or_default();
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty());
+            let (state, message) = match (&node, &rec.last) {
+                (Some(_), _) => (PodState::Scheduled, None),
+                (None, Some(AttemptOutcome::Unschedulable { message }))
+                | (None, Some(AttemptOutcome::Error { message })) => {
+                    (PodState::Unschedulable, Some(message.clone()))
+                }
+                _ => (PodState::Pending, gated.get(key).cloned().filter(|m| !m.is_empty())),
+            };
+            pods.push(PodResult {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                node,
+                status: state,
+                message,
+                attempts: rec.attempts,
+            });
+        }
+        let scheduled = pods.iter().filter(|p| p.status == PodState::Scheduled).count();
+        let unschedulable = pods
+            .iter()
+            .filter(|p| p.status == PodState::Unschedulable)
+            .count();
+        let attempts: u64 = pods.iter().map(|p| u64::from(p.attempts)).sum();
+        let elapsed = self.started.elapsed();
+        let mut latencies = self.recorder.latencies.lock().clone();
+        latencies.sort();
+        let summary = Summary {
+            pods: pods.len(),
+            scheduled,
+            unschedulable,
+            pending: pods.len() - scheduled - unschedulable,
+            attempts,
+            nodes: self.cluster.node_count(),
+            duration_seconds: elapsed.as_secs_f64(),
+            pods_per_second: if elapsed.as_secs_f64() > 0.0 {
+                scheduled as f64 / elapsed.as_secs_f64()
+            } else {
+                0.0
+            },
+            latency_ms_p50: percentile(&latencies, 50.0),
+            latency_ms_p99: percentile(&latencies, 99.0),
+        };
+        SimReport {
+            pods,
+            summary,
+            explanations: self.recorder.explanations.lock().clone(),
+            problems: self.problems.clone(),
+        }
+    }
+}
