@@ -32,5 +32,7 @@ use kubesched_plugin_pod_topology_spread as _;
 use kubesched_plugin_priority_sort as _;
 #[cfg(feature = "plugin-scheduling-gates")]
 use kubesched_plugin_scheduling_gates as _;
+#[cfg(feature = "plugin-selector-spread")]
+use kubesched_plugin_selector_spread as _;
 #[cfg(feature = "plugin-taint-toleration")]
 use kubesched_plugin_taint_toleration as _;
