@@ -1,0 +1,225 @@
+//! DefaultPreemption: when no node fits a pod, find lower-priority pods whose eviction
+//! would make room, evict them, and nominate the pod to that node.
+//!
+//! A PostFilter plugin with upstream kube-scheduler's preemption evaluator: eligibility,
+//! dry runs on copies of nodes and cycle state (through the framework's PreFilter
+//! extensions and Filter plugins), PodDisruptionBudget-aware victim selection, the
+//! choice of one candidate node, and the victims' eviction through the cluster client.
+//! It must not bind or touch the queue: its only writes are victim deletions (or Permit
+//! rejections), `Preempted` events and cleared nominations, all through the handle.
+//!
+//! Left out on purpose: extenders' preempt verb, asynchronous preemption (victims are
+//! evicted before PostFilter returns) and the victims' `DisruptionTarget` condition (the
+//! client has no call for it).
+
+mod args;
+mod evaluator;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use kubesched_framework::model::PodInfo;
+use kubesched_framework::registry::PluginArgs;
+use kubesched_framework::{
+    Code, CycleState, Framework, Handle, NodeToStatus, Plugin, PluginError, PostFilterPlugin,
+    PostFilterResult, Status, async_trait,
+};
+use parking_lot::Mutex;
+
+pub use args::{
+    DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE, DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE,
+    DefaultPreemptionArgs,
+};
+
+/// The plugin's registered name.
+pub const NAME: &str = "DefaultPreemption";
+/// Put before every message this plugin returns.
+pub const MESSAGE_PREFIX: &str = "preemption: ";
+/// A node with no lower-priority pod to evict.
+pub const ERR_REASON_NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// Nodes preemption cannot help (Filter said UnschedulableAndUnresolvable, or not tried).
+pub const ERR_REASON_NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// The pod's `preemptionPolicy` is `Never`.
+pub const NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// The pod already preempted on its nominated node and a victim is still terminating.
+pub const NOT_ELIGIBLE_TERMINATING: &str =
+    "not eligible due to a terminating pod on the nominated node.";
+/// No candidate could be chosen (not expected once candidates exist).
+pub const NO_CANDIDATE_NODE: &str = "no candidate node for preemption";
+/// The snapshot has no node at all.
+pub const NO_NODES_AVAILABLE: &str = "no nodes available";
+/// The reason of the event recorded on each victim.
+pub const PREEMPTED_REASON: &str = "Preempted";
+/// The action of the event recorded on each victim.
+pub const PREEMPTED_ACTION: &str = "Preempting";
+/// The pod condition type that marks a pod being disrupted.
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// The `DisruptionTarget` reason the scheduler sets on its victims.
+pub const REASON_PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
+
+/// Seed of the offset at which dry runs start; fixed so runs are reproducible.
+const DEFAULT_OFFSET_SEED: u64 = 0x6b75_6265_7363_6864;
+
+/// The DefaultPreemption plugin.
+#[derive(Debug)]
+pub struct DefaultPreemption {
+    args: DefaultPreemptionArgs,
+    /// Picks where in the list of potential nodes a dry run starts, so that preemption
+    /// does not always fall on the first nodes.
+    offsets: Mutex<fastrand::Rng>,
+}
+
+impl DefaultPreemption {
+    /// Builds the plugin; the args are validated again so direct construction is safe.
+    pub fn new(args: &DefaultPreemptionArgs, _handle: &Handle) -> Result<Self, PluginError> {
+        args.validate().map_err(PluginError)?;
+        Ok(Self {
+            args: args.clone(),
+            offsets: Mutex::new(fastrand::Rng::with_seed(DEFAULT_OFFSET_SEED)),
+        })
+    }
+
+    /// Reseeds the dry-run start offsets (simulations and tests use this to vary or pin
+    /// them).
+    pub fn with_offset_seed(self, seed: u64) -> Self {
+        *self.offsets.lock() = fastrand::Rng::with_seed(seed);
+        self
+    }
+
+    /// The args in effect.
+    pub fn args(&self) -> &DefaultPreemptionArgs {
+        &self.args
+    }
+
+    /// A random start offset and the number of candidates to look for among `n` nodes.
+    fn offset_and_num_candidates(&self, n: usize) -> (usize, usize) {
+        let offset = if n == 0 {
+            0
+        } else {
+            self.offsets.lock().usize(0..n)
+        };
+        (offset, self.args.num_candidates(n))
+    }
+
+    /// Upstream's Evaluator.Preempt, without the message prefix.
+    async fn preempt(
+        &self,
+        fw: &Framework,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let handle = fw.handle();
+        let snapshot = handle.snapshot();
+        if let Err(msg) = evaluator::eligible_to_preempt(handle, &snapshot, pod, statuses) {
+            tracing::debug!(pod = %pod.key(), reason = msg, "pod is not eligible for preemption");
+            return (None, Status::unschedulable(msg));
+        }
+        let num_all_nodes = snapshot.num_nodes();
+        if num_all_nodes == 0 {
+            return (None, Status::error(NO_NODES_AVAILABLE));
+        }
+        let potential = evaluator::potential_nodes(&snapshot, statuses);
+        let now = now_nanos();
+        let dry = if potential.is_empty() {
+            tracing::debug!(pod = %pod.key(), "preemption will not help schedule pod on any node");
+            evaluator::DryRun::default()
+        } else {
+            let budgets =
+                evaluator::compile_budgets(&handle.objects().pod_disruption_budgets.list());
+            let (offset, wanted) = self.offset_and_num_candidates(potential.len());
+            let input = evaluator::DryRunInput {
+                fw,
+                state,
+                pod,
+                budgets: &budgets,
+                now,
+            };
+            evaluator::dry_run(&input, &potential, offset, wanted)
+        };
+        if dry.candidates.is_empty() {
+            if !dry.errors.is_empty() {
+                return (None, Status::error(evaluator::aggregate(&dry.errors)));
+            }
+            let msg =
+                evaluator::fit_error_message(num_all_nodes, &dry.statuses, ERR_REASON_NOT_HELPFUL);
+            // A result without a node clears the pod's earlier nomination.
+            return (
+                Some(PostFilterResult {
+                    nominated_node_name: None,
+                }),
+                Status::unschedulable(msg),
+            );
+        }
+        let best = if dry.candidates.len() == 1 {
+            Some(0)
+        } else {
+            evaluator::pick_one(&dry.candidates, now)
+        };
+        let Some(best) = best.and_then(|i| dry.candidates.get(i)) else {
+            return (None, Status::unschedulable(NO_CANDIDATE_NODE));
+        };
+        tracing::debug!(
+            pod = %pod.key(),
+            node = %best.name,
+            victims = best.victims.len(),
+            "the target node for the preemption is determined"
+        );
+        if let Err(s) = evaluator::prepare_candidate(handle, best, pod).await {
+            return (None, s);
+        }
+        (
+            Some(PostFilterResult {
+                nominated_node_name: Some(best.name.clone()),
+            }),
+            Status::success(),
+        )
+    }
+}
+
+/// Wall-clock now in nanoseconds: the start time of victims that have not started.
+fn now_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [PostFilter],
+    args: DefaultPreemptionArgs,
+    factory: DefaultPreemption::new,
+}
+
+impl Plugin for DefaultPreemption {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl PostFilterPlugin for DefaultPreemption {
+    async fn post_filter(
+        &self,
+        framework: &Framework,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let (result, status) = self.preempt(framework, state, pod, statuses).await;
+        let msg = status.message();
+        if msg.is_empty() {
+            return (result, status);
+        }
+        let msg = format!("{MESSAGE_PREFIX}{msg}");
+        let status = match status.code() {
+            Code::Error => Status::error(msg),
+            code => Status::new(code, [msg]),
+        };
+        (result, status)
+    }
+}
