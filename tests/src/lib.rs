@@ -5,7 +5,12 @@ use kubesched::framework as _;
 use kubesched_sim::{SimReport, Simulation, SimulationOptions, Workload};
 
 /// Runs manifests (YAML text) under a configuration (None: defaults) and returns the report.
-pub fn simulate_text(manifests: &str, config: Option<&str>, seed: u64, explain: Option<&str>) -> SimReport {
+pub fn simulate_text(
+    manifests: &str,
+    config: Option<&str>,
+    seed: u64,
+    explain: Option<&str>,
+) -> SimReport {
     let loaded = match config {
         Some(c) => kubesched_config::load_str(c, "config.yaml").expect("valid config"),
         None => kubesched_config::default_config(),

@@ -45,7 +45,11 @@ fn failed_scheduling_message_counts_reasons_over_nodes() {
 #[test]
 fn pre_filter_narrowing_marks_the_other_nodes() {
     let pinned = "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchFields: [{key: metadata.name, operator: In, values: [n2]}]\n";
-    let input = format!("{THREE_NODES}{}{}", pod("fits", "1", pinned), pod("too-big", "3", pinned).replace("too-big", "too-big"));
+    let input = format!(
+        "{THREE_NODES}{}{}",
+        pod("fits", "1", pinned),
+        pod("too-big", "3", pinned).replace("too-big", "too-big")
+    );
     let report = simulate_text(&input, None, 1, None);
     let fits = report.pods.iter().find(|p| p.name == "fits").expect("pod");
     assert_eq!(fits.node.as_deref(), Some("n2"));
@@ -121,10 +125,20 @@ fn broken_input_is_reported_and_the_rest_runs() {
     assert_eq!(report.pods[0].status, PodState::Scheduled);
     let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
     assert!(
-        problems.iter().any(|p| p.contains("Pod default/broken")
-            && p.contains("spec.containers[0].resources[cpu]")),
+        problems
+            .iter()
+            .any(|p| p.contains("Pod default/broken")
+                && p.contains("spec.containers[0].resources[cpu]")),
         "{problems:?}"
     );
-    assert!(problems.iter().any(|p| p.contains("unknown kind \"Widget\"")), "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("metadata.name")), "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("unknown kind \"Widget\"")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("metadata.name")),
+        "{problems:?}"
+    );
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use kubesched::framework::registry;
 use kubesched_config::LoadedConfig;
-use kubesched_sim::{SimulationOptions, Simulation, Workload, load_paths};
+use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
 
 #[derive(Parser)]
 #[command(
@@ -164,7 +164,12 @@ fn main() -> ExitCode {
 fn plugins_listing() -> String {
     let mut out = String::new();
     let plugins = registry::plugins();
-    let width = plugins.iter().map(|d| d.name.len()).max().unwrap_or(4).max(4);
+    let width = plugins
+        .iter()
+        .map(|d| d.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     out.push_str(&format!("{:<width$}  EXTENSION POINTS\n", "NAME"));
     for d in plugins {
         let points: Vec<&str> = d.extension_points.iter().map(|p| p.as_str()).collect();
@@ -184,7 +189,9 @@ fn report_absent(loaded: &LoadedConfig) {
 
 fn simulate(args: SimulateArgs) -> ExitCode {
     if args.paths.is_empty() && args.workload.is_none() {
-        return fail("give manifest files or folders, or --workload FILE (try: kubesched simulate examples/cluster)");
+        return fail(
+            "give manifest files or folders, or --workload FILE (try: kubesched simulate examples/cluster)",
+        );
     }
     let (manifests, problems) = load_paths(&args.paths);
     // A configuration found among the manifests is used unless --config names one.

@@ -22,8 +22,10 @@ fn plugin_folders() -> BTreeSet<String> {
 
 #[test]
 fn every_plugin_crate_has_its_feature_and_its_line() {
-    let manifest = std::fs::read_to_string(workspace().join("crates/cli/Cargo.toml")).expect("read");
-    let lines = std::fs::read_to_string(workspace().join("crates/cli/src/plugins.rs")).expect("read");
+    let manifest =
+        std::fs::read_to_string(workspace().join("crates/cli/Cargo.toml")).expect("read");
+    let lines =
+        std::fs::read_to_string(workspace().join("crates/cli/src/plugins.rs")).expect("read");
     let all_plugins = manifest
         .split("all-plugins = [")
         .nth(1)
@@ -42,11 +44,15 @@ fn every_plugin_crate_has_its_feature_and_its_line() {
             "the all-plugins feature lacks \"{feature}\""
         );
         assert!(
-            manifest.contains(&format!("{krate} = {{ path = \"../../plugins/{folder}\", optional = true }}")),
+            manifest.contains(&format!(
+                "{krate} = {{ path = \"../../plugins/{folder}\", optional = true }}"
+            )),
             "crates/cli/Cargo.toml lacks the optional dependency on {krate}"
         );
         assert!(
-            lines.contains(&format!("#[cfg(feature = \"{feature}\")]\nuse {snake} as _;")),
+            lines.contains(&format!(
+                "#[cfg(feature = \"{feature}\")]\nuse {snake} as _;"
+            )),
             "crates/cli/src/plugins.rs lacks the line for {krate}"
         );
     }
@@ -83,7 +89,10 @@ fn plugins_command_lists_sorted_names_with_points() {
     sorted.sort();
     assert_eq!(names, sorted);
     assert!(text.contains("NodeName"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("NodeName") && l.contains("Filter")));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("NodeName") && l.contains("Filter"))
+    );
 }
 
 fn kubesched(args: &[&str], stdin_file: Option<(&str, &str)>) -> (bool, String, String) {
@@ -126,7 +135,10 @@ profiles:
       enabled:
       - name: NodeName
 ";
-    let (ok, stdout, stderr) = kubesched(&["config", "validate", "sched.yaml"], Some(("sched.yaml", cfg)));
+    let (ok, stdout, stderr) = kubesched(
+        &["config", "validate", "sched.yaml"],
+        Some(("sched.yaml", cfg)),
+    );
     assert!(ok, "{stdout}{stderr}");
     assert!(stdout.contains("valid"), "{stdout}");
 }
@@ -142,7 +154,10 @@ profiles:
       enabled:
       - name: Coscheduling
 ";
-    let (ok, _, stderr) = kubesched(&["config", "validate", "missing.yaml"], Some(("missing.yaml", cfg)));
+    let (ok, _, stderr) = kubesched(
+        &["config", "validate", "missing.yaml"],
+        Some(("missing.yaml", cfg)),
+    );
     assert!(!ok);
     assert!(stderr.contains("Coscheduling"), "{stderr}");
     assert!(stderr.contains("plugin-coscheduling"), "{stderr}");
@@ -153,7 +168,13 @@ profiles:
 fn config_defaults_prints_a_valid_configuration() {
     let (ok, stdout, stderr) = kubesched(&["config", "defaults"], None);
     assert!(ok, "{stderr}");
-    assert!(stdout.contains("kind: KubeSchedulerConfiguration"), "{stdout}");
-    let (ok, out, err) = kubesched(&["config", "validate", "defaults.yaml"], Some(("defaults.yaml", &stdout)));
+    assert!(
+        stdout.contains("kind: KubeSchedulerConfiguration"),
+        "{stdout}"
+    );
+    let (ok, out, err) = kubesched(
+        &["config", "validate", "defaults.yaml"],
+        Some(("defaults.yaml", &stdout)),
+    );
     assert!(ok, "{out}{err}");
 }

@@ -9,9 +9,14 @@ use kubesched_framework::QueuedPodInfo;
 /// "Goes before" relation of a heap.
 pub(crate) type Less<'a> = &'a dyn Fn(&QueuedPodInfo, &QueuedPodInfo) -> bool;
 
+/// Entries that the ordering ties (same priority, same timestamp: common when a simulation
+/// adds many pods at one virtual instant) leave in the order they were pushed, so the
+/// queue is first-in first-out among equals and runs are reproducible.
 #[derive(Debug, Default)]
 pub(crate) struct PodHeap {
     items: Vec<QueuedPodInfo>,
+    seqs: Vec<u64>,
+    next_seq: u64,
     index: HashMap<String, usize>,
 }
 
@@ -45,6 +50,8 @@ impl PodHeap {
             return;
         }
         self.items.push(item);
+        self.seqs.push(self.next_seq);
+        self.next_seq += 1;
         let i = self.items.len() - 1;
         self.index.insert(uid, i);
         self.up(i, less);
@@ -81,6 +88,7 @@ impl PodHeap {
         let last = self.items.len() - 1;
         self.swap(i, last);
         let item = self.items.pop()?;
+        self.seqs.pop();
         self.index.remove(&item.pod_info.uid);
         if i < self.items.len() {
             self.fix(i, less);
@@ -93,8 +101,15 @@ impl PodHeap {
             return;
         }
         self.items.swap(a, b);
+        self.seqs.swap(a, b);
         self.index.insert(self.items[a].pod_info.uid.clone(), a);
         self.index.insert(self.items[b].pod_info.uid.clone(), b);
+    }
+
+    /// Whether entry `i` goes before entry `j`: by the ordering, then by push order.
+    fn before(&self, i: usize, j: usize, less: Less<'_>) -> bool {
+        let (a, b) = (&self.items[i], &self.items[j]);
+        less(a, b) || (!less(b, a) && self.seqs[i] < self.seqs[j])
     }
 
     fn fix(&mut self, i: usize, less: Less<'_>) {
@@ -108,7 +123,7 @@ impl PodHeap {
         let start = i;
         while i > 0 {
             let parent = (i - 1) / 2;
-            if !less(&self.items[i], &self.items[parent]) {
+            if !self.before(i, parent, less) {
                 break;
             }
             self.swap(i, parent);
@@ -125,12 +140,12 @@ impl PodHeap {
                 break;
             }
             let right = left + 1;
-            let child = if right < n && less(&self.items[right], &self.items[left]) {
+            let child = if right < n && self.before(right, left, less) {
                 right
             } else {
                 left
             };
-            if !less(&self.items[child], &self.items[i]) {
+            if !self.before(child, i, less) {
                 break;
             }
             self.swap(i, child);
@@ -178,5 +193,30 @@ mod tests {
         assert_eq!(order, [100, 8, 7, 3, 2, 0]);
         assert!(h.peek().is_none());
         assert!(!h.contains("p1"));
+    }
+}
+
+#[cfg(test)]
+mod fifo_tests {
+    use super::*;
+    use kubesched_testing::PodBuilder;
+    use std::time::Instant;
+
+    #[test]
+    fn equal_entries_pop_in_push_order() {
+        let now = Instant::now();
+        let less = |a: &QueuedPodInfo, b: &QueuedPodInfo| a.pod_info.priority > b.pod_info.priority;
+        let mut h = PodHeap::default();
+        for name in ["a", "b", "c", "d", "e", "f", "g"] {
+            h.push(QueuedPodInfo::new(PodBuilder::new(name).info(), now), &less);
+        }
+        h.push(
+            QueuedPodInfo::new(PodBuilder::new("urgent").priority(5).info(), now),
+            &less,
+        );
+        let order: Vec<String> = std::iter::from_fn(|| h.pop(&less))
+            .map(|q| q.pod_info.name.clone())
+            .collect();
+        assert_eq!(order, ["urgent", "a", "b", "c", "d", "e", "f", "g"]);
     }
 }

@@ -25,7 +25,9 @@ pub struct Diagnosis {
 impl Diagnosis {
     /// Records which plugin a rejecting status came from.
     pub fn add_plugin_status(&mut self, status: &Status) {
-        let Some(plugin) = status.plugin() else { return };
+        let Some(plugin) = status.plugin() else {
+            return;
+        };
         match status.code() {
             kubesched_framework::Code::Pending => {
                 self.pending_plugins.insert(plugin.to_string());
@@ -111,7 +113,10 @@ mod tests {
                     ["Insufficient cpu", "Insufficient memory"],
                 ),
             ),
-            ("d", Status::unresolvable("node(s) had untolerated taint {gpu: true}")),
+            (
+                "d",
+                Status::unresolvable("node(s) had untolerated taint {gpu: true}"),
+            ),
         ]);
         let e = FitError {
             num_all_nodes: 4,
@@ -130,7 +135,8 @@ mod tests {
             "node(s) didn't satisfy plugin(s) [NodeAffinity]",
         ));
         d.post_filter_msg =
-            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling".into();
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling"
+                .into();
         let e = FitError {
             num_all_nodes: 3,
             diagnosis: d,

@@ -212,7 +212,9 @@ impl Scheduler {
             ClusterChange::PodUpdated(old, new) => self.on_pod_updated(old, new),
             ClusterChange::PodDeleted(pod) => self.on_pod_deleted(pod),
             ClusterChange::NodeAdded(node) => {
-                let Some(model) = compile_node(&node) else { return };
+                let Some(model) = compile_node(&node) else {
+                    return;
+                };
                 self.cache.add_node(model.clone());
                 self.queue.move_all_to_active_or_backoff(
                     ClusterEvent::new(EventResource::Node, ActionType::ADD),
@@ -221,7 +223,9 @@ impl Scheduler {
                 );
             }
             ClusterChange::NodeUpdated(old, new) => {
-                let Some(new_model) = compile_node(&new) else { return };
+                let Some(new_model) = compile_node(&new) else {
+                    return;
+                };
                 let old_model = Node::new(old.clone()).ok().map(Arc::new);
                 self.cache.update_node(new_model.clone());
                 let actions = node_update_actions(&old, &new);
@@ -260,7 +264,9 @@ impl Scheduler {
         if is_terminal(&pod) {
             return;
         }
-        let Some(info) = compile_pod(&pod) else { return };
+        let Some(info) = compile_pod(&pod) else {
+            return;
+        };
         if is_assigned(&pod) {
             if let Err(e) = self.cache.add_pod(info.clone()) {
                 tracing::warn!(pod = %info.key(), error = %e, "adding pod to the cache");
@@ -284,7 +290,9 @@ impl Scheduler {
             }
             return;
         }
-        let Some(new_info) = compile_pod(&new) else { return };
+        let Some(new_info) = compile_pod(&new) else {
+            return;
+        };
         match (is_assigned(&old), is_assigned(&new)) {
             (true, true) => {
                 let Some(old_info) = compile_pod(&old) else {
@@ -294,7 +302,7 @@ impl Scheduler {
                 if let Err(e) = self.cache.update_pod(&old_info, new_info.clone()) {
                     tracing::warn!(pod = %new_info.key(), error = %e, "updating pod in the cache");
                 }
-                self.queue.assigned_pod_updated(&Arc::new(old_info), &new_info);
+                self.queue.assigned_pod_updated(&old_info, &new_info);
             }
             (false, true) => {
                 // Bound: it leaves the queue and enters the cache (confirming an assumed pod).
@@ -326,7 +334,9 @@ impl Scheduler {
     }
 
     fn on_pod_deleted(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
-        let Some(info) = compile_pod(&pod) else { return };
+        let Some(info) = compile_pod(&pod) else {
+            return;
+        };
         if is_assigned(&pod) {
             if let Err(e) = self.cache.remove_pod(&info) {
                 tracing::debug!(pod = %info.key(), error = %e, "removing pod from the cache");
@@ -409,7 +419,15 @@ impl Scheduler {
             }
             Err((status, diagnosis_plugins, nominated)) => {
                 self.metrics.algorithm(start.elapsed());
-                self.handle_failure(&fw, qpi, status, diagnosis_plugins, nominated, start, pod_cycle);
+                self.handle_failure(
+                    &fw,
+                    qpi,
+                    status,
+                    diagnosis_plugins,
+                    nominated,
+                    start,
+                    pod_cycle,
+                );
             }
         }
         self.refresh_pending_gauges();
@@ -425,11 +443,9 @@ impl Scheduler {
     ) -> Result<ScheduleResult, (Status, Option<Diagnosis>, Option<Option<String>>)> {
         match self.schedule_pod(fw, state, pod) {
             Ok(r) => Ok(r),
-            Err(CycleError::NoNodes) => Err((
-                Status::unresolvable(NO_NODES_AVAILABLE),
-                None,
-                Some(None),
-            )),
+            Err(CycleError::NoNodes) => {
+                Err((Status::unresolvable(NO_NODES_AVAILABLE), None, Some(None)))
+            }
             Err(CycleError::Internal(s)) => Err((s, None, Some(None))),
             Err(CycleError::Fit(mut fit)) => {
                 let mut nominated = Some(None);
@@ -554,7 +570,14 @@ impl Scheduler {
         if let Some(nominated) = pod.nominated_node_name.as_deref() {
             if let Some(node) = snapshot.get(nominated) {
                 let mut d = diagnosis.clone();
-                let feasible = self.filter_nodes(fw, state, pod, &mut d, std::slice::from_ref(node), usize::MAX)?;
+                let feasible = self.filter_nodes(
+                    fw,
+                    state,
+                    pod,
+                    &mut d,
+                    std::slice::from_ref(node),
+                    usize::MAX,
+                )?;
                 if !feasible.is_empty() {
                     return Ok((feasible, diagnosis));
                 }
@@ -562,7 +585,8 @@ impl Scheduler {
         }
 
         let narrowed: Vec<Arc<NodeInfo>>;
-        let nodes: &[Arc<NodeInfo>] = match pre.result.as_ref().and_then(|r| r.node_names.as_ref()) {
+        let nodes: &[Arc<NodeInfo>] = match pre.result.as_ref().and_then(|r| r.node_names.as_ref())
+        {
             None => all,
             Some(names) => {
                 narrowed = all
@@ -570,7 +594,11 @@ impl Scheduler {
                     .filter(|n| names.contains(n.name()))
                     .cloned()
                     .collect();
-                let plugins: Vec<&str> = pre.unschedulable_plugins.iter().map(String::as_str).collect();
+                let plugins: Vec<&str> = pre
+                    .unschedulable_plugins
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
                 diagnosis.node_to_status.absent = Some(Status::unresolvable(format!(
                     "node(s) didn't satisfy plugin(s) [{}]",
                     plugins.join(" ")
@@ -685,7 +713,10 @@ impl Scheduler {
         }
         if feasible.len() > 1 && fw.has_score_plugins() {
             let mut score_state = state.clone();
-            if fw.run_pre_score_plugins(&mut score_state, pod, &feasible).is_success() {
+            if fw
+                .run_pre_score_plugins(&mut score_state, pod, &feasible)
+                .is_success()
+            {
                 if let Ok(table) = fw.run_score_plugins(&score_state, pod, &feasible) {
                     for (i, node) in feasible.iter().enumerate() {
                         let Some(e) = nodes.iter_mut().find(|e| e.node == node.name()) else {
@@ -854,13 +885,18 @@ impl Scheduler {
         pod_cycle: u64,
     ) {
         let rejected = status.is_rejected();
-        let reason = if rejected { "Unschedulable" } else { "SchedulerError" };
+        let reason = if rejected {
+            "Unschedulable"
+        } else {
+            "SchedulerError"
+        };
         let result = if rejected {
             AttemptResult::Unschedulable
         } else {
             AttemptResult::Error
         };
-        self.metrics.attempt(result, fw.profile_name(), start.elapsed());
+        self.metrics
+            .attempt(result, fw.profile_name(), start.elapsed());
         let message = status.message();
         if let Some(d) = &diagnosis {
             qpi.unschedulable_plugins = d.unschedulable_plugins.clone();

@@ -168,10 +168,12 @@ impl ClusterClient for SimCluster {
             )));
         }
         let Some(old) = s.pods.get(&key).cloned() else {
-            return Err(ClientError::NotFound(format!("pods {:?} not found", pod.name)));
+            return Err(ClientError::NotFound(format!(
+                "pods {:?} not found",
+                pod.name
+            )));
         };
-        if old.metadata.uid.as_deref().is_some_and(|u| u != pod.uid) && old.metadata.uid.is_some()
-        {
+        if old.metadata.uid.as_deref().is_some_and(|u| u != pod.uid) && old.metadata.uid.is_some() {
             return Err(ClientError::Conflict(format!(
                 "pod {key} was replaced (UID changed)"
             )));
@@ -183,7 +185,9 @@ impl ClusterClient for SimCluster {
             )));
         }
         if !s.nodes.contains_key(node_name) {
-            return Err(ClientError::NotFound(format!("nodes {node_name:?} not found")));
+            return Err(ClientError::NotFound(format!(
+                "nodes {node_name:?} not found"
+            )));
         }
         let mut new = (*old).clone();
         new.spec.get_or_insert_with(Default::default).node_name = Some(node_name.to_string());
@@ -200,7 +204,10 @@ impl ClusterClient for SimCluster {
         if self.delete_pod_by_key(&pod.key()) {
             Ok(())
         } else {
-            Err(ClientError::NotFound(format!("pods {:?} not found", pod.name)))
+            Err(ClientError::NotFound(format!(
+                "pods {:?} not found",
+                pod.name
+            )))
         }
     }
 
@@ -212,7 +219,10 @@ impl ClusterClient for SimCluster {
         let key = pod.key();
         let mut s = self.state.lock();
         let Some(old) = s.pods.get(&key).cloned() else {
-            return Err(ClientError::NotFound(format!("pods {:?} not found", pod.name)));
+            return Err(ClientError::NotFound(format!(
+                "pods {:?} not found",
+                pod.name
+            )));
         };
         let mut new = (*old).clone();
         let status = new.status.get_or_insert_with(Default::default);

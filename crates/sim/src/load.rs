@@ -187,7 +187,14 @@ pub fn load_text(
         if doc.is_null() {
             continue;
         }
-        add_object(doc, file, &format!("document {}", i + 1), text, manifests, problems);
+        add_object(
+            doc,
+            file,
+            &format!("document {}", i + 1),
+            text,
+            manifests,
+            problems,
+        );
     }
 }
 
@@ -195,7 +202,9 @@ fn describe(doc: &serde_json::Value, fallback: &str) -> String {
     let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("object");
     let meta = doc.get("metadata");
     let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str());
-    let ns = meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str());
+    let ns = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(|n| n.as_str());
     match (ns, name) {
         (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
         (None, Some(n)) => format!("{kind} {n}"),
@@ -260,9 +269,20 @@ fn add_object(
     }
     match kind.as_str() {
         k if k.ends_with("List") => {
-            let items = doc.get("items").and_then(|i| i.as_array()).cloned().unwrap_or_default();
+            let items = doc
+                .get("items")
+                .and_then(|i| i.as_array())
+                .cloned()
+                .unwrap_or_default();
             for (j, item) in items.into_iter().enumerate() {
-                add_object(item, file, &format!("{position}, item {}", j + 1), text, manifests, problems);
+                add_object(
+                    item,
+                    file,
+                    &format!("{position}, item {}", j + 1),
+                    text,
+                    manifests,
+                    problems,
+                );
             }
         }
         "Node" => {
@@ -360,7 +380,11 @@ pub fn resolve_priority(pod: &mut api::Pod, classes: &[PriorityClass]) -> Result
     if spec.priority.is_some() {
         return Ok(());
     }
-    match spec.priority_class_name.as_deref().filter(|n| !n.is_empty()) {
+    match spec
+        .priority_class_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
         Some(name) => {
             let builtin = match name {
                 "system-cluster-critical" => Some(2_000_000_000),

@@ -130,7 +130,11 @@ impl SimReport {
             .max()
             .unwrap_or(4)
             .max(4);
-        let _ = writeln!(out, "{:<pod_w$}  {:<13}  {:<node_w$}  MESSAGE", "POD", "STATUS", "NODE");
+        let _ = writeln!(
+            out,
+            "{:<pod_w$}  {:<13}  {:<node_w$}  MESSAGE",
+            "POD", "STATUS", "NODE"
+        );
         for p in &self.pods {
             let _ = writeln!(
                 out,

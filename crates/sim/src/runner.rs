@@ -490,7 +490,11 @@ impl Simulation {
                 }
                 Op::CreateObjects(objects) => {
                     for doc in objects {
-                        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+                        let kind = doc
+                            .get("kind")
+                            .and_then(|k| k.as_str())
+                            .unwrap_or("")
+                            .to_string();
                         let mut m = Manifests::default();
                         let mut problems = Vec::new();
                         let text = serde_json::to_string(doc).unwrap_or_default();
@@ -622,7 +626,10 @@ impl Simulation {
                 | (None, Some(AttemptOutcome::Error { message })) => {
                     (PodState::Unschedulable, Some(message.clone()))
                 }
-                _ => (PodState::Pending, gated.get(key).cloned().filter(|m| !m.is_empty())),
+                _ => (
+                    PodState::Pending,
+                    gated.get(key).cloned().filter(|m| !m.is_empty()),
+                ),
             };
             pods.push(PodResult {
                 namespace: namespace.to_string(),
@@ -633,7 +640,10 @@ impl Simulation {
                 attempts: rec.attempts,
             });
         }
-        let scheduled = pods.iter().filter(|p| p.status == PodState::Scheduled).count();
+        let scheduled = pods
+            .iter()
+            .filter(|p| p.status == PodState::Scheduled)
+            .count();
         let unschedulable = pods
             .iter()
             .filter(|p| p.status == PodState::Unschedulable)

@@ -179,17 +179,28 @@ impl Workload {
             invalid(path, e.into_inner().to_string())
         })?;
         if w.kind != "Workload" {
-            return Err(invalid("kind".into(), format!("expected Workload, got {:?}", w.kind)));
+            return Err(invalid(
+                "kind".into(),
+                format!("expected Workload, got {:?}", w.kind),
+            ));
         }
         for (i, op) in w.ops.iter().enumerate() {
             match op {
                 Op::CreateNodes(c) => {
-                    node_template(c.template.as_ref())
-                        .map_err(|m| invalid(format!("ops[{i}].createNodes.template{m}"), "invalid Node".into()))?;
+                    node_template(c.template.as_ref()).map_err(|m| {
+                        invalid(
+                            format!("ops[{i}].createNodes.template{m}"),
+                            "invalid Node".into(),
+                        )
+                    })?;
                 }
                 Op::CreatePods(c) => {
-                    pod_template(c.template.as_ref())
-                        .map_err(|m| invalid(format!("ops[{i}].createPods.template{m}"), "invalid Pod".into()))?;
+                    pod_template(c.template.as_ref()).map_err(|m| {
+                        invalid(
+                            format!("ops[{i}].createPods.template{m}"),
+                            "invalid Pod".into(),
+                        )
+                    })?;
                 }
                 _ => {}
             }
@@ -203,8 +214,10 @@ fn decode_template<T: serde::de::DeserializeOwned + Default>(
 ) -> Result<T, String> {
     match v {
         None => Ok(T::default()),
-        Some(v) => serde_path_to_error::deserialize(v.clone())
-            .map_err(|e| format!(".{}: {}", e.path(), e.into_inner())),
+        Some(v) => serde_path_to_error::deserialize(v.clone()).map_err(|e| {
+            let path = e.path().to_string();
+            format!(".{path}: {}", e.into_inner())
+        }),
     }
 }
 
