@@ -48,7 +48,7 @@ fn pre_filter_narrowing_marks_the_other_nodes() {
     let input = format!(
         "{THREE_NODES}{}{}",
         pod("fits", "1", pinned),
-        pod("too-big", "3", pinned).replace("too-big", "too-big")
+        pod("too-big", "3", pinned)
     );
     let report = simulate_text(&input, None, 1, None);
     let fits = report.pods.iter().find(|p| p.name == "fits").expect("pod");

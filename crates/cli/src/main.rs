@@ -254,12 +254,12 @@ fn simulate(args: SimulateArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&e.to_string()),
     };
-    if let Some(pod) = &args.explain {
-        if report.explanations.is_empty() {
-            warn(&format!(
-                "no scheduling attempt of {pod} was seen, so there is nothing to explain"
-            ));
-        }
+    if let Some(pod) = &args.explain
+        && report.explanations.is_empty()
+    {
+        warn(&format!(
+            "no scheduling attempt of {pod} was seen, so there is nothing to explain"
+        ));
     }
     match args.output {
         Output::Table => print(&report.to_table(!args.no_timing)),

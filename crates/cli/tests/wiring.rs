@@ -100,13 +100,13 @@ fn kubesched(args: &[&str], stdin_file: Option<(&str, &str)>) -> (bool, String, 
     std::fs::create_dir_all(&dir).expect("tmp");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubesched"));
     for a in args {
-        if let Some((name, text)) = stdin_file {
-            if *a == name {
-                let p = dir.join(name);
-                std::fs::write(&p, text).expect("write");
-                cmd.arg(p);
-                continue;
-            }
+        if let Some((name, text)) = stdin_file
+            && *a == name
+        {
+            let p = dir.join(name);
+            std::fs::write(&p, text).expect("write");
+            cmd.arg(p);
+            continue;
         }
         cmd.arg(a);
     }

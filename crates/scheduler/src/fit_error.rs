@@ -65,11 +65,11 @@ impl FitError {
                 }
             }
             let explicit = d.node_to_status.statuses.len();
-            if explicit < self.num_all_nodes {
-                if let Some(absent) = &d.node_to_status.absent {
-                    for r in absent.reasons() {
-                        *counts.entry(r.as_str()).or_insert(0) += self.num_all_nodes - explicit;
-                    }
+            if explicit < self.num_all_nodes
+                && let Some(absent) = &d.node_to_status.absent
+            {
+                for r in absent.reasons() {
+                    *counts.entry(r.as_str()).or_insert(0) += self.num_all_nodes - explicit;
                 }
             }
             let mut parts: Vec<String> = counts
@@ -149,8 +149,10 @@ mod tests {
 
     #[test]
     fn pre_filter_message_replaces_counts() {
-        let mut d = Diagnosis::default();
-        d.pre_filter_msg = "node(s) didn't satisfy plugin NodeAffinity".into();
+        let mut d = Diagnosis {
+            pre_filter_msg: "node(s) didn't satisfy plugin NodeAffinity".into(),
+            ..Default::default()
+        };
         d.node_to_status.absent = Some(Status::unresolvable("x"));
         let e = FitError {
             num_all_nodes: 2,

@@ -48,21 +48,12 @@ pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usiz
 }
 
 /// Settings of the scheduling loop.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SchedulerOptions {
     /// Global percentageOfNodesToScore (0 = adaptive).
     pub percentage_of_nodes_to_score: i32,
     /// Seed of the tie-breaking RNG; None seeds from the OS.
     pub seed: Option<u64>,
-}
-
-impl Default for SchedulerOptions {
-    fn default() -> Self {
-        Self {
-            percentage_of_nodes_to_score: 0,
-            seed: None,
-        }
-    }
 }
 
 /// The final outcome of one scheduling attempt, as observers see it.
@@ -102,7 +93,7 @@ struct ScheduleResult {
 }
 
 enum CycleError {
-    Fit(FitError),
+    Fit(Box<FitError>),
     NoNodes,
     Internal(Status),
 }
@@ -486,10 +477,10 @@ impl Scheduler {
             self.explain(fw, state, pod, &snapshot, &diagnosis);
         }
         if feasible.is_empty() {
-            return Err(CycleError::Fit(FitError {
+            return Err(CycleError::Fit(Box::new(FitError {
                 num_all_nodes: snapshot.num_nodes(),
                 diagnosis,
-            }));
+            })));
         }
         if feasible.len() == 1 {
             return Ok(ScheduleResult {
@@ -567,8 +558,10 @@ impl Scheduler {
         }
 
         // A node nominated by an earlier preemption is likely the only fit: try it first.
-        if let Some(nominated) = pod.nominated_node_name.as_deref() {
-            if let Some(node) = snapshot.get(nominated) {
+        if let Some(nominated) = pod.nominated_node_name.as_deref()
+            && let Some(node) = snapshot.get(nominated)
+        {
+            {
                 let mut d = diagnosis.clone();
                 let feasible = self.filter_nodes(
                     fw,
@@ -711,31 +704,31 @@ impl Scheduler {
             }
             nodes.push(NodeExplanation::from_status(node.name(), &status));
         }
-        if feasible.len() > 1 && fw.has_score_plugins() {
+        if !feasible.is_empty() && fw.has_score_plugins() {
             let mut score_state = state.clone();
-            if fw
+            let table = fw
                 .run_pre_score_plugins(&mut score_state, pod, &feasible)
                 .is_success()
-            {
-                if let Ok(table) = fw.run_score_plugins(&score_state, pod, &feasible) {
-                    for (i, node) in feasible.iter().enumerate() {
-                        let Some(e) = nodes.iter_mut().find(|e| e.node == node.name()) else {
-                            continue;
-                        };
-                        e.total_score = Some(table.totals[i]);
-                        e.scores = table
-                            .plugins
-                            .iter()
-                            .map(|p| PluginScoreExplanation {
-                                plugin: p.plugin.clone(),
-                                raw: p.raw[i],
-                                normalized: p.normalized[i],
-                                weight: p.weight,
-                                weighted: p.normalized[i] * p.weight,
-                            })
-                            .collect();
-                    }
-                }
+                .then(|| fw.run_score_plugins(&score_state, pod, &feasible).ok())
+                .flatten();
+            for (i, node) in feasible.iter().enumerate() {
+                let (Some(table), Some(e)) =
+                    (&table, nodes.iter_mut().find(|e| e.node == node.name()))
+                else {
+                    continue;
+                };
+                e.total_score = Some(table.totals[i]);
+                e.scores = table
+                    .plugins
+                    .iter()
+                    .map(|p| PluginScoreExplanation {
+                        plugin: p.plugin.clone(),
+                        raw: p.raw[i],
+                        normalized: p.normalized[i],
+                        weight: p.weight,
+                        weighted: p.normalized[i] * p.weight,
+                    })
+                    .collect();
             }
         }
         let explanation = Explanation {

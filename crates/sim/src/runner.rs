@@ -276,13 +276,13 @@ impl Simulation {
     /// Adds an object of another kind (namespaces, services, ...).
     pub fn add_other(&mut self, kind: &str, doc: serde_json::Value, file: &str) {
         let mut problems = Vec::new();
-        if apply_other(&self.cluster, kind, doc, file, &mut problems) {
-            if let Some(resource) = event_resource(kind) {
-                self.cluster.push_change(ClusterChange::Other {
-                    resource,
-                    action: ActionType::ADD,
-                });
-            }
+        if apply_other(&self.cluster, kind, doc, file, &mut problems)
+            && let Some(resource) = event_resource(kind)
+        {
+            self.cluster.push_change(ClusterChange::Other {
+                resource,
+                action: ActionType::ADD,
+            });
         }
         self.problems.extend(problems);
     }
@@ -542,23 +542,16 @@ impl Simulation {
                 Op::Expect(e) => {
                     self.settle().await;
                     let (scheduled, unschedulable) = self.counts();
-                    if let Some(want) = e.scheduled {
-                        if want != scheduled {
+                    let checks = [
+                        ("scheduled", e.scheduled, scheduled),
+                        ("unschedulable", e.unschedulable, unschedulable),
+                    ];
+                    for (what, want, got) in checks {
+                        if let Some(want) = want.filter(|w| *w != got) {
                             return Err(SimError::Expectation {
                                 workload: workload.name.clone(),
                                 op: i,
-                                message: format!("expected {want} scheduled pods, got {scheduled}"),
-                            });
-                        }
-                    }
-                    if let Some(want) = e.unschedulable {
-                        if want != unschedulable {
-                            return Err(SimError::Expectation {
-                                workload: workload.name.clone(),
-                                op: i,
-                                message: format!(
-                                    "expected {want} unschedulable pods, got {unschedulable}"
-                                ),
+                                message: format!("expected {want} {what} pods, got {got}"),
                             });
                         }
                     }
