@@ -1,0 +1,58 @@
+//! The bundled examples, end to end: their table and JSON output are snapshot-tested so a
+//! change in any decision or message shows up in review.
+
+use std::path::PathBuf;
+
+use kubesched_sim::{SimReport, Simulation, SimulationOptions, load_paths};
+// Links every in-tree plugin into this test binary.
+use kubesched_tests as _;
+
+fn example_report(explain: Option<&str>) -> SimReport {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
+    let (manifests, problems) = load_paths(&[dir]);
+    let (file, text) = manifests.config.clone().expect("the example has a configuration");
+    let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut sim = Simulation::new(
+            &loaded,
+            SimulationOptions {
+                seed: Some(0),
+                explain: explain.map(str::to_string),
+                progress: None,
+            },
+        )
+        .expect("simulation");
+        sim.add_problems(problems);
+        sim.load(manifests, "examples/cluster");
+        sim.settle().await;
+        sim.report()
+    })
+}
+
+#[test]
+fn example_cluster_table() {
+    let report = example_report(None);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    insta::assert_snapshot!(report.to_table(false));
+}
+
+#[test]
+fn example_cluster_json() {
+    let report = example_report(None);
+    insta::assert_json_snapshot!(report, {
+        ".summary.duration_seconds" => "[duration]",
+        ".summary.pods_per_second" => "[rate]",
+        ".summary.latency_ms_p50" => "[latency]",
+        ".summary.latency_ms_p99" => "[latency]",
+    });
+}
+
+#[test]
+fn example_cluster_explain() {
+    let report = example_report(Some("shop/report"));
+    insta::assert_yaml_snapshot!(report.explanations);
+}
