@@ -21,6 +21,6 @@ pub use explain::{Explanation, NodeExplanation, PluginScoreExplanation};
 pub use fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
 pub use scheduler::{
     AttemptObserver, AttemptOutcome, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
-    MIN_FEASIBLE_NODES_TO_FIND, Scheduler, SchedulerOptions, num_feasible_nodes_to_find,
+    MIN_FEASIBLE_NODES_TO_FIND, PodLister, Scheduler, SchedulerOptions, num_feasible_nodes_to_find,
     truncate_message,
 };

@@ -170,6 +170,11 @@ impl SchedulerMetrics {
         self.pod_scheduling_attempts.observe(f64::from(attempts));
     }
 
+    /// PostFilter (preemption) ran for a pod.
+    pub fn preemption_attempt(&self) {
+        self.preemption_attempts.inc();
+    }
+
     /// A preemption attempt and its victims.
     pub fn preemption(&self, victims: usize) {
         self.preemption_attempts.inc();

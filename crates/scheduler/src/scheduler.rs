@@ -76,6 +76,12 @@ pub enum AttemptOutcome {
     },
 }
 
+/// The backend's latest copy of each pod (its informer view).
+pub trait PodLister: Send + Sync {
+    /// The pod `namespace/name` as last observed, if it still exists.
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<k8s_openapi::api::core::v1::Pod>>;
+}
+
 /// Receives the outcome of every attempt (the simulator records them; tests assert them).
 pub trait AttemptObserver: Send + Sync {
     /// One attempt of `pod` ended with `outcome`, `latency` after it was popped.
@@ -109,6 +115,7 @@ pub struct Scheduler {
     next_start_node_index: AtomicUsize,
     rng: Mutex<fastrand::Rng>,
     observer: Mutex<Option<Arc<dyn AttemptObserver>>>,
+    pod_lister: Mutex<Option<Arc<dyn PodLister>>>,
     in_flight_bindings: Arc<AtomicUsize>,
 }
 
@@ -144,6 +151,7 @@ impl Scheduler {
             next_start_node_index: AtomicUsize::new(0),
             rng: Mutex::new(rng),
             observer: Mutex::new(None),
+            pod_lister: Mutex::new(None),
             in_flight_bindings: Arc::new(AtomicUsize::new(0)),
         }
     }
@@ -151,6 +159,34 @@ impl Scheduler {
     /// Sets the observer of attempts.
     pub fn set_observer(&self, observer: Arc<dyn AttemptObserver>) {
         *self.observer.lock() = Some(observer);
+    }
+
+    /// Sets the backend's pod view, read before a failed pod goes back to the queue.
+    pub fn set_pod_lister(&self, lister: Arc<dyn PodLister>) {
+        *self.pod_lister.lock() = Some(lister);
+    }
+
+    /// Whether a pod whose attempt failed should go back to the queue: not when the backend
+    /// no longer has it (deleted, or replaced under the same name) or sees it bound (by a
+    /// bind that answered with an error, or by someone else), as upstream asks its lister.
+    fn still_pending(&self, pod: &PodInfo) -> bool {
+        let Some(lister) = self.pod_lister.lock().clone() else {
+            return true;
+        };
+        match lister.get(&pod.namespace, &pod.name) {
+            Some(live) if live.metadata.uid.as_deref().unwrap_or(&pod.uid) == pod.uid => {
+                if is_assigned(&live) {
+                    tracing::info!(pod = %pod.key(), "pod has been assigned to a node; not adding it back to the queue");
+                    false
+                } else {
+                    true
+                }
+            }
+            _ => {
+                tracing::info!(pod = %pod.key(), "pod no longer exists; not adding it back to the queue");
+                false
+            }
+        }
     }
 
     /// The cache.
@@ -441,6 +477,7 @@ impl Scheduler {
             Err(CycleError::Fit(mut fit)) => {
                 let mut nominated = Some(None);
                 if fw.has_post_filter_plugins() {
+                    self.metrics.preemption_attempt();
                     let (result, status) = fw
                         .run_post_filter_plugins(state, pod, &fit.diagnosis.node_to_status)
                         .await;
@@ -901,7 +938,10 @@ impl Scheduler {
             tracing::warn!(pod = %qpi.pod_info.key(), %message, "error scheduling pod; retrying");
         }
         let pod = qpi.pod_info.clone();
-        if let Err(e) = self.queue.add_unschedulable_if_not_present(qpi, pod_cycle) {
+        let pending = self.still_pending(&pod);
+        if !pending {
+            self.queue.done(&pod.uid);
+        } else if let Err(e) = self.queue.add_unschedulable_if_not_present(qpi, pod_cycle) {
             tracing::debug!(pod = %pod.key(), error = %e, "requeueing pod");
         }
         if let Some(Some(node)) = &nominated {
@@ -929,7 +969,11 @@ impl Scheduler {
         };
         let client = self.handle.client().clone();
         let pod_for_update = pod.clone();
+        // A pod that is gone or bound keeps the status the API server gave it.
         tokio::spawn(async move {
+            if !pending {
+                return;
+            }
             if let Err(e) = client.update_pod_status(&pod_for_update, &update).await {
                 tracing::warn!(pod = %pod_for_update.key(), error = %e, "updating pod status");
             }
