@@ -53,6 +53,9 @@ enum Command {
     },
     /// Schedule pending pods on an in-memory cluster built from manifests or a workload.
     Simulate(SimulateArgs),
+    /// Run the benchmark suite: each workload under benchmarks/ in its own child process,
+    /// with the default profile and every plugin on.
+    Bench(BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Simulate(args) => simulate(args),
+        Command::Bench(args) => bench(args),
     }
 }
 
@@ -280,5 +284,185 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
     ) {
         bar.set_style(style);
     }
+    Some(bar)
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum BenchOutput {
+    Markdown,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Only workloads whose name contains this (e.g. `SchedulingBasic`, `/5000Nodes`).
+    #[arg(long)]
+    filter: Option<String>,
+    /// Output format: a Markdown table (with the plugin time breakdown) or a JSON list.
+    #[arg(long, short, value_enum, default_value_t = BenchOutput::Markdown)]
+    output: BenchOutput,
+    /// The folder of workload files.
+    #[arg(long, default_value = "benchmarks")]
+    dir: PathBuf,
+    /// Multiply every node and pod count by this factor, in (0, 1]: a quick check that the
+    /// workloads run, not a measurement (their `expect` ops are skipped).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Seed for tie-breaking between equally scored nodes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Leave the plugin time breakdown out of the Markdown output.
+    #[arg(long)]
+    no_breakdown: bool,
+    /// Run this one workload file in this process and print its result as JSON (what the
+    /// suite runs in each child process).
+    #[arg(long, value_name = "FILE", hide = true)]
+    single: Option<PathBuf>,
+}
+
+fn bench(args: BenchArgs) -> ExitCode {
+    use kubesched_sim::bench;
+    let options = bench::BenchOptions {
+        seed: args.seed,
+        scale: args.scale,
+    };
+    if let Some(file) = &args.single {
+        let result = Workload::from_file(file)
+            .map_err(bench::BenchError::from)
+            .and_then(|w| bench::run_workload_blocking(&w, options));
+        return match result {
+            Ok(r) => {
+                print(&format!("{}\n", bench::to_json(&[r])));
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        };
+    }
+    let workloads = match bench::discover(&args.dir, args.filter.as_deref()) {
+        Ok(w) => w,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if workloads.is_empty() {
+        return fail(&format!(
+            "no workload in {} matches {:?}",
+            args.dir.display(),
+            args.filter.as_deref().unwrap_or("")
+        ));
+    }
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return fail(&format!("finding this binary to run the workloads: {e}")),
+    };
+    let bar = bench_progress_bar(workloads.len() as u64);
+    let mut results = Vec::new();
+    let mut failures = 0usize;
+    for w in &workloads {
+        if let Some(bar) = &bar {
+            bar.set_message(w.workload.name.clone());
+        }
+        let started = std::time::Instant::now();
+        let outcome = run_bench_child(&exe, &w.path, &args);
+        let took = bench::short_duration(started.elapsed());
+        let line = match outcome {
+            Ok(r) => {
+                let line = format!(
+                    "{}: {:.0} pods/s, p99 {:.3} ms ({took})",
+                    r.workload, r.pods_per_second, r.latency_ms.p99
+                );
+                results.push(r);
+                line
+            }
+            Err(e) => {
+                failures += 1;
+                format!("{}: failed: {e}", w.workload.name)
+            }
+        };
+        match &bar {
+            Some(bar) => {
+                bar.println(&line);
+                bar.inc(1);
+            }
+            None => note(&line),
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if let Some(absent) = results
+        .iter()
+        .map(|r| &r.absent_default_plugins)
+        .find(|a| !a.is_empty())
+    {
+        warn(&format!(
+            "the default profile ran without these upstream plugins, not compiled into this binary: {}",
+            absent.join(", ")
+        ));
+    }
+    match args.output {
+        BenchOutput::Json => print(&format!("{}\n", bench::to_json(&results))),
+        BenchOutput::Markdown => {
+            let mut out = bench::to_markdown(&results);
+            if !args.no_breakdown {
+                out.push_str(&bench::breakdown_markdown(&results, 8));
+            }
+            print(&out);
+        }
+    }
+    if failures > 0 {
+        return fail(&format!("{failures} workload(s) failed"));
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs one workload in a child process of this binary, so its peak RSS is its own.
+fn run_bench_child(
+    exe: &std::path::Path,
+    file: &std::path::Path,
+    args: &BenchArgs,
+) -> Result<kubesched_sim::bench::BenchResult, String> {
+    let output = std::process::Command::new(exe)
+        .arg("bench")
+        .arg("--single")
+        .arg(file)
+        .arg("--scale")
+        .arg(args.scale.to_string())
+        .arg("--seed")
+        .arg(args.seed.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("starting {}: {e}", exe.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(stderr
+            .trim()
+            .strip_prefix("error: ")
+            .unwrap_or(stderr.trim())
+            .to_string());
+    }
+    let mut results: Vec<kubesched_sim::bench::BenchResult> =
+        serde_json::from_slice(&output.stdout)
+            .map_err(|e| format!("reading the child's result: {e}"))?;
+    results
+        .pop()
+        .ok_or_else(|| "the child printed no result".to_string())
+}
+
+#[allow(clippy::print_stderr)]
+fn note(message: &str) {
+    eprintln!("{message}");
+}
+
+fn bench_progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} {pos}/{len} workloads [{elapsed_precise}] {wide_bar} {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     Some(bar)
 }

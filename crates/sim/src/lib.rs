@@ -6,6 +6,7 @@
 //! a virtual clock, and the report renderings. It must not contain scheduling logic: the
 //! decisions are the scheduler crate's, exactly as in cluster mode.
 
+pub mod bench;
 mod cluster;
 mod load;
 mod report;

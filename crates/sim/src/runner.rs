@@ -426,13 +426,27 @@ impl Simulation {
 
     /// Runs a workload's operations in order, settling at barriers and at the end.
     pub async fn run_workload(&mut self, workload: &Workload) -> Result<(), SimError> {
+        self.run_workload_ops(workload, 0..workload.ops.len()).await
+    }
+
+    /// Runs the operations `ops` of a workload (errors name their index in the whole
+    /// workload), then settles. Running a workload in two parts lets a caller look at the
+    /// scheduler between them (the bench reads its metrics before the measured phase).
+    pub async fn run_workload_ops(
+        &mut self,
+        workload: &Workload,
+        ops: std::ops::Range<usize>,
+    ) -> Result<(), SimError> {
         let file = format!("workload {}", workload.name);
         let op_err = |op: usize, message: String| SimError::Op {
             workload: workload.name.clone(),
             op,
             message,
         };
-        for (i, op) in workload.ops.iter().enumerate() {
+        let first = ops.start;
+        let selected = workload.ops.get(ops).unwrap_or_default();
+        for (i, op) in selected.iter().enumerate() {
+            let i = first + i;
             match op {
                 Op::CreateNodes(c) => {
                     let template = node_template(c.template.as_ref()).map_err(|m| op_err(i, m))?;
@@ -569,6 +583,11 @@ impl Simulation {
             .values()
             .map(|r| u64::from(r.attempts))
             .sum()
+    }
+
+    /// Measured pods that have been scheduled so far.
+    pub fn measured_scheduled(&self) -> usize {
+        *self.recorder.measured_scheduled.lock()
     }
 
     /// Time spent scheduling the measured pods, and how many there were.
