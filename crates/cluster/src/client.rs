@@ -1,0 +1,367 @@
+//! [`KubeClient`]: the scheduler's writes through kube-rs — binding through the
+//! `pods/binding` subresource, the `PodScheduled` condition and `nominatedNodeName` as a
+//! strategic merge patch of the pod status, victim deletion, and events.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Api, Client};
+use kubesched_framework::model::PodInfo;
+use kubesched_framework::{ClientError, ClusterClient, Event, PodStatusUpdate};
+use serde_json::{Map, Value, json};
+
+use crate::events::EventRecorder;
+use crate::watch::ObjectCache;
+
+/// The condition type the scheduler owns.
+pub const POD_SCHEDULED: &str = "PodScheduled";
+/// The condition set on a preemption victim before it is deleted.
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// Its reason when the scheduler preempts.
+pub const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
+
+/// The kube-rs implementation of [`ClusterClient`].
+#[derive(Clone)]
+pub struct KubeClient {
+    client: Client,
+    pods: Arc<ObjectCache<Pod>>,
+    events: EventRecorder,
+    scheduler_name: String,
+}
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClient")
+            .field("scheduler_name", &self.scheduler_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeClient {
+    /// A client writing through `client`. `pods` is the pod watcher's view (the latest
+    /// status to compute patches against); `scheduler_name` signs preemption conditions.
+    pub fn new(
+        client: Client,
+        pods: Arc<ObjectCache<Pod>>,
+        events: EventRecorder,
+        scheduler_name: String,
+    ) -> Self {
+        Self {
+            client,
+            pods,
+            events,
+            scheduler_name,
+        }
+    }
+
+    fn pods_api(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The freshest copy of the pod: the watcher's when it is the same pod, else the one
+    /// the scheduler had.
+    fn latest(&self, pod: &PodInfo) -> Arc<Pod> {
+        match self.pods.get(&format!("{}/{}", pod.namespace, pod.name)) {
+            Some(p) if p.metadata.uid.as_deref().unwrap_or(&pod.uid) == pod.uid => p,
+            _ => pod.pod.clone(),
+        }
+    }
+
+    async fn patch_status(&self, pod: &PodInfo, status: Value) -> Result<(), ClientError> {
+        let patch = json!({ "status": status });
+        self.pods_api(&pod.namespace)
+            .patch_status(
+                &pod.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| client_error(e, &format!("patching the status of pod {}", pod.key())))
+    }
+}
+
+/// Maps a kube error to the scheduler's: 409 is a conflict, 404 not found.
+pub fn client_error(e: kube::Error, doing: &str) -> ClientError {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => ClientError::Conflict(s.message),
+        kube::Error::Api(s) if s.code == 404 => ClientError::NotFound(s.message),
+        kube::Error::Api(s) => ClientError::Other(format!("{doing}: {} ({})", s.message, s.code)),
+        other => ClientError::Other(format!("{doing}: {other}")),
+    }
+}
+
+/// The condition as upstream's UpdatePodCondition would leave it, and whether anything
+/// changed: the transition time moves only when the status changes.
+pub fn merged_condition(
+    current: Option<&PodStatus>,
+    mut wanted: PodCondition,
+    now: Timestamp,
+) -> Option<PodCondition> {
+    let existing = current
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == wanted.type_));
+    match existing {
+        None => {
+            wanted.last_transition_time = Some(Time(now));
+            Some(wanted)
+        }
+        Some(old) => {
+            wanted.last_transition_time = if old.status == wanted.status {
+                old.last_transition_time.clone()
+            } else {
+                Some(Time(now))
+            };
+            let same = old.status == wanted.status
+                && old.reason == wanted.reason
+                && old.message == wanted.message
+                && old.last_probe_time == wanted.last_probe_time
+                && old.last_transition_time == wanted.last_transition_time
+                && (wanted.observed_generation.is_none()
+                    || old.observed_generation == wanted.observed_generation);
+            (!same).then_some(wanted)
+        }
+    }
+}
+
+/// The status patch for `update` against the pod's current status; None when it would
+/// change nothing.
+pub fn status_patch(pod: &Pod, update: &PodStatusUpdate, now: Timestamp) -> Option<Value> {
+    let mut patch = Map::new();
+    if let Some(c) = &update.condition {
+        let wanted = PodCondition {
+            type_: POD_SCHEDULED.to_string(),
+            status: c.status.clone(),
+            reason: Some(c.reason.clone()),
+            message: Some(c.message.clone()),
+            observed_generation: pod.metadata.generation,
+            ..Default::default()
+        };
+        if let Some(cond) = merged_condition(pod.status.as_ref(), wanted, now) {
+            let mut v = serde_json::to_value(&cond).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                // Explicit, as upstream's patch carries it.
+                m.entry("lastProbeTime").or_insert(Value::Null);
+            }
+            patch.insert("conditions".into(), Value::Array(vec![v]));
+        }
+    }
+    if let Some(nominated) = &update.nominated_node_name {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let wanted = nominated.as_deref().filter(|n| !n.is_empty());
+        if current != wanted {
+            patch.insert(
+                "nominatedNodeName".into(),
+                wanted.map_or(Value::Null, |n| Value::String(n.to_string())),
+            );
+        }
+    }
+    (!patch.is_empty()).then_some(Value::Object(patch))
+}
+
+#[async_trait]
+impl ClusterClient for KubeClient {
+    async fn bind(&self, pod: &PodInfo, node_name: &str) -> Result<(), ClientError> {
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(pod.name.clone()),
+                namespace: Some(pod.namespace.clone()),
+                uid: Some(pod.uid.clone()).filter(|u| !u.is_empty() && *u != pod.key()),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(node_name.to_string()),
+                ..Default::default()
+            },
+        };
+        self.pods_api(&pod.namespace)
+            .create_subresource::<Binding, Value>(
+                "binding",
+                &pod.name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| client_error(e, &format!("binding pod {} to node {node_name}", pod.key())))
+    }
+
+    async fn delete_pod(&self, pod: &PodInfo) -> Result<(), ClientError> {
+        // As upstream: mark the victim with a DisruptionTarget condition, then delete it.
+        let latest = self.latest(pod);
+        let wanted = PodCondition {
+            type_: DISRUPTION_TARGET.to_string(),
+            status: "True".into(),
+            reason: Some(PREEMPTION_BY_SCHEDULER.into()),
+            message: Some(format!(
+                "{}: preempting to accommodate a higher priority pod",
+                self.scheduler_name
+            )),
+            ..Default::default()
+        };
+        if let Some(cond) = merged_condition(latest.status.as_ref(), wanted, Timestamp::now()) {
+            let cond = serde_json::to_value(&cond).unwrap_or(Value::Null);
+            self.patch_status(pod, json!({ "conditions": [cond] }))
+                .await?;
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(pod.uid.clone()).filter(|u| !u.is_empty() && *u != pod.key()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self
+            .pods_api(&pod.namespace)
+            .delete(&pod.name, &params)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // The UID precondition failed: the victim is gone and another pod has its name.
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(ClientError::NotFound(s.message)),
+            Err(e) => Err(client_error(e, &format!("deleting pod {}", pod.key()))),
+        }
+    }
+
+    async fn update_pod_status(
+        &self,
+        pod: &PodInfo,
+        update: &PodStatusUpdate,
+    ) -> Result<(), ClientError> {
+        let latest = self.latest(pod);
+        match status_patch(&latest, update, Timestamp::now()) {
+            Some(patch) => self.patch_status(pod, patch).await,
+            None => Ok(()),
+        }
+    }
+
+    fn record_event(&self, event: Event) {
+        self.events.record(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubesched_framework::PodScheduledCondition;
+
+    fn pod_with(status: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": status,
+        }))
+        .expect("pod")
+    }
+
+    fn unschedulable(message: &str) -> PodStatusUpdate {
+        PodStatusUpdate {
+            condition: Some(PodScheduledCondition {
+                status: "False".into(),
+                reason: "Unschedulable".into(),
+                message: message.into(),
+            }),
+            nominated_node_name: None,
+        }
+    }
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn first_condition_gets_a_transition_time() {
+        let pod = pod_with(json!({"phase": "Pending"}));
+        let patch = status_patch(
+            &pod,
+            &unschedulable("0/1 nodes are available"),
+            ts("2024-01-01T00:00:00Z"),
+        )
+        .expect("patch");
+        assert_eq!(
+            patch,
+            json!({"conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available", "lastProbeTime": null,
+                "lastTransitionTime": "2024-01-01T00:00:00Z"
+            }]})
+        );
+    }
+
+    #[test]
+    fn the_same_condition_again_is_no_patch() {
+        let pod = pod_with(json!({"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "m", "lastTransitionTime": "2024-01-01T00:00:00Z"
+        }]}));
+        assert_eq!(
+            status_patch(&pod, &unschedulable("m"), ts("2024-01-02T00:00:00Z")),
+            None
+        );
+        // A new message keeps the transition time (the status did not change).
+        let patch =
+            status_patch(&pod, &unschedulable("m2"), ts("2024-01-02T00:00:00Z")).expect("patch");
+        assert_eq!(
+            patch["conditions"][0]["lastTransitionTime"],
+            "2024-01-01T00:00:00Z"
+        );
+        assert_eq!(patch["conditions"][0]["message"], "m2");
+    }
+
+    #[test]
+    fn nominated_node_is_set_and_cleared_only_when_it_changes() {
+        let pod = pod_with(json!({"nominatedNodeName": "n1"}));
+        let set = |n: Option<&str>| PodStatusUpdate {
+            condition: None,
+            nominated_node_name: Some(n.map(str::to_string)),
+        };
+        let now = ts("2024-01-01T00:00:00Z");
+        assert_eq!(status_patch(&pod, &set(Some("n1")), now), None);
+        assert_eq!(
+            status_patch(&pod, &set(Some("n2")), now),
+            Some(json!({"nominatedNodeName": "n2"}))
+        );
+        assert_eq!(
+            status_patch(&pod, &set(None), now),
+            Some(json!({"nominatedNodeName": null}))
+        );
+        let bare = pod_with(json!({}));
+        assert_eq!(status_patch(&bare, &set(None), now), None);
+        assert_eq!(status_patch(&bare, &PodStatusUpdate::default(), now), None);
+    }
+
+    #[test]
+    fn errors_map_by_status_code() {
+        let api = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status {
+                    code,
+                    message: format!("m{code}"),
+                    ..Default::default()
+                }
+                .boxed(),
+            )
+        };
+        assert_eq!(
+            client_error(api(409), "x"),
+            ClientError::Conflict("m409".into())
+        );
+        assert_eq!(
+            client_error(api(404), "x"),
+            ClientError::NotFound("m404".into())
+        );
+        assert_eq!(
+            client_error(api(500), "binding"),
+            ClientError::Other("binding: m500 (500)".into())
+        );
+    }
+}

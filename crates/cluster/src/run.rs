@@ -1,0 +1,661 @@
+//! `kubesched run`: builds the kube client (kubeconfig, `KUBECONFIG` or in-cluster; QPS
+//! and burst), the scheduler, the watchers, the HTTP endpoints and leader election, and
+//! runs them until a shutdown signal (stop taking pods, let bindings in flight finish
+//! within a bound, release the lease) or the loss of the lease (stop at once, fail).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use kubesched_config::LoadedConfig;
+use kubesched_framework::ObjectStore;
+use kubesched_framework::clock::RealClock;
+use kubesched_framework::events::EventResource;
+use kubesched_scheduler::{Scheduler, SchedulerParts, build_scheduler};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::client::KubeClient;
+use crate::error::RunError;
+use crate::events::{EventRecorder, EventSettings};
+use crate::lease::{HoldEnd, LeaderElector, LeaseSettings};
+use crate::ratelimit::{RateLimitLayer, TokenBucket};
+use crate::server::{ServerHandle, Serving};
+use crate::watch::{
+    NodeSink, ObjectCache, POD_FIELD_SELECTOR, PodSink, StoreSink, SyncTracker, WatchSettings,
+    WatchStats, WatchedKind, kinds_to_watch, run_watcher,
+};
+
+/// Knobs that tests turn; the defaults are what a real cluster wants.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Page size of the watchers' lists (500, as client-go).
+    pub watch_page_size: u32,
+    /// Event recorder timings.
+    pub events: EventSettings,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            watch_page_size: 500,
+            events: EventSettings::default(),
+        }
+    }
+}
+
+/// Everything `kubesched run` needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The loaded configuration (every profile is scheduled).
+    pub config: LoadedConfig,
+    /// A kubeconfig file; wins over `clientConnection.kubeconfig`. Without either, the
+    /// `KUBECONFIG` variable, then `~/.kube/config`, then the in-cluster configuration.
+    pub kubeconfig: Option<PathBuf>,
+    /// The HTTP endpoints; None serves none.
+    pub serving: Option<Serving>,
+    /// The leader election identity; default `<hostname>_<random>`.
+    pub identity: Option<String>,
+    /// Overrides `leaderElection.leaderElect`.
+    pub leader_elect: Option<bool>,
+    /// How long bindings in flight may take to finish after a shutdown signal.
+    pub shutdown_timeout: Duration,
+    /// Tie-breaking seed (None: random).
+    pub seed: Option<u64>,
+    /// Internal timings.
+    pub tuning: Tuning,
+}
+
+impl RunOptions {
+    /// Options with the defaults for `config`: serve HTTPS on 0.0.0.0:10259 with a
+    /// self-signed certificate, bindings get 30 s to finish at shutdown.
+    pub fn new(config: LoadedConfig) -> Self {
+        Self {
+            config,
+            kubeconfig: None,
+            serving: Some(Serving {
+                addr: SocketAddr::from(([0, 0, 0, 0], crate::DEFAULT_SECURE_PORT)),
+                tls: crate::server::Tls::SelfSigned,
+            }),
+            identity: None,
+            leader_elect: None,
+            shutdown_timeout: Duration::from_secs(30),
+            seed: None,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// This machine's host name (for the lease identity, event reporters and certificates).
+pub fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kubesched".to_string())
+}
+
+fn default_identity() -> String {
+    format!(
+        "{}_{:016x}{:016x}",
+        hostname(),
+        fastrand::u64(..),
+        fastrand::u64(..)
+    )
+}
+
+/// Loads the client configuration: the given kubeconfig, else kube's inference.
+pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, RunError> {
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| RunError::ClientConfig(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::ClientConfig(format!("{}: {e}", path.display())))
+        }
+        None => Config::infer()
+            .await
+            .map_err(|e| RunError::ClientConfig(e.to_string())),
+    }
+}
+
+/// A kube client whose every request takes a token from a `qps`/`burst` bucket.
+pub fn build_client(config: Config, qps: f32, burst: i32) -> Result<Client, RunError> {
+    let builder = ClientBuilder::try_from(config).map_err(|e| RunError::Client(e.to_string()))?;
+    Ok(builder
+        .with_layer(&RateLimitLayer::new(TokenBucket::new(qps, burst)))
+        .build())
+}
+
+/// Waits for SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("received SIGTERM"),
+                    _ = tokio::signal::ctrl_c() => tracing::info!("received SIGINT"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the scheduler");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+struct Shared {
+    scheduler: Arc<Scheduler>,
+    sync: Arc<SyncTracker>,
+    stats: Arc<WatchStats>,
+    leading: AtomicBool,
+    identity: String,
+    events: EventRecorder,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    loop_task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Shared {
+    fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.lock().push(tokio::spawn(fut));
+    }
+
+    fn abort_all(&self) {
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+        if let Some(t) = self.loop_task.lock().take() {
+            t.abort();
+        }
+    }
+}
+
+/// A running scheduler. Dropping it does not stop it: call [`Runner::stop`] and
+/// [`Runner::wait`] (or [`Runner::kill`]).
+pub struct Runner {
+    shared: Arc<Shared>,
+    stop_tx: watch::Sender<bool>,
+    main: JoinHandle<Result<(), RunError>>,
+    http_addr: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("identity", &self.shared.identity)
+            .field("http_addr", &self.http_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle that asks a [`Runner`] to shut down gracefully (what SIGTERM does).
+#[derive(Debug, Clone)]
+pub struct StopHandle(watch::Sender<bool>);
+
+impl StopHandle {
+    /// Asks for a graceful shutdown.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+fn stopped(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+impl Runner {
+    /// Connects, builds the scheduler and starts every task.
+    pub async fn start(options: RunOptions) -> Result<Self, RunError> {
+        let cfg = &options.config.config;
+        let kubeconfig = options.kubeconfig.clone().or_else(|| {
+            let p = cfg.client_connection.kubeconfig.trim();
+            (!p.is_empty()).then(|| PathBuf::from(p))
+        });
+        let kube_config = client_config(kubeconfig.as_deref()).await?;
+        let client = build_client(
+            kube_config,
+            cfg.client_connection.qps,
+            cfg.client_connection.burst,
+        )?;
+        Self::start_with_client(options, client).await
+    }
+
+    /// Like [`Runner::start`], with a client built by the caller.
+    pub async fn start_with_client(options: RunOptions, client: Client) -> Result<Self, RunError> {
+        let loaded = &options.config;
+        let cfg = &loaded.config;
+        let identity = options.identity.clone().unwrap_or_else(default_identity);
+        let profile_names: Vec<String> = loaded
+            .profiles
+            .iter()
+            .map(|p| p.scheduler_name.clone())
+            .collect();
+        let primary = profile_names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
+
+        let pods = Arc::new(ObjectCache::<Pod>::default());
+        let controller_of = {
+            let pods = pods.clone();
+            let names = profile_names.clone();
+            let primary = primary.clone();
+            Arc::new(move |r: &kubesched_framework::ObjectRef| {
+                pods.get(&format!("{}/{}", r.namespace, r.name))
+                    .and_then(|p| p.spec.as_ref().and_then(|s| s.scheduler_name.clone()))
+                    .filter(|n| names.contains(n))
+                    .unwrap_or_else(|| primary.clone())
+            }) as crate::events::ControllerOf
+        };
+        let (events, events_task) = EventRecorder::start(
+            client.clone(),
+            controller_of,
+            hostname(),
+            options.tuning.events.clone(),
+        );
+        let objects = Arc::new(ObjectStore::default());
+        let kube_client = KubeClient::new(client.clone(), pods.clone(), events.clone(), primary);
+        let scheduler = build_scheduler(
+            loaded,
+            SchedulerParts {
+                client: Arc::new(kube_client),
+                objects: objects.clone(),
+                clock: Arc::new(RealClock),
+                seed: options.seed,
+            },
+        )?;
+        scheduler.set_pod_lister(pods.clone());
+
+        let kinds = kinds_to_watch();
+        let sync = Arc::new(SyncTracker::new(&kinds));
+        let stats = Arc::new(WatchStats::default());
+        let shared = Arc::new(Shared {
+            scheduler: scheduler.clone(),
+            sync: sync.clone(),
+            stats: stats.clone(),
+            leading: AtomicBool::new(false),
+            identity: identity.clone(),
+            events: events.clone(),
+            tasks: Mutex::new(vec![events_task]),
+            loop_task: Mutex::new(None),
+        });
+
+        let server = match &options.serving {
+            Some(serving) => {
+                let configz = serde_json::to_value(cfg).unwrap_or(serde_json::Value::Null);
+                let router = crate::server::router(scheduler.clone(), sync.clone(), configz);
+                Some(crate::server::start(serving, router).await?)
+            }
+            None => None,
+        };
+        let http_addr = server.as_ref().map(|s| s.addr);
+
+        let watchers = WatcherSet {
+            client: client.clone(),
+            kinds,
+            scheduler: scheduler.clone(),
+            objects,
+            pods,
+            settings: WatchSettings {
+                page_size: options.tuning.watch_page_size,
+                sync,
+                stats,
+            },
+        };
+        let leader_elect = options
+            .leader_elect
+            .unwrap_or(cfg.leader_election.leader_elect);
+        let elector = leader_elect.then(|| {
+            let le = &cfg.leader_election;
+            LeaderElector::new(
+                client.clone(),
+                LeaseSettings {
+                    name: le.resource_name.clone(),
+                    namespace: le.resource_namespace.clone(),
+                    identity: identity.clone(),
+                    lease_duration: le.lease_duration,
+                    renew_deadline: le.renew_deadline,
+                    retry_period: le.retry_period,
+                },
+            )
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let main = tokio::spawn(main_task(
+            shared.clone(),
+            watchers,
+            elector,
+            cfg.delay_cache_until_active,
+            stop_rx,
+            options.shutdown_timeout,
+            server,
+        ));
+        tracing::info!(%identity, profiles = ?profile_names, leader_elect, "kubesched started");
+        Ok(Self {
+            shared,
+            stop_tx,
+            main,
+            http_addr,
+        })
+    }
+
+    /// The address of the HTTP endpoints, when served.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// The scheduler.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.shared.scheduler
+    }
+
+    /// Whether this instance leads (and so schedules).
+    pub fn is_leader(&self) -> bool {
+        self.shared.leading.load(Ordering::SeqCst)
+    }
+
+    /// The leader election identity.
+    pub fn identity(&self) -> &str {
+        &self.shared.identity
+    }
+
+    /// Whether every watcher has listed once.
+    pub fn synced(&self) -> bool {
+        self.shared.sync.all_synced()
+    }
+
+    /// What the watchers saw.
+    pub fn watch_stats(&self) -> &WatchStats {
+        &self.shared.stats
+    }
+
+    /// A handle to ask for a graceful shutdown.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.stop_tx.clone())
+    }
+
+    /// Asks for a graceful shutdown (as SIGTERM does).
+    pub fn stop(&self) {
+        self.stop_tx.send_replace(true);
+    }
+
+    /// Waits until the scheduler has stopped: Ok after a requested shutdown, an error
+    /// when it had to stop (the lease was lost).
+    pub async fn wait(self) -> Result<(), RunError> {
+        match self.main.await {
+            Ok(r) => r,
+            Err(e) => Err(RunError::Internal(format!("the main task failed: {e}"))),
+        }
+    }
+
+    /// Stops everything at once, without releasing the lease or waiting for bindings
+    /// (what a crash looks like to the cluster).
+    pub fn kill(self) {
+        self.main.abort();
+        self.shared.scheduler.queue().close();
+        self.shared.abort_all();
+    }
+}
+
+/// Runs until `shutdown` completes (then stops gracefully) or the lease is lost.
+pub async fn run(options: RunOptions, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    let runner = Runner::start(options).await?;
+    let stop = runner.stop_handle();
+    let mut wait = std::pin::pin!(runner.wait());
+    tokio::select! {
+        r = &mut wait => return r,
+        _ = shutdown => {
+            tracing::info!("shutting down");
+            stop.stop();
+        }
+    }
+    wait.await
+}
+
+/// The watchers to start, and what they feed.
+struct WatcherSet {
+    client: Client,
+    kinds: Vec<&'static WatchedKind>,
+    scheduler: Arc<Scheduler>,
+    objects: Arc<ObjectStore>,
+    pods: Arc<ObjectCache<Pod>>,
+    settings: WatchSettings,
+}
+
+impl WatcherSet {
+    fn spawn_all(self, shared: &Shared) {
+        for kind in &self.kinds {
+            self.spawn_one(kind, shared);
+        }
+    }
+
+    fn spawn_one(&self, kind: &'static WatchedKind, shared: &Shared) {
+        let client = self.client.clone();
+        let settings = self.settings.clone();
+        let scheduler = self.scheduler.clone();
+        let objects = self.objects.clone();
+        macro_rules! store {
+            ($t:ty, $field:ident, $resource:expr) => {
+                shared.spawn(run_watcher::<$t, _>(
+                    client,
+                    kind,
+                    None,
+                    Arc::new(ObjectCache::<$t>::default()),
+                    StoreSink::<$t> {
+                        scheduler,
+                        objects,
+                        store: |o: &ObjectStore| &o.$field,
+                        resource: $resource,
+                    },
+                    settings,
+                ))
+            };
+        }
+        match kind.kind {
+            "Pod" => shared.spawn(run_watcher::<Pod, _>(
+                client,
+                kind,
+                Some(POD_FIELD_SELECTOR),
+                self.pods.clone(),
+                PodSink(scheduler),
+                settings,
+            )),
+            "Node" => shared.spawn(run_watcher::<Node, _>(
+                client,
+                kind,
+                None,
+                Arc::new(ObjectCache::default()),
+                NodeSink(scheduler),
+                settings,
+            )),
+            "PersistentVolume" => store!(
+                PersistentVolume,
+                persistent_volumes,
+                Some(EventResource::PersistentVolume)
+            ),
+            "PersistentVolumeClaim" => store!(
+                PersistentVolumeClaim,
+                persistent_volume_claims,
+                Some(EventResource::PersistentVolumeClaim)
+            ),
+            "StorageClass" => store!(
+                StorageClass,
+                storage_classes,
+                Some(EventResource::StorageClass)
+            ),
+            "CSINode" => store!(CSINode, csi_nodes, Some(EventResource::CSINode)),
+            "CSIDriver" => store!(CSIDriver, csi_drivers, Some(EventResource::CSIDriver)),
+            "CSIStorageCapacity" => store!(
+                CSIStorageCapacity,
+                csi_storage_capacities,
+                Some(EventResource::CSIStorageCapacity)
+            ),
+            // No plugin registers disruption budget events; they are only read.
+            "PodDisruptionBudget" => store!(PodDisruptionBudget, pod_disruption_budgets, None),
+            "Namespace" => store!(Namespace, namespaces, Some(EventResource::Namespace)),
+            "Service" => store!(Service, services, Some(EventResource::Workload)),
+            "ReplicaSet" => store!(ReplicaSet, replica_sets, Some(EventResource::Workload)),
+            "StatefulSet" => store!(StatefulSet, stateful_sets, Some(EventResource::Workload)),
+            "ReplicationController" => store!(
+                ReplicationController,
+                replication_controllers,
+                Some(EventResource::Workload)
+            ),
+            other => tracing::error!(kind = other, "no watcher for this kind"),
+        }
+    }
+}
+
+/// Starts the scheduling loop and the queue's periodic flushes.
+fn start_scheduling(shared: &Shared) {
+    let scheduler = shared.scheduler.clone();
+    shared.leading.store(true, Ordering::SeqCst);
+    tracing::info!("starting to schedule");
+    let s = scheduler.clone();
+    *shared.loop_task.lock() = Some(tokio::spawn(async move {
+        while s.schedule_one().await {}
+        tracing::debug!("scheduling loop ended");
+    }));
+    let s = scheduler.clone();
+    shared.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            s.queue().flush_backoff_completed();
+            s.cache().cleanup_expired_assumed_pods();
+        }
+    });
+    let s = scheduler;
+    shared.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            s.queue().flush_unschedulable_left_over();
+        }
+    });
+}
+
+/// Stops taking pods and waits (at most `timeout`) for the pod being scheduled and the
+/// bindings in flight.
+async fn drain(shared: &Shared, timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    shared.scheduler.queue().close();
+    let loop_task = shared.loop_task.lock().take();
+    if let Some(t) = loop_task
+        && tokio::time::timeout_at(deadline, t).await.is_err()
+    {
+        tracing::warn!("the scheduling cycle did not finish in time");
+    }
+    while shared.scheduler.in_flight_bindings() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = shared.scheduler.in_flight_bindings();
+    if left > 0 {
+        tracing::warn!(bindings = left, "stopping with bindings still in flight");
+    }
+}
+
+async fn finish(shared: &Shared, server: Option<ServerHandle>) {
+    shared.events.flush(Duration::from_secs(5)).await;
+    if let Some(s) = server {
+        s.stop(Duration::from_secs(2)).await;
+    }
+    shared.abort_all();
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn main_task(
+    shared: Arc<Shared>,
+    watchers: WatcherSet,
+    elector: Option<LeaderElector>,
+    delay_cache_until_active: bool,
+    stop_rx: watch::Receiver<bool>,
+    shutdown_timeout: Duration,
+    server: Option<ServerHandle>,
+) -> Result<(), RunError> {
+    let mut watchers = Some(watchers);
+    if !(delay_cache_until_active && elector.is_some()) {
+        if let Some(w) = watchers.take() {
+            w.spawn_all(&shared);
+        }
+        // Upstream waits for its informers before it campaigns.
+        tokio::select! {
+            _ = shared.sync.wait() => {}
+            _ = stopped(&stop_rx) => {
+                finish(&shared, server).await;
+                return Ok(());
+            }
+        }
+    }
+    let Some(mut elector) = elector else {
+        start_scheduling(&shared);
+        stopped(&stop_rx).await;
+        drain(&shared, shutdown_timeout).await;
+        shared.leading.store(false, Ordering::SeqCst);
+        finish(&shared, server).await;
+        return Ok(());
+    };
+    if !elector.acquire(stopped(&stop_rx)).await {
+        finish(&shared, server).await;
+        return Ok(());
+    }
+    let work = async {
+        if let Some(w) = watchers.take() {
+            w.spawn_all(&shared);
+        }
+        shared.sync.wait().await;
+        start_scheduling(&shared);
+        std::future::pending::<()>().await;
+    };
+    let end = tokio::select! {
+        end = elector.hold(stopped(&stop_rx)) => end,
+        _ = work => HoldEnd::Stopped,
+    };
+    match end {
+        HoldEnd::Lost => {
+            // Stop scheduling at once: another instance may lead already.
+            shared.leading.store(false, Ordering::SeqCst);
+            shared.scheduler.queue().close();
+            if let Some(t) = shared.loop_task.lock().take() {
+                t.abort();
+            }
+            tracing::error!("leaderelection lost");
+            finish(&shared, server).await;
+            Err(RunError::LeaderLost)
+        }
+        HoldEnd::Stopped => {
+            drain(&shared, shutdown_timeout).await;
+            shared.leading.store(false, Ordering::SeqCst);
+            elector.release().await;
+            finish(&shared, server).await;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! Watchers: one kube-runtime watcher per kind (list, then watch from the list's
+//! resourceVersion with bookmarks, resume after a dropped stream, relist after 410 Gone),
+//! a cache of the last observed objects that turns every relist into a reconciliation
+//! (objects missing from it are delivered as deleted, so nothing stays behind as phantom
+//! usage), and sinks that hand the changes to the scheduler and the object store.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::{Api, Client, Resource};
+use kubesched_framework::events::{ActionType, EventResource};
+use kubesched_framework::registry;
+use kubesched_framework::{ObjectStore, Store};
+use kubesched_scheduler::{ClusterChange, PodLister, Scheduler};
+use parking_lot::{Mutex, RwLock};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::lenient::{Lenient, object_key};
+
+/// The field selector of the pod watcher: finished pods are left out, as upstream's
+/// informer leaves them out (a pod that finishes is then seen as deleted).
+pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// A kind the backend can watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchedKind {
+    /// The API kind, e.g. `PersistentVolumeClaim`.
+    pub kind: &'static str,
+    /// The API group (`""` for core), as in [`crate::rbac::RULES`].
+    pub api_group: &'static str,
+    /// The plural resource name, as in [`crate::rbac::RULES`].
+    pub resource: &'static str,
+    /// The plugins that read it; empty means always watched.
+    pub needed_by: &'static [&'static str],
+}
+
+const VOLUME_PLUGINS: &[&str] = &[
+    "VolumeBinding",
+    "VolumeRestrictions",
+    "VolumeZone",
+    "NodeVolumeLimits",
+];
+const SPREAD_PLUGINS: &[&str] = &["PodTopologySpread", "SelectorSpread"];
+
+/// Every kind the backend knows how to watch.
+pub const WATCHED_KINDS: &[WatchedKind] = &[
+    WatchedKind {
+        kind: "Pod",
+        api_group: "",
+        resource: "pods",
+        needed_by: &[],
+    },
+    WatchedKind {
+        kind: "Node",
+        api_group: "",
+        resource: "nodes",
+        needed_by: &[],
+    },
+    WatchedKind {
+        kind: "PersistentVolume",
+        api_group: "",
+        resource: "persistentvolumes",
+        needed_by: &["VolumeBinding", "VolumeZone", "NodeVolumeLimits"],
+    },
+    WatchedKind {
+        kind: "PersistentVolumeClaim",
+        api_group: "",
+        resource: "persistentvolumeclaims",
+        needed_by: VOLUME_PLUGINS,
+    },
+    WatchedKind {
+        kind: "StorageClass",
+        api_group: "storage.k8s.io",
+        resource: "storageclasses",
+        needed_by: &["VolumeBinding", "VolumeZone", "NodeVolumeLimits"],
+    },
+    WatchedKind {
+        kind: "CSINode",
+        api_group: "storage.k8s.io",
+        resource: "csinodes",
+        needed_by: &["VolumeBinding", "NodeVolumeLimits"],
+    },
+    WatchedKind {
+        kind: "CSIDriver",
+        api_group: "storage.k8s.io",
+        resource: "csidrivers",
+        needed_by: &["VolumeBinding", "NodeVolumeLimits"],
+    },
+    WatchedKind {
+        kind: "CSIStorageCapacity",
+        api_group: "storage.k8s.io",
+        resource: "csistoragecapacities",
+        needed_by: &["VolumeBinding"],
+    },
+    WatchedKind {
+        kind: "PodDisruptionBudget",
+        api_group: "policy",
+        resource: "poddisruptionbudgets",
+        needed_by: &["DefaultPreemption"],
+    },
+    WatchedKind {
+        kind: "Namespace",
+        api_group: "",
+        resource: "namespaces",
+        needed_by: &["InterPodAffinity"],
+    },
+    WatchedKind {
+        kind: "Service",
+        api_group: "",
+        resource: "services",
+        needed_by: SPREAD_PLUGINS,
+    },
+    WatchedKind {
+        kind: "ReplicaSet",
+        api_group: "apps",
+        resource: "replicasets",
+        needed_by: SPREAD_PLUGINS,
+    },
+    WatchedKind {
+        kind: "StatefulSet",
+        api_group: "apps",
+        resource: "statefulsets",
+        needed_by: SPREAD_PLUGINS,
+    },
+    WatchedKind {
+        kind: "ReplicationController",
+        api_group: "",
+        resource: "replicationcontrollers",
+        needed_by: SPREAD_PLUGINS,
+    },
+];
+
+/// The kinds the compiled-in plugins need (pods and nodes always).
+pub fn kinds_to_watch() -> Vec<&'static WatchedKind> {
+    WATCHED_KINDS
+        .iter()
+        .filter(|k| {
+            k.needed_by.is_empty() || k.needed_by.iter().any(|p| registry::find(p).is_some())
+        })
+        .collect()
+}
+
+/// The objects of one kind as last observed, by `namespace/name`.
+#[derive(Debug)]
+pub struct ObjectCache<K> {
+    items: RwLock<HashMap<String, Arc<K>>>,
+}
+
+impl<K> Default for ObjectCache<K> {
+    fn default() -> Self {
+        Self {
+            items: RwLock::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K> ObjectCache<K> {
+    /// One object.
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.items.read().get(key).cloned()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.items.read().len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.items.read().is_empty()
+    }
+
+    fn insert(&self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
+        self.items.write().insert(key, obj)
+    }
+
+    fn remove(&self, key: &str) -> Option<Arc<K>> {
+        self.items.write().remove(key)
+    }
+
+    /// Removes and returns every object whose key is not in `seen`, sorted by key.
+    fn remove_missing(&self, seen: &HashSet<String>) -> Vec<Arc<K>> {
+        let mut items = self.items.write();
+        let mut gone: Vec<String> = items
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        gone.sort();
+        gone.into_iter().filter_map(|k| items.remove(&k)).collect()
+    }
+}
+
+impl PodLister for ObjectCache<Pod> {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.items
+            .read()
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
+    }
+}
+
+/// Which watchers have finished their first list.
+#[derive(Debug)]
+pub struct SyncTracker {
+    expected: BTreeSet<&'static str>,
+    synced: Mutex<BTreeSet<&'static str>>,
+    all: watch::Sender<bool>,
+}
+
+impl SyncTracker {
+    /// Expects these kinds.
+    pub fn new(kinds: &[&'static WatchedKind]) -> Self {
+        let expected: BTreeSet<&'static str> = kinds.iter().map(|k| k.kind).collect();
+        let (all, _) = watch::channel(expected.is_empty());
+        Self {
+            expected,
+            synced: Mutex::new(BTreeSet::new()),
+            all,
+        }
+    }
+
+    fn mark(&self, kind: &'static str) {
+        let mut s = self.synced.lock();
+        if s.insert(kind) {
+            tracing::info!(kind, "cache synced");
+        }
+        if self.expected.iter().all(|k| s.contains(k)) {
+            self.all.send_replace(true);
+        }
+    }
+
+    /// Whether every expected kind has been listed once.
+    pub fn all_synced(&self) -> bool {
+        *self.all.borrow()
+    }
+
+    /// The kinds not yet listed, sorted.
+    pub fn pending(&self) -> Vec<&'static str> {
+        let s = self.synced.lock();
+        self.expected
+            .iter()
+            .filter(|k| !s.contains(*k))
+            .copied()
+            .collect()
+    }
+
+    /// Waits until every expected kind has been listed once.
+    pub async fn wait(&self) {
+        let mut rx = self.all.subscribe();
+        // An error means the sender is gone, which cannot happen while `self` lives.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+}
+
+/// Counters of what the watchers saw.
+#[derive(Debug, Default)]
+pub struct WatchStats {
+    /// Objects that could not be decoded and were skipped.
+    pub malformed: AtomicU64,
+    /// Relists (initial lists included).
+    pub lists: AtomicU64,
+    /// Objects delivered as deleted because a relist no longer had them.
+    pub deleted_on_relist: AtomicU64,
+}
+
+/// Receives one kind's changes, after the object cache was updated.
+pub(crate) trait Sink<K>: Send + Sync + 'static {
+    fn added(&self, obj: Arc<K>);
+    fn updated(&self, old: Arc<K>, new: Arc<K>);
+    fn deleted(&self, obj: Arc<K>);
+}
+
+pub(crate) struct PodSink(pub Arc<Scheduler>);
+
+impl Sink<Pod> for PodSink {
+    fn added(&self, obj: Arc<Pod>) {
+        self.0.handle_change(ClusterChange::PodAdded(obj));
+    }
+    fn updated(&self, old: Arc<Pod>, new: Arc<Pod>) {
+        self.0.handle_change(ClusterChange::PodUpdated(old, new));
+    }
+    fn deleted(&self, obj: Arc<Pod>) {
+        self.0.handle_change(ClusterChange::PodDeleted(obj));
+    }
+}
+
+pub(crate) struct NodeSink(pub Arc<Scheduler>);
+
+impl Sink<Node> for NodeSink {
+    fn added(&self, obj: Arc<Node>) {
+        self.0.handle_change(ClusterChange::NodeAdded(obj));
+    }
+    fn updated(&self, old: Arc<Node>, new: Arc<Node>) {
+        self.0.handle_change(ClusterChange::NodeUpdated(old, new));
+    }
+    fn deleted(&self, obj: Arc<Node>) {
+        self.0.handle_change(ClusterChange::NodeDeleted(obj));
+    }
+}
+
+/// Fills one store of the [`ObjectStore`] and tells the scheduler, so pods rejected by a
+/// plugin that registered the kind's events get another chance.
+pub(crate) struct StoreSink<K: 'static> {
+    pub scheduler: Arc<Scheduler>,
+    pub objects: Arc<ObjectStore>,
+    pub store: fn(&ObjectStore) -> &Store<K>,
+    pub resource: Option<EventResource>,
+}
+
+impl<K> StoreSink<K> {
+    fn notify(&self, action: ActionType) {
+        if let Some(resource) = self.resource {
+            self.scheduler
+                .handle_change(ClusterChange::Other { resource, action });
+        }
+    }
+}
+
+impl<K> Sink<K> for StoreSink<K>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone + Send + Sync + 'static,
+{
+    fn added(&self, obj: Arc<K>) {
+        (self.store)(&self.objects).upsert((*obj).clone());
+        self.notify(ActionType::ADD);
+    }
+    fn updated(&self, _old: Arc<K>, new: Arc<K>) {
+        (self.store)(&self.objects).upsert((*new).clone());
+        self.notify(ActionType::UPDATE);
+    }
+    fn deleted(&self, obj: Arc<K>) {
+        let meta = obj.metadata();
+        (self.store)(&self.objects).remove(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or(""),
+        );
+        self.notify(ActionType::DELETE);
+    }
+}
+
+/// Settings shared by the watchers.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchSettings {
+    pub page_size: u32,
+    pub sync: Arc<SyncTracker>,
+    pub stats: Arc<WatchStats>,
+}
+
+fn same_uid(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    match (&a.uid, &b.uid) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+/// Applies watcher events to the cache and the sink.
+struct Reconciler<K, S> {
+    kind: &'static WatchedKind,
+    cache: Arc<ObjectCache<K>>,
+    sink: S,
+    settings: WatchSettings,
+    relist: Option<HashSet<String>>,
+}
+
+impl<K, S> Reconciler<K, S>
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    S: Sink<K>,
+{
+    fn handle(&mut self, event: WatchEvent<Lenient<K>>) {
+        match event {
+            WatchEvent::Init => {
+                self.settings.stats.lists.fetch_add(1, Ordering::Relaxed);
+                self.relist = Some(HashSet::new());
+            }
+            WatchEvent::InitApply(obj) => {
+                if let Some(seen) = self.relist.as_mut() {
+                    seen.insert(obj.key());
+                }
+                self.apply(obj);
+            }
+            WatchEvent::InitDone => {
+                let seen = self.relist.take().unwrap_or_default();
+                for old in self.cache.remove_missing(&seen) {
+                    // Deleted while we were not watching: deliver the last state we knew.
+                    tracing::debug!(kind = self.kind.kind, object = %object_key(old.meta()), "gone after relist; delivering as deleted");
+                    self.settings
+                        .stats
+                        .deleted_on_relist
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.sink.deleted(old);
+                }
+                self.settings.sync.mark(self.kind.kind);
+            }
+            WatchEvent::Apply(obj) => self.apply(obj),
+            WatchEvent::Delete(obj) => self.delete(obj),
+        }
+    }
+
+    fn apply(&self, obj: Lenient<K>) {
+        let key = obj.key();
+        let new = match obj.object {
+            Ok(o) => Arc::new(o),
+            Err(m) => {
+                self.settings
+                    .stats
+                    .malformed
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(kind = self.kind.kind, object = %key, field = %m.field, error = %m.message, "skipping malformed object");
+                return;
+            }
+        };
+        match self.cache.insert(key, new.clone()) {
+            None => self.sink.added(new),
+            Some(old) if !same_uid(old.meta(), new.meta()) => {
+                // Replaced under the same name while we were away.
+                self.sink.deleted(old);
+                self.sink.added(new);
+            }
+            Some(old)
+                if old.meta().resource_version.is_some()
+                    && old.meta().resource_version == new.meta().resource_version => {}
+            Some(old) => self.sink.updated(old, new),
+        }
+    }
+
+    fn delete(&self, obj: Lenient<K>) {
+        let key = obj.key();
+        let Some(last) = self.cache.remove(&key) else {
+            tracing::debug!(kind = self.kind.kind, object = %key, "deletion of an object never seen");
+            return;
+        };
+        match obj.object {
+            Ok(o) => self.sink.deleted(Arc::new(o)),
+            Err(_) => self.sink.deleted(last),
+        }
+    }
+}
+
+/// Whether an error means the watch cannot resume from its resourceVersion and the
+/// watcher must list again. kube-runtime relists by itself on a 410 ERROR event in the
+/// stream (what the API server sends); this covers a server answering the watch request
+/// itself with 410.
+fn needs_fresh_list(err: &watcher::Error) -> bool {
+    matches!(err, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410)
+}
+
+/// Runs one kind's watcher until the task is aborted.
+pub(crate) async fn run_watcher<K, S>(
+    client: Client,
+    kind: &'static WatchedKind,
+    field_selector: Option<&'static str>,
+    cache: Arc<ObjectCache<K>>,
+    sink: S,
+    settings: WatchSettings,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    S: Sink<K>,
+{
+    let api: Api<Lenient<K>> = Api::all(client);
+    let mut config = watcher::Config::default().page_size(settings.page_size.max(1));
+    if let Some(f) = field_selector {
+        config = config.fields(f);
+    }
+    let mut reconciler = Reconciler {
+        kind,
+        cache,
+        sink,
+        settings,
+        relist: None,
+    };
+    loop {
+        let stream = watcher::watcher(api.clone(), config.clone()).default_backoff();
+        futures::pin_mut!(stream);
+        let mut fresh_list = false;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(e) => reconciler.handle(e),
+                Err(e) if needs_fresh_list(&e) => {
+                    tracing::info!(kind = kind.kind, error = %e, "watch resource version too old; listing again");
+                    fresh_list = true;
+                    break;
+                }
+                Err(watcher::Error::WatchError(s)) if s.code == 410 => {
+                    tracing::info!(kind = kind.kind, message = %s.message, "watch expired; listing again");
+                }
+                Err(e) => {
+                    tracing::warn!(kind = kind.kind, error = %e, "watch error; retrying with backoff");
+                }
+            }
+        }
+        if !fresh_list {
+            // kube-runtime's watcher stream never ends; if it does, start over.
+            tracing::warn!(kind = kind.kind, "watch stream ended; starting again");
+        }
+    }
+}
