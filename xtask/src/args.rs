@@ -1,0 +1,232 @@
+//! Command-line parsing for `cargo xtask`, by hand: two commands and a few options do not
+//! justify a parser dependency. `--name value` and `--name=value` are both accepted.
+
+use std::path::PathBuf;
+
+use crate::Error;
+
+/// What `cargo xtask` was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Render deploy/.
+    Deploy(DeployArgs),
+    /// Build a slim release binary.
+    Build(BuildArgs),
+    /// Print the usage.
+    Help,
+}
+
+/// `cargo xtask deploy` options, as given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeployArgs {
+    /// `--scheduler-name`.
+    pub scheduler_name: Option<String>,
+    /// `--namespace`.
+    pub namespace: Option<String>,
+    /// `--image`.
+    pub image: Option<String>,
+    /// `--replicas`.
+    pub replicas: Option<u32>,
+    /// `--plugins`, the comma list as given.
+    pub plugins: Option<String>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--out`.
+    pub out: Option<PathBuf>,
+    /// `--apply`.
+    pub apply: bool,
+    /// `--no-leader-election`.
+    pub no_leader_election: bool,
+}
+
+/// `cargo xtask build` options, as given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildArgs {
+    /// `--plugins`, the comma list as given (the default build when absent).
+    pub plugins: Option<String>,
+}
+
+/// The usage text.
+pub const USAGE: &str = "\
+cargo xtask <command> [options]
+
+Commands:
+  deploy   Render the manifests, the Dockerfile and example workloads (into deploy/)
+  build    Build a release kubesched with exactly the given plugins and print its size
+
+deploy options:
+  --scheduler-name NAME   spec.schedulerName the scheduler serves; names every object [kubesched]
+  --namespace NS          namespace of the scheduler and its lease [kube-system]
+  --image IMAGE           container image [kubesched:<version>]
+  --replicas N            Deployment replicas (more than one needs leader election) [1]
+  --plugins A,B,...       plugin set (`default` = upstream's default plugins); selects the
+                          image's Cargo features and the profile's multiPoint [every in-tree plugin]
+  --config FILE           a KubeSchedulerConfiguration to start from (options fill in what it leaves unset)
+  --no-leader-election    turn leader election off (single replica only)
+  --out DIR               output folder [deploy/ of the repository]
+  --apply                 run `kubectl apply -f DIR/kubesched.yaml` afterwards (when kubectl is on PATH)
+
+build options:
+  --plugins A,B,...       plugin set (`default` = upstream's default plugins) [every in-tree plugin]
+";
+
+/// Parses the arguments after `cargo xtask`.
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
+    let mut args = args.into_iter();
+    let Some(command) = args.next() else {
+        return Ok(Command::Help);
+    };
+    let mut rest = Options::new(args.collect());
+    let parsed = match command.as_str() {
+        "deploy" => Command::Deploy(DeployArgs {
+            scheduler_name: rest.value("scheduler-name")?,
+            namespace: rest.value("namespace")?,
+            image: rest.value("image")?,
+            replicas: rest
+                .value("replicas")?
+                .map(|v| {
+                    v.parse::<u32>()
+                        .map_err(|_| Error::new(format!("--replicas {v:?} is not a whole number")))
+                })
+                .transpose()?,
+            plugins: rest.value("plugins")?,
+            config: rest.value("config")?.map(PathBuf::from),
+            out: rest.value("out")?.map(PathBuf::from),
+            apply: rest.flag("apply"),
+            no_leader_election: rest.flag("no-leader-election"),
+        }),
+        "build" => Command::Build(BuildArgs {
+            plugins: rest.value("plugins")?,
+        }),
+        "help" | "--help" | "-h" => return Ok(Command::Help),
+        other => {
+            return Err(Error::new(format!(
+                "unknown command `{other}` (commands: deploy, build)"
+            )));
+        }
+    };
+    if rest.flag("help") || rest.flag("h") {
+        return Ok(Command::Help);
+    }
+    rest.finish()?;
+    Ok(parsed)
+}
+
+/// Arguments not yet consumed.
+struct Options {
+    args: Vec<String>,
+}
+
+impl Options {
+    fn new(args: Vec<String>) -> Self {
+        Self { args }
+    }
+
+    /// Takes `--name value` or `--name=value` (the last one wins when repeated).
+    fn value(&mut self, name: &str) -> Result<Option<String>, Error> {
+        let flag = format!("--{name}");
+        let prefix = format!("--{name}=");
+        let mut found = None;
+        let mut i = 0;
+        while i < self.args.len() {
+            if self.args[i] == flag {
+                let Some(v) = self.args.get(i + 1).filter(|v| !v.starts_with("--")) else {
+                    return Err(Error::new(format!("{flag} needs a value")));
+                };
+                found = Some(v.clone());
+                self.args.drain(i..i + 2);
+            } else if let Some(v) = self.args[i].strip_prefix(&prefix) {
+                found = Some(v.to_string());
+                self.args.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Takes `--name` (or `-name` for one-letter names).
+    fn flag(&mut self, name: &str) -> bool {
+        let flag = if name.len() == 1 {
+            format!("-{name}")
+        } else {
+            format!("--{name}")
+        };
+        let before = self.args.len();
+        self.args.retain(|a| *a != flag);
+        self.args.len() != before
+    }
+
+    fn finish(self) -> Result<(), Error> {
+        match self.args.first() {
+            None => Ok(()),
+            Some(a) => Err(Error::new(format!(
+                "unexpected argument `{a}` (see `cargo xtask help`)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(args: &str, expect: Result<Command, &str>) {
+        let got = parse(args.split_whitespace().map(String::from));
+        assert_eq!(got, expect.map_err(Error::new), "for `{args}`");
+    }
+
+    #[test]
+    fn deploy_options() {
+        check(
+            "deploy --scheduler-name s --namespace=ns --image i:1 --replicas 2 --plugins A,B --config c.yaml --out o --apply --no-leader-election",
+            Ok(Command::Deploy(DeployArgs {
+                scheduler_name: Some("s".into()),
+                namespace: Some("ns".into()),
+                image: Some("i:1".into()),
+                replicas: Some(2),
+                plugins: Some("A,B".into()),
+                config: Some("c.yaml".into()),
+                out: Some("o".into()),
+                apply: true,
+                no_leader_election: true,
+            })),
+        );
+        check("deploy", Ok(Command::Deploy(DeployArgs::default())));
+    }
+
+    #[test]
+    fn build_and_help() {
+        check(
+            "build --plugins NodeName,PrioritySort",
+            Ok(Command::Build(BuildArgs {
+                plugins: Some("NodeName,PrioritySort".into()),
+            })),
+        );
+        check("", Ok(Command::Help));
+        check("help", Ok(Command::Help));
+        check("deploy --help", Ok(Command::Help));
+    }
+
+    #[test]
+    fn mistakes() {
+        check(
+            "ship",
+            Err("unknown command `ship` (commands: deploy, build)"),
+        );
+        check("deploy --image", Err("--image needs a value"));
+        check("deploy --image --apply", Err("--image needs a value"));
+        check(
+            "deploy --replicas two",
+            Err("--replicas \"two\" is not a whole number"),
+        );
+        check(
+            "deploy --imag x",
+            Err("unexpected argument `--imag` (see `cargo xtask help`)"),
+        );
+        check(
+            "build --apply",
+            Err("unexpected argument `--apply` (see `cargo xtask help`)"),
+        );
+    }
+}

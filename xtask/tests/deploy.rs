@@ -1,0 +1,741 @@
+//! `cargo xtask deploy`: snapshots of the rendered files, the ClusterRole against the kube
+//! backend's RBAC table and sources, the ConfigMap's configuration through the real config
+//! crate (with the real plugins linked), and the checked-in deploy/ against a fresh render.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use kubesched_framework::ExtensionPoint;
+use xtask::plugins::{self, KnownPlugins};
+use xtask::rbac::{RULES, Rule};
+use xtask::render::{self, DeployOptions, ExtraConfig, Rendered, Scope};
+use xtask::yaml::{self, Yaml};
+
+// The real plugins, so the configuration is checked against the names, extension points and
+// args the binary knows. rustc links a crate only when a source line names it.
+use kubesched_plugin_default_binder as _;
+use kubesched_plugin_default_preemption as _;
+use kubesched_plugin_hint_node as _;
+use kubesched_plugin_image_locality as _;
+use kubesched_plugin_inter_pod_affinity as _;
+use kubesched_plugin_node_affinity as _;
+use kubesched_plugin_node_name as _;
+use kubesched_plugin_node_ports as _;
+use kubesched_plugin_node_resources_balanced_allocation as _;
+use kubesched_plugin_node_resources_fit as _;
+use kubesched_plugin_node_unschedulable as _;
+use kubesched_plugin_pod_topology_spread as _;
+use kubesched_plugin_priority_sort as _;
+use kubesched_plugin_scheduling_gates as _;
+use kubesched_plugin_selector_spread as _;
+use kubesched_plugin_taint_toleration as _;
+
+const CUSTOM_PLUGINS: &str =
+    "PrioritySort,NodeName,TaintToleration,NodeResourcesFit,DefaultBinder,HintNode";
+
+fn known() -> KnownPlugins {
+    xtask::known_plugins().expect("crates/cli/Cargo.toml is readable")
+}
+
+fn custom_options() -> DeployOptions {
+    DeployOptions {
+        scheduler_name: "hint-scheduler".to_string(),
+        namespace: "scheduling".to_string(),
+        image: "registry.example.com/kubesched:slim".to_string(),
+        replicas: 2,
+        plugins: Some(plugins::resolve(CUSTOM_PLUGINS, &known()).expect("known plugins")),
+        plugins_arg: Some(CUSTOM_PLUGINS.to_string()),
+        ..DeployOptions::default()
+    }
+}
+
+fn rendered(opts: &DeployOptions) -> Rendered {
+    render::render(opts).expect("renders")
+}
+
+fn manifests(r: &Rendered) -> Vec<Yaml> {
+    let text = r.file(render::MANIFESTS_FILE).expect("manifests rendered");
+    yaml::parse_documents(text).expect("manifests are valid YAML")
+}
+
+fn kind(doc: &Yaml) -> &str {
+    doc.get("kind").and_then(Yaml::as_str).unwrap_or_default()
+}
+
+fn find<'a>(docs: &'a [Yaml], k: &str) -> &'a Yaml {
+    docs.iter()
+        .find(|d| kind(d) == k)
+        .unwrap_or_else(|| panic!("no {k} rendered"))
+}
+
+/// The configuration held by the rendered ConfigMap.
+fn config_text(r: &Rendered) -> String {
+    let docs = manifests(r);
+    find(&docs, "ConfigMap")
+        .at(&["data", render::CONFIG_KEY])
+        .and_then(Yaml::as_str)
+        .expect("the ConfigMap holds config.yaml")
+        .to_string()
+}
+
+fn snapshot_all(prefix: &str, r: &Rendered) {
+    for file in &r.files {
+        let name = format!("{prefix}__{}", file.path.replace(['/', '.'], "_"));
+        insta::assert_snapshot!(name, file.contents);
+    }
+}
+
+#[test]
+fn default_rendering() {
+    let r = rendered(&DeployOptions::default());
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    snapshot_all("default", &r);
+}
+
+#[test]
+fn custom_plugin_set_rendering() {
+    let r = rendered(&custom_options());
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    snapshot_all("custom", &r);
+}
+
+#[test]
+fn every_file_is_valid_yaml_with_the_expected_objects() {
+    for opts in [DeployOptions::default(), custom_options()] {
+        let r = rendered(&opts);
+        let kinds: Vec<String> = manifests(&r).iter().map(|d| kind(d).to_string()).collect();
+        let mut expect = vec![];
+        if opts.namespace == "scheduling" {
+            expect.push("Namespace");
+        }
+        expect.extend([
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Deployment",
+        ]);
+        assert_eq!(kinds, expect);
+        for example in ["examples/hint-node.yaml", "examples/scheduler-name.yaml"] {
+            let doc = yaml::parse(r.file(example).expect("rendered")).expect("valid YAML");
+            assert_eq!(
+                doc.at(&["spec", "template", "spec", "schedulerName"])
+                    .and_then(Yaml::as_str),
+                Some(opts.scheduler_name.as_str()),
+                "{example}"
+            );
+        }
+    }
+}
+
+#[test]
+fn deployment_runs_the_config_with_probes_and_priority() {
+    let opts = custom_options();
+    let docs = manifests(&rendered(&opts));
+    let dep = find(&docs, "Deployment");
+    assert_eq!(dep.at(&["spec", "replicas"]), Some(&Yaml::Int(2)));
+    let pod = dep.at(&["spec", "template", "spec"]).expect("pod spec");
+    assert_eq!(
+        pod.get("priorityClassName").and_then(Yaml::as_str),
+        Some("system-cluster-critical")
+    );
+    assert_eq!(
+        pod.get("serviceAccountName").and_then(Yaml::as_str),
+        Some("hint-scheduler")
+    );
+    let c = &pod
+        .get("containers")
+        .and_then(Yaml::as_seq)
+        .expect("containers")[0];
+    assert_eq!(
+        c.get("image").and_then(Yaml::as_str),
+        Some("registry.example.com/kubesched:slim")
+    );
+    assert_eq!(
+        c.get("args"),
+        Some(&Yaml::seq([
+            "run",
+            "--config",
+            "/etc/kubesched/config.yaml"
+        ]))
+    );
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = c.at(&[probe, "httpGet"]).expect("probe");
+        assert_eq!(get.get("path").and_then(Yaml::as_str), Some(path));
+        assert_eq!(get.get("port"), Some(&Yaml::Int(10259)));
+        assert_eq!(get.get("scheme").and_then(Yaml::as_str), Some("HTTPS"));
+    }
+    assert!(c.at(&["resources", "requests", "cpu"]).is_some());
+    assert!(c.at(&["resources", "requests", "memory"]).is_some());
+    let mount = &c
+        .get("volumeMounts")
+        .and_then(Yaml::as_seq)
+        .expect("mounts")[0];
+    assert_eq!(
+        mount.get("mountPath").and_then(Yaml::as_str),
+        Some("/etc/kubesched")
+    );
+    let volume = &pod.get("volumes").and_then(Yaml::as_seq).expect("volumes")[0];
+    let cm = find(&docs, "ConfigMap");
+    assert_eq!(
+        volume.at(&["configMap", "name"]),
+        cm.at(&["metadata", "name"]),
+        "the Deployment mounts the rendered ConfigMap"
+    );
+}
+
+#[test]
+fn dockerfile_bakes_the_chosen_features() {
+    let d = rendered(&DeployOptions::default());
+    let dockerfile = d.file("Dockerfile").expect("rendered");
+    assert!(dockerfile.contains("ARG FEATURES=\"inventory,all-plugins\""));
+    assert!(dockerfile.contains("FROM rust:1.95-bookworm AS builder"));
+    assert!(dockerfile.contains("FROM gcr.io/distroless/cc-debian12:nonroot"));
+    assert!(dockerfile.contains(
+        "cargo build --release --locked -p kubesched --no-default-features --features \"$FEATURES\""
+    ));
+    let c = rendered(&custom_options());
+    assert!(c.file("Dockerfile").expect("rendered").contains(
+        "ARG FEATURES=\"inventory,plugin-default-binder,plugin-hint-node,plugin-node-name,plugin-node-resources-fit,plugin-priority-sort,plugin-taint-toleration\""
+    ));
+}
+
+// ---- RBAC ------------------------------------------------------------------------------
+
+/// One resource granted by a rendered ClusterRole or Role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    /// `ClusterRole` or `Role`.
+    role_kind: String,
+    /// The Role's namespace.
+    namespace: Option<String>,
+    group: String,
+    resource: String,
+    verbs: Vec<String>,
+}
+
+/// Every resource granted by the rendered roles, one entry per group and resource.
+fn granted(docs: &[Yaml]) -> Vec<Grant> {
+    let mut out = Vec::new();
+    for d in docs
+        .iter()
+        .filter(|d| matches!(kind(d), "ClusterRole" | "Role"))
+    {
+        let namespace = d
+            .at(&["metadata", "namespace"])
+            .and_then(Yaml::as_str)
+            .map(String::from);
+        for rule in d.get("rules").and_then(Yaml::as_seq).unwrap_or_default() {
+            let strings = |key: &str| -> Vec<String> {
+                rule.get(key)
+                    .and_then(Yaml::as_seq)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            };
+            for group in strings("apiGroups") {
+                for resource in strings("resources") {
+                    out.push(Grant {
+                        role_kind: kind(d).to_string(),
+                        namespace: namespace.clone(),
+                        group: group.clone(),
+                        resource,
+                        verbs: strings("verbs"),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn is_granted(docs: &[Yaml], group: &str, resource: &str, verbs: &[&str]) -> bool {
+    granted(docs).iter().any(|g| {
+        g.group == group
+            && g.resource == resource
+            && verbs.iter().all(|verb| g.verbs.iter().any(|x| x == verb))
+    })
+}
+
+#[test]
+fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
+    for opts in [DeployOptions::default(), custom_options()] {
+        let docs = manifests(&rendered(&opts));
+        let grants = granted(&docs);
+        for rule in RULES {
+            let want_role = match render::scope_of(rule) {
+                Scope::Cluster => ("ClusterRole", None),
+                Scope::LeaseNamespace => ("Role", Some(opts.namespace.clone())),
+                Scope::AuthConfigMapNamespace => ("Role", Some("kube-system".to_string())),
+            };
+            let hit = grants.iter().find(|g| {
+                (g.role_kind.as_str(), g.namespace.clone()) == want_role
+                    && g.group == rule.api_group
+                    && g.resource == rule.resource
+            });
+            let Some(hit) = hit else {
+                panic!("{rule:?} is not granted by a {want_role:?}");
+            };
+            let want: Vec<String> = rule.verbs.iter().map(|v| v.to_string()).collect();
+            assert_eq!(
+                hit.verbs, want,
+                "verbs of {}/{}",
+                rule.api_group, rule.resource
+            );
+        }
+        // Nothing beyond the table.
+        assert_eq!(grants.len(), RULES.len());
+        // Bindings point at the rendered roles and at the ServiceAccount.
+        for (binding, role) in [
+            ("ClusterRoleBinding", "ClusterRole"),
+            ("RoleBinding", "Role"),
+        ] {
+            let b = find(&docs, binding);
+            let r = find(&docs, role);
+            assert_eq!(b.at(&["roleRef", "name"]), r.at(&["metadata", "name"]));
+            assert_eq!(
+                b.at(&["roleRef", "kind"]).and_then(Yaml::as_str),
+                Some(role)
+            );
+            let subject = &b.get("subjects").and_then(Yaml::as_seq).expect("subjects")[0];
+            assert_eq!(
+                subject.get("name").and_then(Yaml::as_str),
+                Some(opts.scheduler_name.as_str())
+            );
+            assert_eq!(
+                subject.get("namespace").and_then(Yaml::as_str),
+                Some(opts.namespace.as_str())
+            );
+        }
+    }
+}
+
+#[test]
+fn leases_are_granted_where_the_lease_lives() {
+    let extra = yaml::parse(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceNamespace: leases-here\n",
+    )
+    .expect("valid YAML");
+    let opts = DeployOptions {
+        extra_config: Some(ExtraConfig {
+            source: "lease.yaml".to_string(),
+            value: extra,
+        }),
+        ..DeployOptions::default()
+    };
+    let docs = manifests(&rendered(&opts));
+    let lease_role = granted(&docs)
+        .into_iter()
+        .find(|g| g.group == "coordination.k8s.io" && g.resource == "leases")
+        .expect("leases granted");
+    assert_eq!(lease_role.role_kind, "Role");
+    assert_eq!(lease_role.namespace.as_deref(), Some("leases-here"));
+}
+
+/// Every `.rs` file of crates/cluster/src but the RBAC table itself.
+fn cluster_sources() -> Vec<(PathBuf, String)> {
+    let dir = xtask::workspace_root().join("crates/cluster/src");
+    let mut out = Vec::new();
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs")
+                && p.file_name().is_some_and(|n| n != "rbac.rs")
+            {
+                let text = std::fs::read_to_string(&p).expect("readable source");
+                out.push((p, text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The string literal right after `key: "` at or after `from`, with its end.
+fn literal_after(text: &str, key: &str, from: usize) -> Option<(String, usize)> {
+    let needle = format!("{key}: \"");
+    let start = text[from..].find(&needle)? + from + needle.len();
+    let len = text[start..].find('"')?;
+    Some((text[start..start + len].to_string(), start + len))
+}
+
+#[test]
+fn the_rbac_table_covers_what_the_kube_backend_uses() {
+    let sources = cluster_sources();
+    if sources.is_empty() {
+        // The backend is not in this checkout; the table alone is checked above.
+        return;
+    }
+    let docs = manifests(&rendered(&DeployOptions::default()));
+    let mut missing = BTreeSet::new();
+    // Kinds the backend watches are declared as `api_group: "..", resource: ".."` pairs.
+    for (path, text) in &sources {
+        let mut at = 0;
+        while let Some((group, end)) = literal_after(text, "api_group", at) {
+            at = end;
+            let Some((resource, end)) = literal_after(text, "resource", at) else {
+                break;
+            };
+            at = end;
+            if !is_granted(&docs, &group, &resource, &["list", "watch"]) {
+                missing.insert(format!("{}: watch {group}/{resource}", path.display()));
+            }
+        }
+    }
+    // Writes, recognised by the kube-rs calls and k8s-openapi types the backend names.
+    let writes: &[(&str, &str, &str, &[&str])] = &[
+        ("create_subresource", "", "pods/binding", &["create"]),
+        ("patch_status", "", "pods/status", &["patch"]),
+        ("DeleteParams", "", "pods", &["delete"]),
+        (
+            "api::events::v1::",
+            "events.k8s.io",
+            "events",
+            &["create", "patch"],
+        ),
+        (
+            "api::coordination::v1::",
+            "coordination.k8s.io",
+            "leases",
+            &["get", "create", "update"],
+        ),
+    ];
+    for (needle, group, resource, verbs) in writes {
+        let used = sources.iter().any(|(_, t)| t.contains(needle));
+        if used && !is_granted(&docs, group, resource, verbs) {
+            missing.insert(format!("{needle}: {group}/{resource} {verbs:?}"));
+        }
+    }
+    assert!(missing.is_empty(), "the rendered RBAC lacks: {missing:#?}");
+}
+
+// ---- configuration -------------------------------------------------------------------
+
+fn load(r: &Rendered) -> kubesched_config::LoadedConfig {
+    let text = config_text(r);
+    kubesched_config::load_str(&text, "ConfigMap config.yaml")
+        .unwrap_or_else(|e| panic!("the rendered configuration is refused: {e}\n{text}"))
+}
+
+#[test]
+fn default_configuration_validates() {
+    let loaded = load(&rendered(&DeployOptions::default()));
+    let le = &loaded.config.leader_election;
+    assert!(le.leader_elect);
+    assert_eq!(le.resource_name, "kubesched");
+    assert_eq!(le.resource_namespace, "kube-system");
+    let profile = loaded
+        .profile("kubesched")
+        .expect("a profile named kubesched");
+    let defaults = kubesched_config::default_config();
+    assert_eq!(
+        Some(profile),
+        defaults
+            .profiles
+            .first()
+            .map(|p| {
+                let mut p = p.clone();
+                p.scheduler_name = "kubesched".to_string();
+                p
+            })
+            .as_ref(),
+        "no plugin list: the default profile"
+    );
+}
+
+#[test]
+fn custom_configuration_validates_with_exactly_the_chosen_plugins() {
+    let loaded = load(&rendered(&custom_options()));
+    assert_eq!(
+        loaded.config.leader_election.resource_name,
+        "hint-scheduler"
+    );
+    assert_eq!(
+        loaded.config.leader_election.resource_namespace,
+        "scheduling"
+    );
+    let profile = loaded.profile("hint-scheduler").expect("the profile");
+    let names: BTreeSet<String> = profile.plugin_names();
+    let chosen: BTreeSet<String> = CUSTOM_PLUGINS.split(',').map(String::from).collect();
+    assert_eq!(names, chosen, "exactly the chosen plugins are enabled");
+    // Chosen default plugins keep their default-profile weights.
+    let taint = profile
+        .at(ExtensionPoint::Score)
+        .iter()
+        .find(|p| p.name == "TaintToleration")
+        .expect("TaintToleration scores");
+    assert_eq!(taint.weight, 3);
+}
+
+#[test]
+fn default_keyword_with_hint_node_validates() {
+    let sel = plugins::resolve("default,HintNode", &known()).expect("known plugins");
+    let opts = DeployOptions {
+        plugins: Some(sel),
+        plugins_arg: Some("default,HintNode".to_string()),
+        ..DeployOptions::default()
+    };
+    let r = rendered(&opts);
+    let loaded = load(&r);
+    let names = loaded.profile("kubesched").expect("profile").plugin_names();
+    assert!(names.contains("HintNode"));
+    for (name, _) in plugins::DEFAULT_PLUGINS {
+        if known().has(&plugins::feature_for(name)) {
+            assert!(
+                names.contains(*name),
+                "default plugin {name} is still enabled"
+            );
+        }
+    }
+    assert!(
+        r.file("examples/hint-node.yaml")
+            .expect("rendered")
+            .contains("This rendering compiles HintNode")
+    );
+}
+
+#[test]
+fn extra_config_is_kept_and_filled_in() {
+    let extra = yaml::parse(
+        r#"# packing instead of spreading
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+parallelism: 8
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+"#,
+    )
+    .expect("valid YAML");
+    let opts = DeployOptions {
+        extra_config: Some(ExtraConfig {
+            source: "pack.yaml".to_string(),
+            value: extra,
+        }),
+        ..DeployOptions::default()
+    };
+    let r = rendered(&opts);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    let loaded = load(&r);
+    assert_eq!(loaded.config.parallelism, 8);
+    assert!(loaded.config.leader_election.leader_elect);
+    assert_eq!(loaded.config.leader_election.resource_name, "kubesched");
+    let profile = &loaded.config.profiles[0];
+    assert_eq!(profile.scheduler_name, "kubesched");
+    let fit = profile
+        .plugin_config
+        .iter()
+        .find(|c| c.name == "NodeResourcesFit")
+        .and_then(|c| c.args.as_ref())
+        .expect("NodeResourcesFit args kept");
+    assert_eq!(fit["scoringStrategy"]["type"], "MostAllocated");
+    assert!(
+        r.file(render::MANIFESTS_FILE)
+            .expect("rendered")
+            .contains("--config pack.yaml")
+    );
+}
+
+#[test]
+fn extra_config_problems_are_reported() {
+    let check = |text: &str, replicas: u32, no_le: bool, expect: &str| {
+        let opts = DeployOptions {
+            extra_config: Some(ExtraConfig {
+                source: "x.yaml".to_string(),
+                value: yaml::parse(text).expect("valid YAML"),
+            }),
+            replicas,
+            leader_election: !no_le,
+            ..DeployOptions::default()
+        };
+        let err = render::render(&opts).expect_err("refused");
+        assert_eq!(err.to_string(), expect);
+    };
+    check(
+        "kind: Pod\n",
+        1,
+        false,
+        "x.yaml: kind must be KubeSchedulerConfiguration",
+    );
+    check(
+        "- a\n",
+        1,
+        false,
+        "x.yaml: the configuration must be a map, found a list",
+    );
+    check(
+        "profiles: {}\n",
+        1,
+        false,
+        "x.yaml: profiles must be a list, found a map",
+    );
+    check(
+        "profiles: [1]\n",
+        1,
+        false,
+        "x.yaml: profiles[0] must be a map, found a number",
+    );
+    check(
+        "leaderElection:\n  leaderElect: false\n",
+        3,
+        false,
+        "3 replicas need leader election, or they would all schedule the same pods",
+    );
+    check(
+        "{}\n",
+        2,
+        true,
+        "2 replicas need leader election, or they would all schedule the same pods",
+    );
+}
+
+#[test]
+fn profiles_not_named_after_the_scheduler_are_reported() {
+    let opts = DeployOptions {
+        extra_config: Some(ExtraConfig {
+            source: "two.yaml".to_string(),
+            value: yaml::parse("profiles:\n- schedulerName: a\n- schedulerName: b\n")
+                .expect("valid"),
+        }),
+        ..DeployOptions::default()
+    };
+    let r = rendered(&opts);
+    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert!(r.notes[0].contains("no profile of two.yaml is named kubesched"));
+    // Both profiles are still valid.
+    assert_eq!(load(&r).profiles.len(), 2);
+}
+
+#[test]
+fn no_leader_election_turns_it_off() {
+    let opts = DeployOptions {
+        leader_election: false,
+        extra_config: Some(ExtraConfig {
+            source: "le.yaml".to_string(),
+            value: yaml::parse("leaderElection:\n  leaderElect: true\n").expect("valid"),
+        }),
+        ..DeployOptions::default()
+    };
+    assert!(!load(&rendered(&opts)).config.leader_election.leader_elect);
+}
+
+// ---- agreement with the crates xtask does not link --------------------------------------
+
+#[test]
+fn default_plugin_table_matches_the_config_crate() {
+    let ours: Vec<(&str, Option<i32>)> = plugins::DEFAULT_PLUGINS.to_vec();
+    let theirs: Vec<(&str, Option<i32>)> = kubesched_config::DEFAULT_PLUGINS
+        .iter()
+        .map(|p| (p.name, p.weight))
+        .collect();
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn feature_rule_matches_the_registry() {
+    let mut names: Vec<String> = known().features().map(plugins::name_for).collect();
+    names.extend(plugins::DEFAULT_PLUGINS.iter().map(|(n, _)| n.to_string()));
+    names.extend(
+        [
+            "CSILimits",
+            "AzureDiskLimits",
+            "EBSLimits",
+            "GCEPDLimits",
+            "Plugin2Go",
+            "HTTPExtender",
+        ]
+        .map(String::from),
+    );
+    for name in &names {
+        assert_eq!(
+            plugins::feature_for(name),
+            kubesched_framework::registry::feature_for(name),
+            "{name}"
+        );
+    }
+    // Every feature name reads back to a name that maps onto it.
+    for f in known().features() {
+        assert_eq!(plugins::feature_for(&plugins::name_for(f)), f);
+    }
+    // Every registered plugin has its feature on the binary.
+    for d in kubesched_framework::registry::plugins() {
+        assert!(
+            known().has(&plugins::feature_for(d.name)),
+            "{} has no feature",
+            d.name
+        );
+    }
+}
+
+// ---- the checked-in deploy/ ------------------------------------------------------------
+
+fn files_under(dir: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                out.insert(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn checked_in_deploy_folder_is_up_to_date() {
+    let dir = xtask::workspace_root().join(render::DEFAULT_OUT);
+    let r = rendered(&DeployOptions::default());
+    let expected: BTreeSet<String> = r.files.iter().map(|f| f.path.to_string()).collect();
+    let present = files_under(&dir);
+    let mut stale = Vec::new();
+    for f in &r.files {
+        match std::fs::read_to_string(dir.join(f.path)) {
+            Ok(text) if text == f.contents => {}
+            Ok(_) => stale.push(format!("{} differs", f.path)),
+            Err(_) => stale.push(format!("{} is missing", f.path)),
+        }
+    }
+    for extra in present.difference(&expected) {
+        stale.push(format!("{extra} is not rendered any more"));
+    }
+    assert!(
+        stale.is_empty(),
+        "deploy/ is stale ({}): run `cargo xtask deploy`",
+        stale.join(", ")
+    );
+}
+
+#[test]
+fn rules_are_unique() {
+    let mut seen = BTreeSet::new();
+    for Rule {
+        api_group,
+        resource,
+        ..
+    } in RULES
+    {
+        assert!(
+            seen.insert((api_group, resource)),
+            "{api_group}/{resource} listed twice"
+        );
+    }
+}
