@@ -202,6 +202,63 @@ fn dockerfile_bakes_the_chosen_features() {
     ));
 }
 
+/// The JSON form of a rendered value.
+fn to_json(v: &Yaml) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(b) => Value::Bool(*b),
+        Yaml::Int(n) => Value::from(*n),
+        Yaml::Float(f) => Value::from(*f),
+        Yaml::Str(s) => Value::String(s.clone()),
+        Yaml::Seq(items) => Value::Array(items.iter().map(to_json).collect()),
+        Yaml::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Decodes `doc` as the API type `T` and encodes it again: a field the type does not have
+/// (a typo) or a value of the wrong shape shows up as a difference.
+fn round_trips_as<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Yaml) {
+    let json = to_json(doc);
+    let typed: T = serde_json::from_value(json.clone())
+        .unwrap_or_else(|e| panic!("{} does not decode: {e}", kind(doc)));
+    let back = serde_json::to_value(&typed).expect("encodes");
+    assert_eq!(
+        back,
+        json,
+        "{} changed in a round trip through its API type",
+        kind(doc)
+    );
+}
+
+#[test]
+fn objects_match_the_kubernetes_api_types() {
+    use k8s_openapi::api::{apps, core, rbac};
+    let check = |doc: &Yaml| match kind(doc) {
+        "Namespace" => round_trips_as::<core::v1::Namespace>(doc),
+        "ServiceAccount" => round_trips_as::<core::v1::ServiceAccount>(doc),
+        "ClusterRole" => round_trips_as::<rbac::v1::ClusterRole>(doc),
+        "ClusterRoleBinding" => round_trips_as::<rbac::v1::ClusterRoleBinding>(doc),
+        "Role" => round_trips_as::<rbac::v1::Role>(doc),
+        "RoleBinding" => round_trips_as::<rbac::v1::RoleBinding>(doc),
+        "ConfigMap" => round_trips_as::<core::v1::ConfigMap>(doc),
+        "Deployment" => round_trips_as::<apps::v1::Deployment>(doc),
+        other => panic!("unexpected kind {other}"),
+    };
+    for opts in [DeployOptions::default(), custom_options()] {
+        let r = rendered(&opts);
+        manifests(&r).iter().for_each(check);
+        for example in ["examples/hint-node.yaml", "examples/scheduler-name.yaml"] {
+            check(&yaml::parse(r.file(example).expect("rendered")).expect("valid YAML"));
+        }
+    }
+}
+
 // ---- RBAC ------------------------------------------------------------------------------
 
 /// One resource granted by a rendered ClusterRole or Role.
