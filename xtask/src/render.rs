@@ -502,10 +502,14 @@ pub fn scheduler_config(opts: &DeployOptions, notes: &mut Vec<String>) -> Result
         if lone {
             profile.set_default("schedulerName", Yaml::from(&opts.scheduler_name));
         }
-        if let Some(sel) = opts.plugins.as_ref().filter(|s| !s.is_default_set)
-            && profile.get("plugins").is_none()
-        {
-            profile.set_default("plugins", multi_point(sel));
+        if let Some(sel) = opts.plugins.as_ref().filter(|s| !s.is_default_set) {
+            if profile.get("plugins").is_none() {
+                profile.set_default("plugins", multi_point(sel));
+            } else {
+                notes.push(format!(
+                    "profiles[{i}] of {source} lists its own plugins: --plugins only chooses the image's features for it"
+                ));
+            }
         }
     }
     let named = profiles.iter().any(|p| {

@@ -676,6 +676,30 @@ fn profiles_not_named_after_the_scheduler_are_reported() {
 }
 
 #[test]
+fn a_profile_with_its_own_plugins_keeps_them() {
+    let opts = DeployOptions {
+        extra_config: Some(ExtraConfig {
+            source: "own.yaml".to_string(),
+            value: yaml::parse(
+                "profiles:\n- plugins:\n    score:\n      disabled:\n      - name: ImageLocality\n",
+            )
+            .expect("valid"),
+        }),
+        ..custom_options()
+    };
+    let r = rendered(&opts);
+    assert_eq!(
+        r.notes,
+        [
+            "profiles[0] of own.yaml lists its own plugins: --plugins only chooses the image's features for it"
+        ]
+    );
+    let text = config_text(&r);
+    assert!(!text.contains("multiPoint"), "{text}");
+    assert!(text.contains("name: ImageLocality"), "{text}");
+}
+
+#[test]
 fn no_leader_election_turns_it_off() {
     let opts = DeployOptions {
         leader_election: false,
