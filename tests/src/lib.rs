@@ -2,6 +2,8 @@
 //! workload with every in-tree plugin linked in. Nothing here is used by the scheduler.
 
 use kubesched::framework as _;
+
+pub mod apiserver;
 use kubesched_sim::{SimReport, Simulation, SimulationOptions, Workload};
 
 /// Runs manifests (YAML text) under a configuration (None: defaults) and returns the report.

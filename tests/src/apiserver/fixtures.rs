@@ -1,0 +1,194 @@
+//! Helpers for the end-to-end tests of the kube backend: objects, a fast configuration,
+//! run options pointing at a [`TestApiServer`], and small readers of what the server holds.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use kubesched_cluster::events::EventSettings;
+use kubesched_cluster::{RunOptions, Serving, Tls, Tuning};
+use kubesched_config::LoadedConfig;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{RequestRecord, TestApiServer};
+
+/// The lease the test configuration elects on.
+pub const LEASE_NAME: &str = "kubesched-test";
+/// Its namespace.
+pub const LEASE_NAMESPACE: &str = "kube-system";
+
+/// A ready node with this much CPU (and plenty of memory and pod slots).
+pub fn node(name: &str, cpu: &str) -> Value {
+    let resources = json!({"cpu": cpu, "memory": "16Gi", "pods": "110"});
+    json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {
+            "capacity": resources, "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    })
+}
+
+/// A pending pod of the default scheduler in `default` requesting this much CPU.
+pub fn pod(name: &str, cpu: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": cpu}}}],
+        },
+        "status": {"phase": "Pending"},
+    })
+}
+
+/// A pod already running on `node`.
+pub fn running_pod(name: &str, cpu: &str, node: &str) -> Value {
+    let mut p = pod(name, cpu);
+    p["spec"]["nodeName"] = json!(node);
+    p["status"]["phase"] = json!("Running");
+    p
+}
+
+/// A configuration with short leader election timings and fast retries.
+pub fn config(leader_elect: bool) -> LoadedConfig {
+    let text = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+clientConnection:
+  qps: 500
+  burst: 500
+leaderElection:
+  leaderElect: {leader_elect}
+  leaseDuration: 2s
+  renewDeadline: 1500ms
+  retryPeriod: 250ms
+  resourceName: {LEASE_NAME}
+  resourceNamespace: {LEASE_NAMESPACE}
+"
+    );
+    kubesched_config::load_str(&text, "test-config.yaml").expect("valid test configuration")
+}
+
+/// Run options against `server`: plain HTTP on a free loopback port, events retried fast.
+pub fn options(server: &TestApiServer, leader_elect: bool, identity: &str) -> RunOptions {
+    let mut o = RunOptions::new(config(leader_elect));
+    o.kubeconfig = Some(server.write_kubeconfig());
+    o.serving = Some(Serving {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        tls: Tls::Plain,
+    });
+    o.identity = Some(identity.to_string());
+    o.shutdown_timeout = Duration::from_secs(5);
+    o.seed = Some(1);
+    o.tuning = Tuning {
+        watch_page_size: 500,
+        events: EventSettings {
+            retry_interval: Duration::from_millis(100),
+            max_tries: 5,
+            ..EventSettings::default()
+        },
+    };
+    o
+}
+
+/// The node a pod is bound to.
+pub fn node_of(server: &TestApiServer, name: &str) -> Option<String> {
+    server.get("pods", "default", name).and_then(|p| {
+        p.pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
+}
+
+/// Events with this reason.
+pub fn events(server: &TestApiServer, reason: &str) -> Vec<Value> {
+    server
+        .list("events")
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+/// Events with this reason about this pod.
+pub fn events_of(server: &TestApiServer, reason: &str, pod: &str) -> Vec<Value> {
+    events(server, reason)
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == pod)
+        .collect()
+}
+
+/// Requests matching a method and a path suffix (query ignored).
+pub fn requests_to(server: &TestApiServer, method: &str, path_suffix: &str) -> Vec<RequestRecord> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == method && r.path.ends_with(path_suffix))
+        .collect()
+}
+
+/// The holder identity of the test lease ("" when free or absent).
+pub fn lease_holder(server: &TestApiServer) -> String {
+    server
+        .get("leases", LEASE_NAMESPACE, LEASE_NAME)
+        .and_then(|l| {
+            l.pointer("/spec/holderIdentity")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// A plain HTTP GET to the scheduler's endpoints: (status code, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connecting");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("writing");
+    let mut buf = Vec::new();
+    stream.read_to_end(&mut buf).await.expect("reading");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, dechunk(&body))
+}
+
+/// Removes HTTP/1.1 chunked framing, if any.
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let Some((size, after)) = rest.split_once("\r\n") else {
+            return body.to_string();
+        };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            return body.to_string();
+        };
+        if n == 0 {
+            return out;
+        }
+        if after.len() < n {
+            return body.to_string();
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+}
+
+/// Runs `fut` with a time bound, failing the test with `what` when it passes.
+pub async fn bounded<T>(secs: u64, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(Duration::from_secs(secs), fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {secs} s: {what}"),
+    }
+}
