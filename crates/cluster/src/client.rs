@@ -24,6 +24,9 @@ pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// Its reason when the scheduler preempts.
 pub const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
 
+/// How long a failed bind waits for the pod watcher to show the pod as the API has it.
+const CATCH_UP_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The kube-rs implementation of [`ClusterClient`].
 #[derive(Clone)]
 pub struct KubeClient {
@@ -68,6 +71,40 @@ impl KubeClient {
         match self.pods.get(&format!("{}/{}", pod.namespace, pod.name)) {
             Some(p) if p.metadata.uid.as_deref().unwrap_or(&pod.uid) == pod.uid => p,
             _ => pod.pod.clone(),
+        }
+    }
+
+    /// Reads the pod from the API server and waits (bounded) until the watcher's copy
+    /// shows that state, so the cache and the queue follow the API.
+    async fn catch_up(&self, pod: &PodInfo) {
+        let live = match self.pods_api(&pod.namespace).get_opt(&pod.name).await {
+            Ok(live) => live,
+            Err(e) => {
+                tracing::debug!(pod = %pod.key(), error = %e, "reading the pod after a failed bind");
+                return;
+            }
+        };
+        let key = format!("{}/{}", pod.namespace, pod.name);
+        let caught_up = |cached: Option<Arc<Pod>>| match (&live, cached) {
+            (None, None) => true,
+            (None, Some(c)) => c.metadata.uid.as_deref() != Some(pod.uid.as_str()),
+            (Some(_), None) => false,
+            (Some(l), Some(c)) => {
+                c.metadata.resource_version == l.metadata.resource_version
+                    || c.metadata.uid != l.metadata.uid
+                    || c.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_deref())
+                        .is_some_and(|n| !n.is_empty())
+            }
+        };
+        let deadline = tokio::time::Instant::now() + CATCH_UP_BOUND;
+        while !caught_up(self.pods.get(&key)) {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::debug!(pod = %pod.key(), "the pod watcher did not catch up in time");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
 
@@ -183,16 +220,29 @@ impl ClusterClient for KubeClient {
                 ..Default::default()
             },
         };
-        self.pods_api(&pod.namespace)
+        let result = self
+            .pods_api(&pod.namespace)
             .create_subresource::<Binding, Value>(
                 "binding",
                 &pod.name,
                 &PostParams::default(),
                 &binding,
             )
-            .await
-            .map(|_| ())
-            .map_err(|e| client_error(e, &format!("binding pod {} to node {node_name}", pod.key())))
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let stale = matches!(&e, kube::Error::Api(s) if s.code == 409 || s.code == 404);
+                let err =
+                    client_error(e, &format!("binding pod {} to node {node_name}", pod.key()));
+                if stale {
+                    // The pod is bound elsewhere, replaced or gone: let the watcher catch up
+                    // so the failure is handled against the pod as the API has it now.
+                    self.catch_up(pod).await;
+                }
+                Err(err)
+            }
+        }
     }
 
     async fn delete_pod(&self, pod: &PodInfo) -> Result<(), ClientError> {
