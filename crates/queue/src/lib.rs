@@ -509,6 +509,28 @@ impl SchedulingQueue {
         self.move_pods(&mut st, uids, event, &event.label(), old, new);
     }
 
+    /// Like [`Self::move_all_to_active_or_backoff`], but never moves the pod `except_uid`
+    /// (a pod whose own failed binding freed the resources must not requeue itself).
+    pub fn move_all_to_active_or_backoff_except(
+        &self,
+        event: ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+        except_uid: &str,
+    ) {
+        let mut st = self.state.lock();
+        if !self.is_event_of_interest(&event) {
+            return;
+        }
+        let uids: Vec<String> = st
+            .unschedulable
+            .keys()
+            .filter(|u| u.as_str() != except_uid)
+            .cloned()
+            .collect();
+        self.move_pods(&mut st, uids, event, &event.label(), old, new);
+    }
+
     /// A bound pod appeared: it may satisfy the pod affinity or topology spread of
     /// unschedulable pods (only those are considered, as upstream does). It is no longer
     /// nominated anywhere.

@@ -679,15 +679,16 @@ impl Scheduler {
             return Ok(feasible);
         }
         let par = self.handle.parallelizer();
-        // Chunks big enough to keep workers busy, small enough to stop early.
-        let chunk = if par.is_parallel() {
-            (to_find.max(64) * 2).min(n)
-        } else {
-            n
-        };
         let mut offset = 0;
         while offset < n && feasible.len() < to_find {
-            let len = chunk.min(n - offset);
+            // Sequentially, one node at a time stops exactly when enough are found. In
+            // parallel, a chunk about the size of what is still missing keeps the workers
+            // busy while wasting little work past the stopping point.
+            let len = if par.is_parallel() {
+                (to_find - feasible.len()).max(64).min(n - offset)
+            } else {
+                1
+            };
             let statuses = par.map(len, |k| {
                 let node = &nodes[(start + offset + k) % n];
                 fw.run_filter_plugins_with_nominated_pods(state, pod, node)
@@ -885,20 +886,30 @@ impl Scheduler {
         }
         // Failure: release what was reserved and give the pod back to the queue.
         fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
-        if self.cache.forget_pod(&assumed.uid).is_ok() {
-            // The resources the assumed pod held are free again.
-            self.queue.move_all_to_active_or_backoff(
-                ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
-                Some(&EventObject::Pod(assumed.clone())),
-                None,
-            );
-        }
-        let diag = status
-            .is_rejected()
+        let forgotten = self.cache.forget_pod(&assumed.uid).is_ok();
+        let rejected = status.is_rejected();
+        let diag = rejected
             .then(|| rejection_diagnosis(&host, &status))
             .flatten();
         let s = rejection_status(status, &host);
+        let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE);
+        let freed = EventObject::Pod(assumed.clone());
+        if forgotten && !rejected {
+            // The resources the assumed pod held are free again for everyone, the pod too.
+            self.queue
+                .move_all_to_active_or_backoff(event, Some(&freed), None);
+        }
         self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+        if forgotten && rejected {
+            // As upstream, after the failure is handled and never for the pod itself: it was
+            // rejected, so the room it frees cannot help it.
+            self.queue.move_all_to_active_or_backoff_except(
+                event,
+                Some(&freed),
+                None,
+                &assumed.uid,
+            );
+        }
     }
 
     /// Records the failure and gives the pod back to the queue, as upstream's

@@ -49,6 +49,9 @@ pub enum SimError {
     },
 }
 
+/// The most virtual time one `settle` lets pass while pods keep backing off.
+pub const MAX_SETTLE_VIRTUAL_TIME: Duration = Duration::from_secs(15 * 60);
+
 #[derive(Debug, Clone, Default)]
 struct PodRecord {
     attempts: u32,
@@ -352,6 +355,10 @@ impl Simulation {
     /// five-minute flush or an event moves them).
     pub async fn settle(&mut self) {
         let mut since_progress = 0u32;
+        // Pods that keep failing for reasons only time changes (for example a Permit plugin
+        // that always times out) would retry forever on a virtual clock; a run gives up
+        // after this much virtual time and leaves them with their last message.
+        let mut jumped = Duration::ZERO;
         loop {
             self.deliver_changes();
             if self.scheduler.schedule_next_ready().await {
@@ -371,6 +378,14 @@ impl Simulation {
                 let now = kubesched_framework::clock::Clock::now(&self.clock);
                 if at > now {
                     self.clock.advance(at - now);
+                    jumped += at - now;
+                }
+                if jumped > MAX_SETTLE_VIRTUAL_TIME {
+                    tracing::warn!(
+                        "pods are still backing off after {} of virtual time; stopping here",
+                        kubesched_framework::go_duration(jumped)
+                    );
+                    break;
                 }
                 self.scheduler.queue().flush_backoff_completed();
                 continue;
