@@ -10,7 +10,10 @@ use kubesched_tests as _;
 fn example_report(explain: Option<&str>) -> SimReport {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
     let (manifests, problems) = load_paths(&[dir]);
-    let (file, text) = manifests.config.clone().expect("the example has a configuration");
+    let (file, text) = manifests
+        .config
+        .clone()
+        .expect("the example has a configuration");
     let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
