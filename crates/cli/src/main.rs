@@ -56,6 +56,9 @@ enum Command {
     /// Run the benchmark suite: each workload under benchmarks/ in its own child process,
     /// with the default profile and every plugin on.
     Bench(BenchArgs),
+    /// Schedule a real cluster's pending pods of this scheduler's profiles through its API
+    /// server, with leader election and the health, metrics and configz endpoints.
+    Run(RunArgs),
 }
 
 #[derive(Subcommand)]
@@ -162,6 +165,7 @@ fn main() -> ExitCode {
         },
         Command::Simulate(args) => simulate(args),
         Command::Bench(args) => bench(args),
+        Command::Run(args) => run(args),
     }
 }
 
@@ -465,4 +469,82 @@ fn bench_progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
     }
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     Some(bar)
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// A KubeSchedulerConfiguration (every profile is scheduled); the defaults otherwise.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The kubeconfig of the cluster (wins over clientConnection.kubeconfig); without
+    /// either, KUBECONFIG, ~/.kube/config, then the in-cluster configuration.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Address the endpoints listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: std::net::IpAddr,
+    /// Port of /healthz, /livez, /readyz, /metrics and /configz (0: not served).
+    #[arg(long, default_value_t = kubesched_cluster::DEFAULT_SECURE_PORT)]
+    secure_port: u16,
+    /// TLS certificate (PEM) of the endpoints; a self-signed one is made when absent.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// TLS private key (PEM) of the endpoints.
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Serve the endpoints over plain HTTP (for local use only).
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
+    plain_http: bool,
+    /// Overrides leaderElection.leaderElect.
+    #[arg(long)]
+    leader_elect: Option<bool>,
+    /// The leader election identity (default: the host name and a random suffix).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Seconds bindings in flight may take to finish after SIGTERM.
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout: u64,
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let loaded = match &args.config {
+        Some(path) => kubesched_config::load_file(path),
+        None => Ok(kubesched_config::default_config()),
+    };
+    let loaded = match loaded {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string()),
+    };
+    report_absent(&loaded);
+    let mut options = kubesched_cluster::RunOptions::new(loaded);
+    options.kubeconfig = args.kubeconfig;
+    options.identity = args.identity;
+    options.leader_elect = args.leader_elect;
+    options.shutdown_timeout = std::time::Duration::from_secs(args.shutdown_timeout);
+    options.serving = (args.secure_port != 0).then(|| kubesched_cluster::Serving {
+        addr: std::net::SocketAddr::new(args.bind_address, args.secure_port),
+        tls: match (
+            args.plain_http,
+            args.tls_cert_file,
+            args.tls_private_key_file,
+        ) {
+            (true, _, _) => kubesched_cluster::Tls::Plain,
+            (false, Some(cert), Some(key)) => kubesched_cluster::Tls::Files { cert, key },
+            _ => kubesched_cluster::Tls::SelfSigned,
+        },
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("starting the async runtime: {e}")),
+    };
+    match runtime.block_on(kubesched_cluster::run(
+        options,
+        kubesched_cluster::shutdown_signal(),
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
 }
