@@ -74,8 +74,17 @@ leaderElection:
 
 /// Run options against `server`: plain HTTP on a free loopback port, events retried fast.
 pub fn options(server: &TestApiServer, leader_elect: bool, identity: &str) -> RunOptions {
+    options_for(server.write_kubeconfig(), leader_elect, identity)
+}
+
+/// Like [`options`], for the API server of a kubeconfig file.
+pub fn options_for(
+    kubeconfig: std::path::PathBuf,
+    leader_elect: bool,
+    identity: &str,
+) -> RunOptions {
     let mut o = RunOptions::new(config(leader_elect));
-    o.kubeconfig = Some(server.write_kubeconfig());
+    o.kubeconfig = Some(kubeconfig);
     o.serving = Some(Serving {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         tls: Tls::Plain,

@@ -1,0 +1,209 @@
+//! Leader election end to end: only the leader schedules; a leader whose renewals fail
+//! steps down and stops with an error; and with real processes, SIGTERM releases the lease
+//! (the other candidate takes over at once) while a killed leader is replaced only once
+//! its lease expires.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kubesched_cluster::{RunError, Runner};
+use kubesched_tests::apiserver::TestApiServer;
+use kubesched_tests::apiserver::fixtures::{
+    bounded, lease_holder, node, node_of, options, options_for, pod,
+};
+
+const CHILD_KUBECONFIG: &str = "KUBESCHED_TEST_CHILD_KUBECONFIG";
+const CHILD_IDENTITY: &str = "KUBESCHED_TEST_CHILD_IDENTITY";
+
+/// Not a test on its own: the body of the scheduler processes the process test starts
+/// (this test binary run again with the variables set). Exits 0 after a clean shutdown.
+#[test]
+fn child_scheduler_process() {
+    let (Ok(kubeconfig), Ok(identity)) = (
+        std::env::var(CHILD_KUBECONFIG),
+        std::env::var(CHILD_IDENTITY),
+    ) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let options = options_for(kubeconfig.into(), true, &identity);
+    let result = runtime.block_on(kubesched_cluster::run(
+        options,
+        kubesched_cluster::shutdown_signal(),
+    ));
+    std::process::exit(match result {
+        Ok(()) => 0,
+        Err(RunError::LeaderLost) => 3,
+        Err(_) => 4,
+    });
+}
+
+fn spawn_child(kubeconfig: &std::path::Path, identity: &str) -> Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "child_scheduler_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_KUBECONFIG, kubeconfig)
+        .env(CHILD_IDENTITY, identity)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting a scheduler process")
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+async fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
+            return status.code();
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_schedules_and_a_lost_lease_stops_it() {
+    bounded(60, "in-process leader election", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "16"));
+        let a = Runner::start(options(&server, true, "a")).await.expect("start a");
+        assert!(server.wait_until(Duration::from_secs(10), |s| lease_holder(s) == "a").await);
+        let b = Runner::start(options(&server, true, "b")).await.expect("start b");
+        for i in 0..4 {
+            server.create("pods", pod(&format!("p{i}"), "1"));
+        }
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| (0..4).all(|i| node_of(s, &format!("p{i}")).is_some()))
+                .await
+        );
+        assert!(a.is_leader());
+        assert!(!b.is_leader());
+        assert!(b.synced(), "the follower keeps its caches warm");
+        let b_metrics = b.scheduler().metrics().encode();
+        assert!(!b_metrics.contains("result=\"scheduled\""), "the follower scheduled:\n{b_metrics}");
+        let a_metrics = a.scheduler().metrics().encode();
+        assert!(a_metrics.contains("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 4"), "{a_metrics}");
+
+        // Renewals fail: the leader gives up within renewDeadline and stops with an error.
+        server.fail_requests("PUT", "/leases/", 10_000, 500);
+        let lost_at = Instant::now();
+        let result = tokio::time::timeout(Duration::from_secs(10), a.wait()).await.expect("a stops");
+        assert!(matches!(result, Err(RunError::LeaderLost)), "{result:?}");
+        assert!(lost_at.elapsed() < Duration::from_secs(5));
+        // Once the API server accepts writes again, the follower takes over.
+        server.clear_faults();
+        assert!(server.wait_until(Duration::from_secs(10), |s| lease_holder(s) == "b").await);
+        server.create("pods", pod("after", "1"));
+        assert!(server.wait_until(Duration::from_secs(20), |s| node_of(s, "after").is_some()).await);
+        assert!(b.is_leader());
+        b.stop();
+        b.wait().await.expect("clean stop");
+        assert_eq!(lease_holder(&server), "", "released on shutdown");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_hand_over_on_sigterm_at_once_and_after_a_kill_on_expiry() {
+    bounded(90, "scheduler processes", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "16"));
+        let kubeconfig = server.write_kubeconfig();
+
+        let mut a = spawn_child(&kubeconfig, "proc-a");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| lease_holder(s) == "proc-a")
+                .await,
+            "a leads"
+        );
+        let mut b = spawn_child(&kubeconfig, "proc-b");
+        server.create("pods", pod("p1", "1"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "p1").is_some())
+                .await
+        );
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(lease_holder(&server), "proc-a", "b waits while a renews");
+
+        // SIGTERM: a stops cleanly and releases; b takes over well before the lease
+        // duration (2 s) would have let it.
+        sigterm(&a);
+        assert_eq!(
+            wait_exit(&mut a, Duration::from_secs(15)).await,
+            Some(0),
+            "a exits 0"
+        );
+        let exited = Instant::now();
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |s| lease_holder(s) == "proc-b")
+                .await,
+            "b leads"
+        );
+        assert!(
+            exited.elapsed() < Duration::from_millis(1500),
+            "took {:?}",
+            exited.elapsed()
+        );
+        server.create("pods", pod("p2", "1"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "p2").is_some())
+                .await
+        );
+
+        // SIGKILL: nothing is released; c takes over only once b's lease has expired.
+        b.kill().expect("kill b");
+        let _ = b.wait();
+        let mut c = spawn_child(&kubeconfig, "proc-c");
+        let started = Instant::now();
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| lease_holder(s) == "proc-c")
+                .await,
+            "c leads"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(1500),
+            "took over after {:?}",
+            started.elapsed()
+        );
+        server.create("pods", pod("p3", "1"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "p3").is_some())
+                .await
+        );
+        let lease = server
+            .get("leases", "kube-system", "kubesched-test")
+            .expect("lease");
+        assert_eq!(lease["spec"]["leaseTransitions"], 2, "{lease}");
+
+        sigterm(&c);
+        assert_eq!(wait_exit(&mut c, Duration::from_secs(15)).await, Some(0));
+        assert_eq!(lease_holder(&server), "");
+    })
+    .await;
+}
