@@ -207,3 +207,40 @@ async fn processes_hand_over_on_sigterm_at_once_and_after_a_kill_on_expiry() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_the_binding_in_flight_finish_then_releases() {
+    bounded(60, "graceful shutdown", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "4"));
+        server.create("pods", pod("slow", "1"));
+        let gate = server.hold_requests("POST", "/binding");
+        let runner = Runner::start(options(&server, true, "a"))
+            .await
+            .expect("start");
+        assert!(
+            gate.wait_held(1, Duration::from_secs(20)).await,
+            "the bind is in flight"
+        );
+        runner.stop();
+        // Pods arriving now are not taken any more.
+        server.create("pods", pod("too-late", "1"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            lease_holder(&server),
+            "a",
+            "the lease is kept while the bind runs"
+        );
+        server.clear_faults();
+        gate.release();
+        runner.wait().await.expect("clean stop");
+        assert_eq!(
+            node_of(&server, "slow").as_deref(),
+            Some("n1"),
+            "the bind in flight finished"
+        );
+        assert_eq!(node_of(&server, "too-late"), None);
+        assert_eq!(lease_holder(&server), "", "released after the bindings");
+    })
+    .await;
+}

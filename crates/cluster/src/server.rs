@@ -248,6 +248,77 @@ pub async fn start(serving: &Serving, router: Router) -> Result<ServerHandle, Ru
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+
+    /// Accepts any certificate: the test only checks that TLS is spoken.
+    #[derive(Debug)]
+    struct AnyCert;
+
+    impl rustls::client::danger::ServerCertVerifier for AnyCert {
+        fn verify_server_cert(
+            &self,
+            _: &rustls::pki_types::CertificateDer<'_>,
+            _: &[rustls::pki_types::CertificateDer<'_>],
+            _: &rustls::pki_types::ServerName<'_>,
+            _: &[u8],
+            _: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            _: &[u8],
+            _: &rustls::pki_types::CertificateDer<'_>,
+            _: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+        }
+        fn verify_tls13_signature(
+            &self,
+            _: &[u8],
+            _: &rustls::pki_types::CertificateDer<'_>,
+            _: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+        }
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            rustls::crypto::ring::default_provider()
+                .signature_verification_algorithms
+                .supported_schemes()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_self_signed_certificate_serves_https() {
+        let router = Router::new().route("/healthz", get(ok));
+        let serving = Serving {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: Tls::SelfSigned,
+        };
+        let server = start(&serving, router).await.expect("serving");
+        let addr = server.addr;
+        let reply = tokio::task::spawn_blocking(move || {
+            let config = rustls::ClientConfig::builder()
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCert))
+                .with_no_client_auth();
+            let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+            let conn = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
+            let sock = std::net::TcpStream::connect(addr).expect("connect");
+            let mut tls = rustls::StreamOwned::new(conn, sock);
+            tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .expect("write");
+            let mut out = Vec::new();
+            // A close without close_notify is fine here: the reply is complete.
+            let _ = tls.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .await
+        .expect("client thread");
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.ends_with("ok"), "{reply}");
+        server.stop(Duration::from_millis(100)).await;
+    }
 
     #[test]
     fn counters_are_described_under_their_total_name() {

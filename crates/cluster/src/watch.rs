@@ -504,3 +504,41 @@ pub(crate) async fn run_watcher<K, S>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rbac::RULES;
+
+    #[test]
+    fn every_watched_kind_may_be_listed_and_watched() {
+        for k in WATCHED_KINDS {
+            let rule = RULES
+                .iter()
+                .find(|r| r.api_group == k.api_group && r.resource == k.resource)
+                .unwrap_or_else(|| panic!("{} ({}) is not in the RBAC table", k.kind, k.resource));
+            for verb in ["list", "watch"] {
+                assert!(rule.verbs.contains(&verb), "{}: {verb} missing", k.resource);
+            }
+        }
+    }
+
+    #[test]
+    fn pods_and_nodes_are_always_watched() {
+        let kinds: Vec<&str> = kinds_to_watch().iter().map(|k| k.kind).collect();
+        assert!(
+            kinds.contains(&"Pod") && kinds.contains(&"Node"),
+            "{kinds:?}"
+        );
+        // No plugin is linked into this crate's tests: nothing else is needed.
+        assert_eq!(kinds.len(), 2, "{kinds:?}");
+    }
+
+    #[test]
+    fn the_pod_selector_leaves_finished_pods_out() {
+        assert_eq!(
+            POD_FIELD_SELECTOR,
+            "status.phase!=Succeeded,status.phase!=Failed"
+        );
+    }
+}
