@@ -101,8 +101,13 @@ async fn only_the_leader_schedules_and_a_lost_lease_stops_it() {
         assert!(b.synced(), "the follower keeps its caches warm");
         let b_metrics = b.scheduler().metrics().encode();
         assert!(!b_metrics.contains("result=\"scheduled\""), "the follower scheduled:\n{b_metrics}");
-        let a_metrics = a.scheduler().metrics().encode();
-        assert!(a_metrics.contains("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 4"), "{a_metrics}");
+        // The attempt is counted once the bind has returned, just after the API saw it.
+        let scheduled = "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 4";
+        assert!(
+            server.wait_until(Duration::from_secs(5), |_| a.scheduler().metrics().encode().contains(scheduled)).await,
+            "{}",
+            a.scheduler().metrics().encode()
+        );
 
         // Renewals fail: the leader gives up within renewDeadline and stops with an error.
         server.fail_requests("PUT", "/leases/", 10_000, 500);
