@@ -154,3 +154,103 @@ async fn readyz_waits_for_the_first_lists() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_keep_to_qps_and_burst() {
+    bounded(60, "client rate limit", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "4"));
+        for i in 0..6 {
+            server.create("pods", pod(&format!("p{i}"), "100m"));
+        }
+        let mut o = options(&server, false, "solo");
+        o.config.config.client_connection.qps = 10.0;
+        o.config.config.client_connection.burst = 2;
+        let runner = Runner::start(o).await.expect("start");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(30), |s| (0..6).all(|i| node_of(
+                    s,
+                    &format!("p{i}")
+                )
+                .is_some()))
+                .await
+        );
+        let reqs = server.requests();
+        assert!(reqs.len() >= 20, "{}", reqs.len());
+        // After a burst of 2, at most 10 per second: 20 requests take at least 1.7 s.
+        let span = reqs[19].at.duration_since(reqs[0].at);
+        assert!(
+            span >= Duration::from_millis(1700),
+            "20 requests in {span:?}"
+        );
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_evicts_through_the_api() {
+    bounded(60, "preemption", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        let mut low = kubesched_tests::apiserver::fixtures::running_pod("low", "2", "n1");
+        low["spec"]["priority"] = json!(0);
+        let low = server.create("pods", low);
+        let low_uid = low["metadata"]["uid"].as_str().expect("uid").to_string();
+        let mut high = pod("high", "2");
+        high["spec"]["priority"] = json!(1000);
+        let high = server.create("pods", high);
+        let high_uid = high["metadata"]["uid"].as_str().expect("uid").to_string();
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(30), |s| node_of(s, "high").as_deref()
+                    == Some("n1"))
+                .await,
+            "the preemptor ends up on the node"
+        );
+        assert!(
+            server.get("pods", "default", "low").is_none(),
+            "the victim was deleted"
+        );
+        let deletes = requests_to(&server, "DELETE", "/pods/low");
+        assert_eq!(deletes.len(), 1);
+        assert!(
+            !requests_to(&server, "PATCH", "/pods/low/status").is_empty(),
+            "DisruptionTarget set first"
+        );
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |s| events_of(
+                    s,
+                    "Preempted",
+                    "low"
+                )
+                .len()
+                    == 1)
+                .await
+        );
+        let ev = &events_of(&server, "Preempted", "low")[0];
+        assert_eq!(
+            ev["note"],
+            format!("Preempted by pod {high_uid} on node n1")
+        );
+        assert_eq!(ev["regarding"]["uid"], low_uid);
+        // The preemptor was nominated to the node while the victim went away.
+        let nominated = server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "PATCH" && r.path.ends_with("/pods/high/status"))
+            .count();
+        assert!(nominated >= 1, "nominatedNodeName patched");
+        let high = server.get("pods", "default", "high").expect("high");
+        assert_eq!(high["status"]["nominatedNodeName"], "n1", "{high}");
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}

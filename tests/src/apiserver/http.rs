@@ -139,6 +139,7 @@ fn rbac_view(method: &Method, t: &Target, watch: bool) -> (String, String, Strin
 }
 
 async fn handle(AxState(state): AxState<Shared>, req: Request) -> Response {
+    let at = std::time::Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -158,6 +159,7 @@ async fn handle(AxState(state): AxState<Shared>, req: Request) -> Response {
         query,
         status: response.status().as_u16(),
         rbac,
+        at,
     });
     response
 }

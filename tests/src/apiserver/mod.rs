@@ -139,6 +139,8 @@ pub struct RequestRecord {
     pub status: u16,
     /// The RBAC view: API group, `resource` or `resource/subresource`, verb.
     pub rbac: Option<(String, String, String)>,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 /// A gate that holds matching requests until released.
