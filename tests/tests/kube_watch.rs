@@ -251,3 +251,76 @@ async fn bookmarks_move_the_resume_point() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_pod_frees_its_node() {
+    bounded(60, "finished pods", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        server.create("pods", running_pod("job", "2", "n1"));
+        server.create("pods", pod("waiting", "2"));
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |_| runner.synced())
+                .await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(node_of(&server, "waiting"), None, "the node is full");
+        // The job finishes: it leaves the watch's selection, which the API server reports
+        // as a deletion, and its resources are free.
+        server.modify("pods", "default", "job", |p| {
+            p["status"]["phase"] = serde_json::json!("Succeeded")
+        });
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "waiting").is_some())
+                .await
+        );
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_kinds_fill_the_object_store() {
+    bounded(60, "object store", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        server.create("namespaces", serde_json::json!({"metadata": {"name": "team-a", "labels": {"team": "a"}}}));
+        server.create(
+            "poddisruptionbudgets",
+            serde_json::json!({"metadata": {"name": "pdb", "namespace": "default"}, "spec": {"minAvailable": 1}}),
+        );
+        server.create(
+            "services",
+            serde_json::json!({"metadata": {"name": "svc", "namespace": "default"}, "spec": {"selector": {"app": "x"}}}),
+        );
+        let runner = Runner::start(options(&server, false, "solo")).await.expect("start");
+        let objects = runner.scheduler().handle().objects().clone();
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |_| objects.namespaces.len() == 1
+                    && objects.pod_disruption_budgets.len() == 1
+                    && objects.services.len() == 1)
+                .await
+        );
+        assert_eq!(objects.namespace_labels("team-a").get("team").map(String::as_str), Some("a"));
+        server.modify("namespaces", "", "team-a", |n| n["metadata"]["labels"]["team"] = serde_json::json!("b"));
+        server.delete("services", "default", "svc");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |_| objects.services.is_empty()
+                    && objects.namespace_labels("team-a").get("team").map(String::as_str) == Some("b"))
+                .await
+        );
+        // Volume kinds are watched only when a volume plugin is compiled in (none is).
+        assert!(requests_to(&server, "GET", "/api/v1/persistentvolumeclaims").is_empty());
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
