@@ -3,6 +3,8 @@
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 
+use rustc_hash::FxBuildHasher;
+
 /// Data a plugin keeps in the cycle state. Any `Clone + Send + Sync` type qualifies; the
 /// clone is what preemption's dry runs mutate.
 pub trait StateData: Any + Send + Sync {
@@ -27,16 +29,19 @@ impl<T: Any + Send + Sync + Clone> StateData for T {
 }
 
 /// Per-cycle storage keyed by type: each plugin stores its own state type, so lookups are
-/// a hash of a `TypeId`, never a string.
+/// a cheap hash of a `TypeId` (Filter and Score read it once per node), never a string.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<TypeId, Box<dyn StateData>>,
+    data: HashMap<TypeId, Box<dyn StateData>, FxBuildHasher>,
     /// Filter plugins whose PreFilter said Skip.
     pub skip_filter_plugins: HashSet<String>,
     /// Score plugins whose PreScore said Skip.
     pub skip_score_plugins: HashSet<String>,
     /// Whether per-plugin durations are recorded in this cycle (a sample of cycles).
     pub record_plugin_metrics: bool,
+    /// `skip_filter_plugins` as bits over the profile's Filter plugins, set by the framework
+    /// after PreFilter so the per-node loop tests a bit instead of hashing a name.
+    pub(crate) filter_skip_mask: u64,
 }
 
 impl Clone for CycleState {
@@ -50,6 +55,7 @@ impl Clone for CycleState {
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
             record_plugin_metrics: self.record_plugin_metrics,
+            filter_skip_mask: self.filter_skip_mask,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `Handle`: what a plugin may reach besides its arguments.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
 
@@ -20,6 +21,8 @@ pub trait PodActivator: Send + Sync {
 
 struct HandleInner {
     snapshot: RwLock<Arc<Snapshot>>,
+    /// The snapshot's node count, readable per node without touching the lock or the Arc.
+    num_nodes: AtomicUsize,
     client: Arc<dyn ClusterClient>,
     objects: Arc<ObjectStore>,
     nominator: Arc<Nominator>,
@@ -63,7 +66,15 @@ impl Handle {
 
     /// Installs the snapshot of a new cycle (the scheduler calls this).
     pub fn set_snapshot(&self, snapshot: Arc<Snapshot>) {
+        self.inner
+            .num_nodes
+            .store(snapshot.num_nodes(), Ordering::Relaxed);
         *self.inner.snapshot.write() = snapshot;
+    }
+
+    /// The number of nodes in the current snapshot; cheap enough for Score's per-node calls.
+    pub fn num_nodes(&self) -> usize {
+        self.inner.num_nodes.load(Ordering::Relaxed)
     }
 
     /// The cluster client.
@@ -174,6 +185,7 @@ impl HandleBuilder {
     pub fn build(self) -> Handle {
         Handle {
             inner: Arc::new(HandleInner {
+                num_nodes: AtomicUsize::new(self.snapshot.num_nodes()),
                 snapshot: RwLock::new(self.snapshot),
                 client: self.client,
                 objects: self.objects,

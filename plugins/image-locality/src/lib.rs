@@ -116,7 +116,7 @@ impl ScorePlugin for ImageLocality {
         if node.node().is_none() {
             return Err(Status::error("node not found"));
         }
-        let total_nodes = self.handle.snapshot().num_nodes();
+        let total_nodes = self.handle.num_nodes();
         let sum = sum_image_scores(node, pod, total_nodes);
         Ok(calculate_priority(sum, pod.images.len()))
     }
