@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kubesched_cluster::{RunError, Runner};
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
-    bounded, lease_holder, node, node_of, options, options_for, pod,
+    assert_rbac_covers, bounded, lease_holder, node, node_of, options, options_for, pod,
 };
 
 const CHILD_KUBECONFIG: &str = "KUBESCHED_TEST_CHILD_KUBECONFIG";
@@ -124,6 +124,7 @@ async fn only_the_leader_schedules_and_a_lost_lease_stops_it() {
         b.stop();
         b.wait().await.expect("clean stop");
         assert_eq!(lease_holder(&server), "", "released on shutdown");
+        assert_rbac_covers(&server);
     })
     .await;
 }

@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use kubesched_cluster::Runner;
-use kubesched_cluster::rbac::RULES;
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
-    bounded, events_of, http_get, node, node_of, options, pod, requests_to,
+    assert_rbac_covers, bounded, events_of, http_get, node, node_of, options, pod, requests_to,
 };
 use serde_json::{Value, json};
 
@@ -115,13 +114,7 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
         runner.wait().await.expect("clean stop");
 
         // Every request the scheduler made is granted by the RBAC table.
-        for r in server.requests() {
-            let (group, resource, verb) = r.rbac.clone().unwrap_or_else(|| panic!("unknown request {r:?}"));
-            let granted = RULES
-                .iter()
-                .any(|rule| rule.api_group == group && rule.resource == resource && rule.verbs.contains(&verb.as_str()));
-            assert!(granted, "{verb} {group}/{resource} is not in the RBAC table ({} {})", r.method, r.path);
-        }
+        assert_rbac_covers(&server);
     })
     .await;
 }
@@ -249,6 +242,7 @@ async fn preemption_evicts_through_the_api() {
         assert!(nominated >= 1, "nominatedNodeName patched");
         let high = server.get("pods", "default", "high").expect("high");
         assert_eq!(high["status"]["nominatedNodeName"], "n1", "{high}");
+        assert_rbac_covers(&server);
         runner.stop();
         runner.wait().await.expect("clean stop");
     })

@@ -201,3 +201,25 @@ pub async fn bounded<T>(secs: u64, what: &str, fut: impl std::future::Future<Out
         Err(_) => panic!("timed out after {secs} s: {what}"),
     }
 }
+
+/// Fails unless every request the server received is granted by kubesched's RBAC table
+/// (what the deploy renderer turns into the ClusterRole).
+pub fn assert_rbac_covers(server: &TestApiServer) {
+    use kubesched_cluster::rbac::RULES;
+    for r in server.requests() {
+        let (group, resource, verb) = r
+            .rbac
+            .clone()
+            .unwrap_or_else(|| panic!("a request to an unknown resource: {} {}", r.method, r.path));
+        let granted = RULES.iter().any(|rule| {
+            rule.api_group == group
+                && rule.resource == resource
+                && rule.verbs.contains(&verb.as_str())
+        });
+        assert!(
+            granted,
+            "{verb} {group}/{resource} is not in the RBAC table ({} {})",
+            r.method, r.path
+        );
+    }
+}
