@@ -3,7 +3,7 @@
 //! Two test plugins are registered in this binary next to the in-tree ones.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use kubesched_framework::model::{NodeInfo, PodInfo};
