@@ -250,3 +250,75 @@ async fn shutdown_lets_the_binding_in_flight_finish_then_releases() {
     })
     .await;
 }
+
+fn lease_settings(name: &str, identity: &str) -> kubesched_cluster::lease::LeaseSettings {
+    kubesched_cluster::lease::LeaseSettings {
+        name: name.to_string(),
+        namespace: "kube-system".to_string(),
+        identity: identity.to_string(),
+        lease_duration: Duration::from_secs(1),
+        renew_deadline: Duration::from_millis(800),
+        retry_period: Duration::from_millis(100),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_racing_for_a_lease_get_one_winner() {
+    use kubesched_cluster::lease::LeaderElector;
+    use kubesched_cluster::run::{build_client, client_config};
+    bounded(60, "lease races", async {
+        let server = TestApiServer::start().await;
+        let config = client_config(Some(&server.write_kubeconfig())).await.expect("config");
+        let client = build_client(config, 1000.0, 1000).expect("client");
+        for round in 0..5 {
+            let name = format!("race-{round}");
+            // A free lease: both try to create it; the API server lets one.
+            let mut x = LeaderElector::new(client.clone(), lease_settings(&name, "x"));
+            let mut y = LeaderElector::new(client.clone(), lease_settings(&name, "y"));
+            let (rx, ry) = tokio::join!(x.try_acquire_or_renew(), y.try_acquire_or_renew());
+            assert!(rx ^ ry, "round {round}: exactly one winner ({rx}, {ry})");
+
+            // An expired lease held by someone gone: both see it expire, both update it
+            // from the same resourceVersion; the loser gets 409 Conflict.
+            let stale = format!("stale-{round}");
+            server.create(
+                "leases",
+                serde_json::json!({
+                    "metadata": {"name": stale, "namespace": "kube-system"},
+                    "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 1, "leaseTransitions": 4},
+                }),
+            );
+            let mut x = LeaderElector::new(client.clone(), lease_settings(&stale, "x"));
+            let mut y = LeaderElector::new(client.clone(), lease_settings(&stale, "y"));
+            assert!(!x.try_acquire_or_renew().await, "held and not yet expired for x");
+            assert!(!y.try_acquire_or_renew().await, "held and not yet expired for y");
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            // Hold both updates until both candidates have read the same version.
+            let gate = server.hold_requests("PUT", &format!("/leases/{stale}"));
+            let open = async {
+                assert!(gate.wait_held(2, Duration::from_secs(10)).await, "both update");
+                server.clear_faults();
+                gate.release();
+            };
+            let (rx, ry, ()) = tokio::join!(x.try_acquire_or_renew(), y.try_acquire_or_renew(), open);
+            assert!(rx ^ ry, "round {round}: exactly one takes over ({rx}, {ry})");
+            let lease = server.get("leases", "kube-system", &stale).expect("lease");
+            assert_eq!(lease["spec"]["leaseTransitions"], 5);
+            let winner = if rx { "x" } else { "y" };
+            assert_eq!(lease["spec"]["holderIdentity"], winner);
+            // The winner renews; the loser keeps out.
+            let (w, l) = if rx { (&mut x, &mut y) } else { (&mut y, &mut x) };
+            assert!(w.try_acquire_or_renew().await);
+            assert!(!l.try_acquire_or_renew().await);
+            assert!(w.release().await);
+            assert!(l.try_acquire_or_renew().await, "a released lease is free at once");
+        }
+        let conflicts = server
+            .requests()
+            .iter()
+            .filter(|r| r.path.contains("/leases") && r.status == 409)
+            .count();
+        assert!(conflicts >= 5, "{conflicts} conflicts");
+    })
+    .await;
+}
