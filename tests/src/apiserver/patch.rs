@@ -79,3 +79,36 @@ fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::apply;
+    use serde_json::json;
+
+    #[test]
+    fn strategic_merge_merges_conditions_by_type() {
+        let mut status = json!({"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+            {"type": "DisruptionTarget", "status": "True"},
+        ]});
+        apply(
+            &mut status,
+            &json!({"conditions": [{"type": "PodScheduled", "status": "True", "reason": null}], "nominatedNodeName": "n1"}),
+            true,
+        );
+        assert_eq!(
+            status,
+            json!({"phase": "Pending", "nominatedNodeName": "n1", "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "DisruptionTarget", "status": "True"},
+            ]})
+        );
+    }
+
+    #[test]
+    fn merge_patch_replaces_lists_and_null_removes() {
+        let mut obj = json!({"a": [1, 2], "b": {"c": 1, "d": 2}});
+        apply(&mut obj, &json!({"a": [3], "b": {"c": null}}), false);
+        assert_eq!(obj, json!({"a": [3], "b": {"d": 2}}));
+    }
+}

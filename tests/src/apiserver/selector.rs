@@ -81,3 +81,26 @@ impl FieldSelector {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FieldSelector;
+    use serde_json::json;
+
+    #[test]
+    fn pod_phase_selector_as_the_scheduler_sends_it() {
+        let s = FieldSelector::parse("pods", "status.phase!=Succeeded,status.phase!=Failed")
+            .expect("valid");
+        assert!(s.matches(&json!({"status": {"phase": "Running"}})));
+        assert!(s.matches(&json!({"metadata": {"name": "no status yet"}})));
+        assert!(!s.matches(&json!({"status": {"phase": "Succeeded"}})));
+        assert!(!s.matches(&json!({"status": {"phase": "Failed"}})));
+    }
+
+    #[test]
+    fn unsupported_fields_are_refused() {
+        let err =
+            FieldSelector::parse("nodes", "status.phase=Running").expect_err("not a node field");
+        assert_eq!(err, "field label not supported: status.phase");
+    }
+}
