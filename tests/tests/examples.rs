@@ -8,13 +8,20 @@ use kubesched_sim::{SimReport, Simulation, SimulationOptions, load_paths};
 use kubesched_tests as _;
 
 fn example_report(explain: Option<&str>) -> SimReport {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
+    run_example("cluster", explain)
+}
+
+fn run_example(name: &str, explain: Option<&str>) -> SimReport {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
     let (manifests, problems) = load_paths(&[dir]);
-    let (file, text) = manifests
-        .config
-        .clone()
-        .expect("the example has a configuration");
-    let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
+    let loaded = match manifests.config.clone() {
+        Some((file, text)) => {
+            kubesched_config::load_str(&text, &file).expect("valid example config")
+        }
+        None => kubesched_config::default_config(),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -30,7 +37,7 @@ fn example_report(explain: Option<&str>) -> SimReport {
         )
         .expect("simulation");
         sim.add_problems(problems);
-        sim.load(manifests, "examples/cluster");
+        sim.load(manifests, name);
         sim.settle().await;
         sim.report()
     })
@@ -58,4 +65,11 @@ fn example_cluster_json() {
 fn example_cluster_explain() {
     let report = example_report(Some("shop/report"));
     insta::assert_yaml_snapshot!(report.explanations);
+}
+
+#[test]
+fn spread_and_affinity_example_table() {
+    let report = run_example("spread", None);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    insta::assert_snapshot!(report.to_table(false));
 }

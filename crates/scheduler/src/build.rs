@@ -15,7 +15,7 @@ use crate::{Scheduler, SchedulerOptions};
 
 /// A profile could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("profile {profile:?}: {message}")]
+#[error("{}{message}", if profile.is_empty() { String::new() } else { format!("profile {profile:?}: ") })]
 pub struct BuildError {
     /// The profile's scheduler name.
     pub profile: String,
@@ -41,6 +41,16 @@ pub fn build_scheduler(
     parts: SchedulerParts,
 ) -> Result<Arc<Scheduler>, BuildError> {
     let cfg = &loaded.config;
+    if !cfg.extenders.is_empty() {
+        // Running without them would silently make different decisions than configured.
+        return Err(BuildError {
+            profile: String::new(),
+            message: format!(
+                "{} extender(s) configured, but scheduler extenders are not supported by kubesched yet; remove `extenders` from the configuration",
+                cfg.extenders.len()
+            ),
+        });
+    }
     let metrics = Arc::new(SchedulerMetrics::new());
     let nominator = Arc::new(Nominator::new());
     let handle = Handle::builder()
