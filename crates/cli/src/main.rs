@@ -318,6 +318,9 @@ struct BenchArgs {
     /// Leave the plugin time breakdown out of the Markdown output.
     #[arg(long)]
     no_breakdown: bool,
+    /// Also write the results as JSON to this file (for before/after comparisons).
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
     /// Run this one workload file in this process and print its result as JSON (what the
     /// suite runs in each child process).
     #[arg(long, value_name = "FILE", hide = true)]
@@ -353,9 +356,16 @@ fn bench(args: BenchArgs) -> ExitCode {
             args.filter.as_deref().unwrap_or("")
         ));
     }
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return fail(&format!("finding this binary to run the workloads: {e}")),
+    // On Linux the children run /proc/self/exe: the very binary of this process, even when
+    // a rebuild replaced the file meanwhile, so every workload measures the same code.
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    let exe = if proc_exe.exists() {
+        proc_exe
+    } else {
+        match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => return fail(&format!("finding this binary to run the workloads: {e}")),
+        }
     };
     let bar = bench_progress_bar(workloads.len() as u64);
     let mut results = Vec::new();
@@ -401,6 +411,11 @@ fn bench(args: BenchArgs) -> ExitCode {
             "the default profile ran without these upstream plugins, not compiled into this binary: {}",
             absent.join(", ")
         ));
+    }
+    if let Some(path) = &args.save
+        && let Err(e) = std::fs::write(path, format!("{}\n", bench::to_json(&results)))
+    {
+        warn(&format!("writing {}: {e}", path.display()));
     }
     match args.output {
         BenchOutput::Json => print(&format!("{}\n", bench::to_json(&results))),

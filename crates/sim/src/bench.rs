@@ -68,6 +68,11 @@ pub struct BenchResult {
     pub peak_rss_bytes: Option<u64>,
     /// Wall time of the measured phase.
     pub measured_seconds: f64,
+    /// CPU time (user + system, all threads) the process used from the first measured op
+    /// to the end, when the platform reports it. Unlike wall time it barely moves when
+    /// other processes compete for the cores.
+    #[serde(default)]
+    pub measured_cpu_seconds: Option<f64>,
     /// Scheduling attempts of the measured pods (more than the pods when some were retried).
     pub attempts: u64,
     /// The factor every count was multiplied by (1 for a real run).
@@ -272,6 +277,23 @@ pub fn peak_rss_bytes() -> Option<u64> {
     parse_vm_hwm(&status)
 }
 
+/// CPU time (user + system) this process has used, from /proc/self/stat, on Linux.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    parse_cpu_seconds(&stat)
+}
+
+fn parse_cpu_seconds(stat: &str) -> Option<f64> {
+    // The command name may hold spaces, so count fields after its closing parenthesis:
+    // state is the first there, utime the 12th and stime the 13th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // The kernel reports these in USER_HZ ticks, 100 per second on every Linux platform.
+    Some((utime + stime) as f64 / 100.0)
+}
+
 fn parse_vm_hwm(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let mut parts = line["VmHWM:".len()..].split_whitespace();
@@ -351,8 +373,10 @@ pub async fn run_workload(
     // Setup first, then the plugin totals, so the breakdown covers the measured phase only.
     sim.run_workload_ops(&workload, 0..first_measured).await?;
     let before = plugin_totals(&sim);
+    let cpu_before = process_cpu_seconds();
     sim.run_workload_ops(&workload, first_measured..workload.ops.len())
         .await?;
+    let cpu_after = process_cpu_seconds();
     let after = plugin_totals(&sim);
 
     let (elapsed, measured_pods, mut latencies) = sim.measured();
@@ -382,6 +406,9 @@ pub async fn run_workload(
         },
         peak_rss_bytes: peak_rss_bytes(),
         measured_seconds: seconds,
+        measured_cpu_seconds: cpu_before
+            .zip(cpu_after)
+            .map(|(before, after)| (after - before).max(0.0)),
         attempts: latencies.len() as u64,
         scale: options.scale,
         absent_default_plugins: loaded.absent_default_plugins.clone(),
@@ -412,11 +439,18 @@ fn mib(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "-".into(), |b| format!("{:.0}", b as f64 / 1048576.0))
 }
 
+fn per_cpu_second(r: &BenchResult) -> String {
+    match r.measured_cpu_seconds {
+        Some(cpu) if cpu > 0.0 => format!("{:.0}", r.measured_pods as f64 / cpu),
+        _ => "-".into(),
+    }
+}
+
 /// A Markdown table of the results, one row per workload.
 pub fn to_markdown(results: &[BenchResult]) -> String {
     let mut out = String::from(
-        "| Workload | Nodes | Measured pods | Pods/s | p50 ms | p90 ms | p99 ms | Peak RSS MiB |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| Workload | Nodes | Measured pods | Pods/s | p50 ms | p90 ms | p99 ms | Peak RSS MiB | Pods per CPU-s |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in results {
         let scale = if r.scale == 1.0 {
@@ -426,7 +460,7 @@ pub fn to_markdown(results: &[BenchResult]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {}{} | {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} |",
+            "| {}{} | {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} |",
             r.workload,
             scale,
             r.nodes,
@@ -435,7 +469,8 @@ pub fn to_markdown(results: &[BenchResult]) -> String {
             r.latency_ms.p50,
             r.latency_ms.p90,
             r.latency_ms.p99,
-            mib(r.peak_rss_bytes)
+            mib(r.peak_rss_bytes),
+            per_cpu_second(r)
         );
     }
     out
@@ -542,6 +577,15 @@ ops:
     }
 
     #[test]
+    fn cpu_time_is_read_after_the_command_name() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+        let stat = "42 (kube sched) R 1 42 42 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3";
+        assert_eq!(parse_cpu_seconds(stat), Some(3.0));
+        assert_eq!(parse_cpu_seconds("42 (x) R 1"), None);
+        assert!(process_cpu_seconds().is_none_or(|s| s >= 0.0));
+    }
+
+    #[test]
     fn breakdown_covers_only_calls_after_the_snapshot() {
         let key = |p: &str, e: &str| (p.to_string(), e.to_string());
         let before: Totals = [
@@ -589,6 +633,7 @@ ops:
             },
             peak_rss_bytes: Some(64 * 1048576),
             measured_seconds: 0.081,
+            measured_cpu_seconds: Some(0.09),
             attempts: 1000,
             scale: 1.0,
             absent_default_plugins: Vec::new(),
@@ -614,7 +659,9 @@ ops:
         let md = to_markdown(&[result("SchedulingBasic/500Nodes")]);
         assert_eq!(
             md.lines().nth(2),
-            Some("| SchedulingBasic/500Nodes | 500 | 1000 | 12346 | 0.050 | 0.100 | 0.250 | 64 |")
+            Some(
+                "| SchedulingBasic/500Nodes | 500 | 1000 | 12346 | 0.050 | 0.100 | 0.250 | 64 | 11111 |"
+            )
         );
         let b = breakdown_markdown(&[result("SchedulingBasic/500Nodes")], 1);
         assert!(
