@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::{Metadata, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use kubesched_model::{LabelSelector, Labels, PodInfo};
 use parking_lot::RwLock;
 
 /// One kind's objects by `namespace/name` (or `name` for cluster-scoped kinds).
@@ -121,5 +122,64 @@ impl ObjectStore {
             .get(None, namespace)
             .and_then(|n| n.metadata.labels.clone())
             .unwrap_or_default()
+    }
+
+    /// The selector deduced from the Services selecting the pod and the
+    /// ReplicationController, ReplicaSet or StatefulSet controlling it (upstream's
+    /// `helper.DefaultSelector`, shared by the spreading plugins). Empty when none is found.
+    pub fn default_selector(&self, pod: &PodInfo) -> LabelSelector {
+        let mut set = Labels::new();
+        for svc in self.services.list_namespace(&pod.namespace) {
+            // A Service without a selector selects nothing, not everything.
+            let Some(sel) = svc.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+                continue;
+            };
+            if sel.iter().all(|(k, v)| pod.labels.get(k) == Some(v)) {
+                set.extend(sel.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        let mut selector = LabelSelector::from_map(&set);
+        let Some(owner) = pod
+            .pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+        else {
+            return selector;
+        };
+        let ns = Some(pod.namespace.as_str());
+        let extra = match (owner.api_version.as_str(), owner.kind.as_str()) {
+            ("v1", "ReplicationController") => {
+                if let Some(rc_sel) = self
+                    .replication_controllers
+                    .get(ns, &owner.name)
+                    .and_then(|rc| rc.spec.as_ref().and_then(|s| s.selector.clone()))
+                {
+                    set.extend(rc_sel);
+                    selector = LabelSelector::from_map(&set);
+                }
+                None
+            }
+            ("apps/v1", "ReplicaSet") => self
+                .replica_sets
+                .get(ns, &owner.name)
+                .and_then(|rs| rs.spec.as_ref().map(|s| s.selector.clone())),
+            ("apps/v1", "StatefulSet") => self
+                .stateful_sets
+                .get(ns, &owner.name)
+                .and_then(|ss| ss.spec.as_ref().map(|s| s.selector.clone())),
+            _ => None,
+        };
+        if let Some(extra) = extra
+        // A malformed controller selector adds nothing (upstream ignores it too).
+        && let Ok(compiled) = LabelSelector::compile(Some(&extra), "spec.selector")
+        {
+            for r in compiled.requirements {
+                selector.push(r);
+            }
+        }
+        selector
     }
 }
