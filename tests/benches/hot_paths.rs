@@ -13,7 +13,7 @@ use divan::{Bencher, black_box};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{CycleState, Handle};
 use kubesched_sim::{Simulation, SimulationOptions};
-use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_info};
+use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_info, node_term};
 
 // Links every in-tree plugin into this binary so the registry has them.
 use kubesched_tests as _;
@@ -38,9 +38,11 @@ fn node(i: usize) -> NodeBuilder {
     let b = NodeBuilder::new(&format!("node-{i}"))
         .zone(ZONES[i % ZONES.len()])
         .capacity(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")]);
-    // Every tenth node is tainted, so TaintToleration has work to do.
+    // Some nodes are tainted, so TaintToleration's Filter and Score have work to do.
     if i.is_multiple_of(10) {
         b.taint("dedicated", "infra", "NoSchedule")
+    } else if i.is_multiple_of(7) {
+        b.taint("spot", "true", "PreferNoSchedule")
     } else {
         b
     }
@@ -78,6 +80,10 @@ fn pod() -> Arc<PodInfo> {
         .label("color", "blue")
         .container(&[("cpu", "100m"), ("memory", "500Mi")])
         .node_affinity("topology.kubernetes.io/zone", "In", &["zone-a", "zone-b"])
+        .preferred_node_term(
+            1,
+            node_term("topology.kubernetes.io/zone", "In", &["zone-a"]),
+        )
         .pod_affinity(&[("color", "blue")], "topology.kubernetes.io/zone")
         .pod_anti_affinity(&[("color", "green")], "kubernetes.io/hostname")
         .preferred_pod_affinity(1, &[("app", "plain")], "kubernetes.io/hostname")
