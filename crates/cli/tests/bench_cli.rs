@@ -1,0 +1,100 @@
+//! `kubesched bench` end to end: the suite runs each workload in a child process of the
+//! binary and collects its result.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn kubesched() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubesched"));
+    // The workload folder is found relative to the workspace root.
+    cmd.current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    cmd
+}
+
+#[test]
+fn bench_runs_the_selected_workloads_in_child_processes() {
+    let out = kubesched()
+        .args([
+            "bench",
+            "--filter",
+            "SchedulingBasic/",
+            "--scale",
+            "0.002",
+            "--output",
+            "json",
+        ])
+        .output()
+        .expect("run kubesched");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let results: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON list");
+    let names: Vec<&str> = results
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        ["SchedulingBasic/500Nodes", "SchedulingBasic/5000Nodes"]
+    );
+    for r in results.as_array().into_iter().flatten() {
+        assert!(r["measured_pods"].as_u64().is_some_and(|n| n > 0), "{r}");
+        assert!(
+            r["pods_per_second"].as_f64().is_some_and(|v| v > 0.0),
+            "{r}"
+        );
+        assert!(r["latency_ms"]["p99"].as_f64().is_some(), "{r}");
+        assert_eq!(r["scale"], 0.002, "{r}");
+        if cfg!(target_os = "linux") {
+            assert!(r["peak_rss_bytes"].as_u64().is_some_and(|b| b > 0), "{r}");
+        }
+    }
+    // Without a terminal, one line per finished workload goes to standard error.
+    assert!(stderr.contains("SchedulingBasic/5000Nodes: "), "{stderr}");
+}
+
+#[test]
+fn bench_markdown_has_a_row_per_workload() {
+    let out = kubesched()
+        .args([
+            "bench",
+            "--filter",
+            "Unschedulable/500Nodes",
+            "--scale",
+            "0.01",
+            "--no-breakdown",
+        ])
+        .output()
+        .expect("run kubesched");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| Unsched"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{stdout}");
+    assert!(
+        rows[0].starts_with("| Unschedulable/500Nodes (scale 0.01) | 5 | 10 |"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("sampled plugin time"), "{stdout}");
+}
+
+#[test]
+fn bench_fails_when_no_workload_matches() {
+    let out = kubesched()
+        .args(["bench", "--filter", "NoSuchWorkload"])
+        .output()
+        .expect("run kubesched");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no workload in benchmarks matches \"NoSuchWorkload\""),
+        "{stderr}"
+    );
+}
