@@ -137,7 +137,6 @@ pub struct Simulation {
     measured_time: Duration,
     measured_pods: usize,
     started: Instant,
-    attempts_at_start: u64,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -180,7 +179,6 @@ impl Simulation {
             measured_time: Duration::ZERO,
             measured_pods: 0,
             started: Instant::now(),
-            attempts_at_start: 0,
         })
     }
 
@@ -500,7 +498,6 @@ impl Simulation {
                         .unwrap_or_else(|| "pod".into());
                     let ns = c.namespace.clone().unwrap_or_else(|| "default".into());
                     let start = Instant::now();
-                    let attempts_before = self.attempts();
                     for n in 0..c.count {
                         let mut pod = template.clone();
                         pod.metadata.name = Some(format!("{prefix}-{n}"));
@@ -514,16 +511,10 @@ impl Simulation {
                     if c.measure {
                         self.settle().await;
                         self.measured_time += start.elapsed();
-                        self.attempts_at_start += attempts_before;
                     }
                 }
                 Op::CreateObjects(objects) => {
                     for doc in objects {
-                        let kind = doc
-                            .get("kind")
-                            .and_then(|k| k.as_str())
-                            .unwrap_or("")
-                            .to_string();
                         let mut m = Manifests::default();
                         let mut problems = Vec::new();
                         let text = serde_json::to_string(doc).unwrap_or_default();
@@ -538,7 +529,6 @@ impl Simulation {
                                     .join("; "),
                             ));
                         }
-                        let _ = kind;
                         self.load(m, &file);
                     }
                     self.deliver_changes();
@@ -589,15 +579,6 @@ impl Simulation {
         }
         self.settle().await;
         Ok(())
-    }
-
-    fn attempts(&self) -> u64 {
-        self.recorder
-            .pods
-            .lock()
-            .values()
-            .map(|r| u64::from(r.attempts))
-            .sum()
     }
 
     /// Measured pods that have been scheduled so far.
