@@ -16,6 +16,7 @@ mod cycle_state;
 pub mod events;
 mod handle;
 pub mod metrics;
+mod node_tally;
 mod nominator;
 pub mod normalize;
 mod objects;
@@ -33,6 +34,7 @@ pub use client::{
 };
 pub use cycle_state::{CycleState, StateData};
 pub use handle::{Handle, HandleBuilder, PodActivator};
+pub use node_tally::{NodeTally, TallyCache};
 pub use nominator::Nominator;
 pub use objects::{ObjectStore, Store};
 pub use parallel::Parallelizer;

@@ -170,6 +170,15 @@ impl PluginHarness {
     /// the nodes that passed, as the framework would.
     pub fn run(&self, pod: &Arc<PodInfo>, nodes: &[Arc<NodeInfo>]) -> PluginRun {
         let nodes = self.set_nodes(nodes);
+        self.run_as_is(pod, &nodes)
+    }
+
+    /// As [`PluginHarness::run`], but installs exactly these node objects as the snapshot
+    /// (no image states filled in), so a plugin that keeps results per node object
+    /// between runs sees the same objects again.
+    pub fn run_as_is(&self, pod: &Arc<PodInfo>, nodes: &[Arc<NodeInfo>]) -> PluginRun {
+        self.handle
+            .set_snapshot(Arc::new(Snapshot::new(nodes.to_vec())));
         let mut state = CycleState::new();
         let mut run = PluginRun {
             plugin: self.plugin.name().to_string(),

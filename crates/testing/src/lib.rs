@@ -8,7 +8,10 @@
 
 mod builders;
 pub use builders::{node_term, selector};
+mod churn;
 mod harness;
+
+pub use churn::Churn;
 
 pub use builders::{NodeBuilder, PodBuilder, node_info, node_infos};
 pub use harness::{NodeOutcome, PluginHarness, PluginRun, StatusView};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kubesched_framework::model::{Labels, Node, NodeInfo, PodInfo};
+use kubesched_framework::model::{Labels, NodeInfo, PodInfo};
 use kubesched_framework::{
     CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Status,
 };
@@ -92,81 +92,128 @@ impl PreFilterState {
     }
 }
 
+/// What existing pods' required anti-affinity terms are matched against: the incoming
+/// pod's namespace, its labels and its namespace's labels (the key of a kept tally).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExistingKey {
+    namespace: String,
+    labels: Labels,
+    namespace_labels: Labels,
+}
+
+/// The incoming pod's resolved required terms (the key of a kept tally).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IncomingKey {
+    affinity: Vec<ResolvedTerm>,
+    anti_affinity: Vec<ResolvedTerm>,
+}
+
+/// Per node: topology keys of the existing pods' anti-affinity terms that match the
+/// incoming pod, one entry per matching term.
+pub(crate) type ExistingOnNode = Vec<String>;
+
+/// Per node: pods matching all the incoming affinity terms, and pods matching each
+/// anti-affinity term (empty when none does).
+pub(crate) type IncomingOnNode = Option<(i64, Vec<i64>)>;
+
+/// Counts of [`IncomingOnNode`] summed per topology pair: (affinity, anti-affinity).
+pub(crate) type IncomingTotals = (PairCounts, PairCounts);
+
 impl InterPodAffinity {
     /// Pairs where existing pods' required anti-affinity terms match the incoming pod.
-    /// Only nodes known to run such pods are visited.
+    /// Only nodes that changed since the last pod with the same labels and namespace are
+    /// visited (see `NodeTally`); nothing at all when no pod has such terms.
     fn existing_anti_affinity_counts(
         &self,
         pod: &PodInfo,
         namespace_labels: &Labels,
     ) -> PairCounts {
         let snapshot = self.handle.snapshot();
-        let nodes = snapshot.have_pods_with_required_anti_affinity();
-        let per_node = self.handle.parallelizer().map(nodes.len(), |i| {
-            let info = &nodes[i];
-            let node = info.node()?;
-            let mut keys: Vec<&str> = Vec::new();
-            for existing in &info.pods_with_required_anti_affinity {
-                for t in &existing.required_anti_affinity_terms {
-                    if t.matches(&pod.namespace, namespace_labels, &pod.labels) {
-                        keys.push(&t.topology_key);
-                    }
-                }
-            }
-            (!keys.is_empty()).then_some((node, keys))
-        });
-        let mut counts = PairCounts::default();
-        for (node, keys) in per_node.into_iter().flatten() {
-            for key in keys {
-                counts.add_on_node(&node.labels, key, 1);
-            }
+        if snapshot.have_pods_with_required_anti_affinity().is_empty() {
+            return PairCounts::default();
         }
-        counts
+        let key = ExistingKey {
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            namespace_labels: namespace_labels.clone(),
+        };
+        self.tallies.existing.with(key, |tally| {
+            tally.refresh(
+                snapshot.list(),
+                self.handle.parallelizer(),
+                |info| {
+                    let mut keys = Vec::new();
+                    for existing in &info.pods_with_required_anti_affinity {
+                        for t in &existing.required_anti_affinity_terms {
+                            if t.matches(&pod.namespace, namespace_labels, &pod.labels) {
+                                keys.push(t.topology_key.clone());
+                            }
+                        }
+                    }
+                    keys
+                },
+                |counts, info, keys, sign| {
+                    if let Some(node) = info.node() {
+                        for key in keys {
+                            counts.add_on_node(&node.labels, key, sign);
+                        }
+                    }
+                },
+            );
+            tally.total().clone()
+        })
     }
 
     /// Pairs where existing pods match the incoming pod's affinity (all terms) and
-    /// anti-affinity (each term). Every pod of every node is visited, once per cycle.
-    fn incoming_counts(
-        &self,
-        incoming: &Incoming,
-        nodes: &[Arc<NodeInfo>],
-    ) -> (PairCounts, PairCounts) {
-        let mut affinity = PairCounts::default();
-        let mut anti_affinity = PairCounts::default();
+    /// anti-affinity (each term). Every pod of every node is visited the first time a
+    /// pod with these terms comes; after that only nodes that changed.
+    fn incoming_counts(&self, incoming: &Incoming, nodes: &[Arc<NodeInfo>]) -> IncomingTotals {
         if incoming.affinity.is_empty() && incoming.anti_affinity.is_empty() {
-            return (affinity, anti_affinity);
+            return IncomingTotals::default();
         }
-        let per_node = self.handle.parallelizer().map(nodes.len(), |i| {
-            let info = &nodes[i];
-            let node: &Arc<Node> = info.node()?;
-            let mut affine = 0i64;
-            let mut anti: Vec<i64> = Vec::new();
-            for existing in &info.pods {
-                if matches_all(&incoming.affinity, existing) {
-                    affine += 1;
-                }
-                for (k, t) in incoming.anti_affinity.iter().enumerate() {
-                    if t.matches(existing) {
-                        if anti.is_empty() {
-                            anti.resize(incoming.anti_affinity.len(), 0);
+        let key = IncomingKey {
+            affinity: incoming.affinity.clone(),
+            anti_affinity: incoming.anti_affinity.clone(),
+        };
+        self.tallies.incoming.with(key, |tally| {
+            tally.refresh(
+                nodes,
+                self.handle.parallelizer(),
+                |info| {
+                    let mut affine = 0i64;
+                    let mut anti: Vec<i64> = Vec::new();
+                    for existing in &info.pods {
+                        if matches_all(&incoming.affinity, existing) {
+                            affine += 1;
                         }
-                        anti[k] += 1;
+                        for (k, t) in incoming.anti_affinity.iter().enumerate() {
+                            if t.matches(existing) {
+                                if anti.is_empty() {
+                                    anti.resize(incoming.anti_affinity.len(), 0);
+                                }
+                                anti[k] += 1;
+                            }
+                        }
                     }
-                }
-            }
-            (affine > 0 || !anti.is_empty()).then_some((node, affine, anti))
-        });
-        for (node, affine, anti) in per_node.into_iter().flatten() {
-            if affine > 0 {
-                for t in &incoming.affinity {
-                    affinity.add_on_node(&node.labels, &t.topology_key, affine);
-                }
-            }
-            for (t, n) in incoming.anti_affinity.iter().zip(anti) {
-                anti_affinity.add_on_node(&node.labels, &t.topology_key, n);
-            }
-        }
-        (affinity, anti_affinity)
+                    (affine > 0 || !anti.is_empty()).then_some((affine, anti))
+                },
+                |(affinity, anti_affinity), info, on_node, sign| {
+                    let (Some(node), Some((affine, anti))) = (info.node(), on_node) else {
+                        return;
+                    };
+                    let labels: &Labels = &node.labels;
+                    if *affine > 0 {
+                        for t in &incoming.affinity {
+                            affinity.add_on_node(labels, &t.topology_key, sign * affine);
+                        }
+                    }
+                    for (t, n) in incoming.anti_affinity.iter().zip(anti) {
+                        anti_affinity.add_on_node(labels, &t.topology_key, sign * n);
+                    }
+                },
+            );
+            tally.total().clone()
+        })
     }
 }
 

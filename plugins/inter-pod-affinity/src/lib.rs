@@ -17,6 +17,8 @@ mod topology;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
@@ -24,8 +26,12 @@ use kubesched_framework::model::{AffinityTerm, Labels, PodInfo};
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
     EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin, PreScorePlugin,
-    ScorePlugin,
+    ScorePlugin, TallyCache,
 };
+
+use crate::filtering::{ExistingKey, ExistingOnNode, IncomingKey, IncomingOnNode, IncomingTotals};
+use crate::scoring::{ScoreKey, ScoreMap, ScoreOnNode};
+use crate::topology::PairCounts;
 
 pub use args::{InterPodAffinityArgs, MAX_HARD_POD_AFFINITY_WEIGHT, MIN_HARD_POD_AFFINITY_WEIGHT};
 
@@ -44,7 +50,19 @@ pub const ERR_REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affini
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
     handle: Handle,
+    tallies: Arc<Tallies>,
 }
+
+/// Per-node results of PreFilter and PreScore kept across cycles, per key.
+#[derive(Debug)]
+struct Tallies {
+    existing: TallyCache<ExistingKey, ExistingOnNode, PairCounts>,
+    incoming: TallyCache<IncomingKey, IncomingOnNode, IncomingTotals>,
+    score: TallyCache<ScoreKey, ScoreOnNode, ScoreMap>,
+}
+
+/// Tallies kept per kind; a few keys cover the workloads of a cluster at once.
+const TALLY_SLOTS: usize = 8;
 
 impl InterPodAffinity {
     /// Builds the plugin; args out of range are refused.
@@ -53,6 +71,11 @@ impl InterPodAffinity {
         Ok(Self {
             args: args.clone(),
             handle: handle.clone(),
+            tallies: Arc::new(Tallies {
+                existing: TallyCache::new(TALLY_SLOTS),
+                incoming: TallyCache::new(TALLY_SLOTS),
+                score: TallyCache::new(TALLY_SLOTS),
+            }),
         })
     }
 }

@@ -1,32 +1,50 @@
 //! PreScore, Score and NormalizeScore.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kubesched_framework::model::{Labels, NodeInfo, PodInfo};
 use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugin, Status};
+use rustc_hash::FxHashMap;
 
 use crate::InterPodAffinity;
 use crate::topology::ResolvedTerm;
 
 /// Summed weights per topology pair. Unlike the filter counts, pairs that sum to zero are
-/// kept: a pair that was touched at all makes the plugin score (as upstream).
+/// kept: a pair that was touched at all makes the plugin score (as upstream). So each
+/// pair also counts how many node entries touched it, and goes only when none does.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ScoreMap {
-    map: HashMap<String, HashMap<String, i64>>,
+    map: FxHashMap<Arc<str>, FxHashMap<Arc<str>, Touched>>,
+}
+
+/// A pair's summed weight and how many node entries added to it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Touched {
+    sum: i64,
+    touches: i64,
 }
 
 impl ScoreMap {
-    fn add(&mut self, key: &str, value: &str, delta: i64) {
+    /// Adds (`sign` 1) or takes out (-1) one node entry of `weight` on a pair.
+    fn add(&mut self, key: &str, value: &str, weight: i64, sign: i64) {
         if !self.map.contains_key(key) {
-            self.map.insert(key.to_string(), HashMap::new());
+            self.map.insert(Arc::from(key), FxHashMap::default());
         }
-        if let Some(values) = self.map.get_mut(key) {
-            match values.get_mut(value) {
-                Some(n) => *n += delta,
-                None => {
-                    values.insert(value.to_string(), delta);
-                }
+        let Some(values) = self.map.get_mut(key) else {
+            return;
+        };
+        if !values.contains_key(value) {
+            values.insert(Arc::from(value), Touched::default());
+        }
+        let Some(t) = values.get_mut(value) else {
+            return;
+        };
+        t.sum += sign * weight;
+        t.touches += sign;
+        if t.touches <= 0 {
+            values.remove(value);
+            if values.is_empty() {
+                self.map.remove(key);
             }
         }
     }
@@ -35,7 +53,12 @@ impl ScoreMap {
     fn score_for(&self, labels: &Labels) -> i64 {
         self.map
             .iter()
-            .filter_map(|(key, values)| labels.get(key).and_then(|v| values.get(v)))
+            .filter_map(|(key, values)| {
+                labels
+                    .get(key.as_ref())
+                    .and_then(|v| values.get(v.as_str()))
+            })
+            .map(|t| t.sum)
             .sum()
     }
 
@@ -44,6 +67,21 @@ impl ScoreMap {
     }
 }
 
+/// What the incoming pod's scoring depends on besides the nodes (the key of a kept
+/// tally).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScoreKey {
+    has_preferred: bool,
+    preferred: Vec<(i64, ResolvedTerm)>,
+    preferred_anti: Vec<(i64, ResolvedTerm)>,
+    namespace: String,
+    labels: Labels,
+    namespace_labels: Labels,
+}
+
+/// Per node: summed weight per topology key of the node (the key present on the node).
+pub(crate) type ScoreOnNode = Vec<(String, i64)>;
+
 /// What PreScore computed for Score.
 #[derive(Debug, Clone)]
 pub(crate) struct PreScoreState {
@@ -51,13 +89,13 @@ pub(crate) struct PreScoreState {
 }
 
 /// Adds `delta` under `key` for a node, merging with an earlier entry of the same key.
-fn bump<'a>(acc: &mut Vec<(&'a str, i64)>, labels: &Labels, key: &'a str, delta: i64) {
+fn bump(acc: &mut ScoreOnNode, labels: &Labels, key: &str, delta: i64) {
     if !labels.contains_key(key) {
         return;
     }
-    match acc.iter_mut().find(|(k, _)| *k == key) {
+    match acc.iter_mut().find(|(k, _)| k == key) {
         Some((_, n)) => *n += delta,
-        None => acc.push((key, delta)),
+        None => acc.push((key.to_string(), delta)),
     }
 }
 
@@ -73,11 +111,9 @@ impl PreScorePlugin for InterPodAffinity {
         }
         let snapshot = self.handle.snapshot();
         // Without preferred terms of its own, only pods with affinity terms can score it.
-        let all = if has_preferred {
-            snapshot.list()
-        } else {
-            snapshot.have_pods_with_affinity()
-        };
+        if !has_preferred && snapshot.have_pods_with_affinity().is_empty() {
+            return Status::skip();
+        }
         let objects = self.handle.objects();
         let resolve = |terms: &[kubesched_framework::model::WeightedAffinityTerm]| {
             terms
@@ -92,20 +128,20 @@ impl PreScorePlugin for InterPodAffinity {
         let incoming_matches = |t: &kubesched_framework::model::AffinityTerm| {
             t.matches(&pod.namespace, &namespace_labels, &pod.labels)
         };
-
-        let per_node = self.handle.parallelizer().map(all.len(), |i| {
-            let info = &all[i];
-            let node = info.node()?;
+        let on_node = |info: &NodeInfo| -> ScoreOnNode {
+            let mut acc = ScoreOnNode::new();
+            let Some(node) = info.node() else {
+                return acc;
+            };
             let labels = &node.labels;
             if labels.is_empty() {
-                return None;
+                return acc;
             }
             let pods = if has_preferred {
                 &info.pods
             } else {
                 &info.pods_with_affinity
             };
-            let mut acc: Vec<(&str, i64)> = Vec::new();
             for existing in pods {
                 for (w, t) in &preferred {
                     if t.matches(existing) {
@@ -145,17 +181,36 @@ impl PreScorePlugin for InterPodAffinity {
                     }
                 }
             }
-            (!acc.is_empty()).then_some((node, acc))
+            acc
+        };
+        let key = ScoreKey {
+            has_preferred,
+            preferred: preferred.clone(),
+            preferred_anti: preferred_anti.clone(),
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            namespace_labels: namespace_labels.clone(),
+        };
+        // Per-node sums are kept across cycles (see `NodeTally`): only nodes that changed
+        // since the last pod with the same key are read again.
+        let topology_score = self.tallies.score.with(key, |tally| {
+            tally.refresh(
+                snapshot.list(),
+                self.handle.parallelizer(),
+                on_node,
+                |totals: &mut ScoreMap, info, acc, sign| {
+                    let Some(node) = info.node() else {
+                        return;
+                    };
+                    for (key, weight) in acc {
+                        if let Some(value) = node.labels.get(key) {
+                            totals.add(key, value, *weight, sign);
+                        }
+                    }
+                },
+            );
+            tally.total().clone()
         });
-
-        let mut topology_score = ScoreMap::default();
-        for (node, acc) in per_node.into_iter().flatten() {
-            for (key, delta) in acc {
-                if let Some(value) = node.labels.get(key) {
-                    topology_score.add(key, value, delta);
-                }
-            }
-        }
         if topology_score.is_empty() {
             return Status::skip();
         }

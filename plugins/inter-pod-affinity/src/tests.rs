@@ -7,7 +7,9 @@ use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
 use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{CycleState, Handle, ObjectStore, registry};
-use kubesched_testing::{NodeBuilder, PluginHarness, PluginRun, PodBuilder, node_infos, selector};
+use kubesched_testing::{
+    Churn, NodeBuilder, PluginHarness, PluginRun, PodBuilder, node_infos, selector,
+};
 
 use super::*;
 use crate::filtering::PreFilterState;
@@ -1005,4 +1007,58 @@ fn snapshot_score() {
         ],
     );
     insta::assert_yaml_snapshot!(r);
+}
+
+/// PreFilter and PreScore keep per-node counts from one cycle to the next. Under a long
+/// run of random changes (pods with and without terms coming and going, nodes
+/// relabelled, added, removed and reordered) and incoming pods of several shapes, one
+/// long-lived plugin must answer exactly as a plugin built fresh for each cycle.
+#[test]
+fn kept_counts_answer_as_a_fresh_plugin_would() {
+    let namespaces: &[NamespaceSpec<'_>] = &[("default", &[("team", "a")]), ("other", &[])];
+    let args = Some(serde_json::json!({"hardPodAffinityWeight": 3}));
+    let kept = harness(args.clone(), namespaces);
+    let mut churn = Churn::new(11, &["z1", "z2", "z3"]);
+    let mut nodes: Vec<Arc<NodeInfo>> = (0..24).map(|_| churn.node()).collect();
+    let mut make_pod = |c: &mut Churn, node: &str| {
+        let name = c.name("pod");
+        let p = PodBuilder::new(&name).node(node);
+        match c.below(8) {
+            0 => p.label("app", "db"),
+            1 => p.label("app", "web"),
+            2 => p.label("app", "db").namespace("other"),
+            3 => p
+                .label("app", "cache")
+                .pod_anti_affinity(&[("app", "web")], HOST),
+            4 => p.label("app", "db").pod_affinity(&[("app", "web")], ZONE),
+            5 => p.preferred_pod_affinity(5, &[("app", "web")], ZONE),
+            6 => p.preferred_pod_anti_affinity(2, &[("app", "web")], HOST),
+            _ => p,
+        }
+    };
+    let incoming = [
+        PodBuilder::new("w")
+            .label("app", "web")
+            .pod_affinity(&[("app", "db")], ZONE),
+        PodBuilder::new("w")
+            .label("app", "web")
+            .pod_anti_affinity(&[("app", "db")], HOST),
+        PodBuilder::new("w").label("app", "web"),
+        PodBuilder::new("w")
+            .label("app", "web")
+            .preferred_pod_affinity(4, &[("app", "db")], ZONE)
+            .preferred_pod_anti_affinity(1, &[("app", "cache")], HOST),
+        PodBuilder::new("w").namespace("other").label("app", "web"),
+    ]
+    .map(PodBuilder::info);
+    for step in 0..400 {
+        churn.step(&mut nodes, &mut make_pod);
+        let pod = &incoming[churn.below(incoming.len())];
+        let fresh = harness(args.clone(), namespaces);
+        assert_eq!(
+            kept.run_as_is(pod, &nodes),
+            fresh.run_as_is(pod, &nodes),
+            "step {step}"
+        );
+    }
 }

@@ -1,16 +1,18 @@
 //! Counts per topology pair and the incoming pod's terms with their namespaces resolved.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use kubesched_framework::ObjectStore;
 use kubesched_framework::model::{AffinityTerm, LabelSelector, Labels, PodInfo};
+use rustc_hash::FxHashMap;
 
 /// Counts keyed by topology pair: node label key, then label value.
 ///
-/// Two levels so a lookup with borrowed `&str` key and value never allocates.
+/// Two levels so a lookup with borrowed `&str` key and value never allocates; keys are
+/// shared so that copying the counts into a cycle's state copies no strings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PairCounts {
-    map: HashMap<String, HashMap<String, i64>>,
+    map: FxHashMap<Arc<str>, FxHashMap<Arc<str>, i64>>,
 }
 
 impl PairCounts {
@@ -21,7 +23,7 @@ impl PairCounts {
             return;
         }
         if !self.map.contains_key(key) {
-            self.map.insert(key.to_string(), HashMap::new());
+            self.map.insert(Arc::from(key), FxHashMap::default());
         }
         let Some(values) = self.map.get_mut(key) else {
             return;
@@ -32,7 +34,7 @@ impl PairCounts {
                 *n
             }
             None => {
-                values.insert(value.to_string(), delta);
+                values.insert(Arc::from(value), delta);
                 delta
             }
         };
@@ -66,8 +68,8 @@ impl PairCounts {
         // Iterating the (few) counted keys beats iterating the node's labels.
         self.map.iter().any(|(key, values)| {
             labels
-                .get(key)
-                .and_then(|v| values.get(v))
+                .get(key.as_ref())
+                .and_then(|v| values.get(v.as_str()))
                 .is_some_and(|n| *n > 0)
         })
     }
@@ -80,7 +82,7 @@ impl PairCounts {
     /// Number of counted pairs.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.map.values().map(HashMap::len).sum()
+        self.map.values().map(|v| v.len()).sum()
     }
 
     /// Every pair with its count, sorted (for assertions).
@@ -89,7 +91,7 @@ impl PairCounts {
         let mut out: Vec<_> = self
             .map
             .iter()
-            .flat_map(|(k, vs)| vs.iter().map(|(v, n)| (k.clone(), v.clone(), *n)))
+            .flat_map(|(k, vs)| vs.iter().map(|(v, n)| (k.to_string(), v.to_string(), *n)))
             .collect();
         out.sort();
         out
@@ -98,7 +100,7 @@ impl PairCounts {
 
 /// A term of the incoming pod with its namespace selector turned into namespace names,
 /// so matching an existing pod needs no lookup of that pod's namespace labels.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ResolvedTerm {
     /// Sorted namespace names the term covers.
     namespaces: Vec<String>,

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kubesched_framework::ObjectStore;
 use kubesched_framework::model::{
-    InclusionPolicy, LabelSelector, Labels, Node, PodInfo, TaintEffect, TopologySpreadConstraint,
-    WhenUnsatisfiable, find_untolerated,
+    InclusionPolicy, LabelSelector, Labels, Node, PodInfo, RequiredNodeAffinity, TaintEffect,
+    Toleration, TopologySpreadConstraint, WhenUnsatisfiable, find_untolerated,
 };
 
 /// The node label of per-node domains; counts for it are taken per node in Score.
@@ -59,6 +59,37 @@ impl Constraint {
         true
     }
 }
+
+/// Everything a node's counts depend on besides the node: the key of a kept tally.
+/// The pod's node affinity and tolerations are part of it only when a constraint's
+/// policy reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CountKey {
+    namespace: String,
+    constraints: Vec<Constraint>,
+    node_affinity: Option<RequiredNodeAffinity>,
+    tolerations: Option<Vec<Toleration>>,
+    require_all_keys: bool,
+}
+
+impl CountKey {
+    pub(crate) fn new(pod: &PodInfo, constraints: &[Constraint], require_all_keys: bool) -> Self {
+        let honors = |f: fn(&Constraint) -> InclusionPolicy| {
+            constraints.iter().any(|c| f(c) == InclusionPolicy::Honor)
+        };
+        Self {
+            namespace: pod.namespace.clone(),
+            constraints: constraints.to_vec(),
+            node_affinity: honors(|c| c.node_affinity_policy)
+                .then(|| pod.required_node_affinity.clone()),
+            tolerations: honors(|c| c.node_taints_policy).then(|| pod.tolerations.clone()),
+            require_all_keys,
+        }
+    }
+}
+
+/// Tallies kept per plugin instance; a few keys cover the workloads of a cluster at once.
+pub(crate) const TALLY_SLOTS: usize = 8;
 
 /// Whether the node has every constraint's topology key.
 pub(crate) fn has_all_keys(labels: &Labels, constraints: &[Constraint]) -> bool {

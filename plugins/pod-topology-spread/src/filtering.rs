@@ -1,41 +1,67 @@
 //! PreFilter (with AddPod/RemovePod) and Filter: hard (DoNotSchedule) constraints.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kubesched_framework::model::{NodeInfo, PodInfo, WhenUnsatisfiable};
+use kubesched_framework::model::{Node, NodeInfo, PodInfo, WhenUnsatisfiable};
 use kubesched_framework::{
     CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Status,
 };
+use rustc_hash::FxHashMap;
 
-use crate::common::{Constraint, count_matching, has_all_keys};
+use crate::common::{Constraint, CountKey, count_matching, has_all_keys};
 use crate::{ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PodTopologySpread};
 
 /// The global minimum when no domain is eligible: large enough that every node passes.
 const NO_DOMAIN_MIN: i64 = i32::MAX as i64;
 
 /// One constraint's domains: matching pods per domain value, and the global minimum kept
-/// exact under ±1 updates by a histogram of how many domains hold each count.
+/// exact under any update by a histogram of how many domains hold each count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Domains {
-    pub(crate) counts: HashMap<String, i64>,
-    at_count: HashMap<i64, i64>,
-    pub(crate) min: i64,
+    /// Keys are shared, so handing a copy to each cycle copies no strings.
+    counts: FxHashMap<Arc<str>, i64>,
+    at_count: BTreeMap<i64, u32>,
+    min: i64,
+}
+
+impl Default for Domains {
+    fn default() -> Self {
+        Self {
+            counts: FxHashMap::default(),
+            at_count: BTreeMap::new(),
+            min: NO_DOMAIN_MIN,
+        }
+    }
 }
 
 impl Domains {
-    pub(crate) fn new(counts: HashMap<String, i64>) -> Self {
-        let mut at_count: HashMap<i64, i64> = HashMap::new();
-        let mut min = NO_DOMAIN_MIN;
-        for &n in counts.values() {
-            *at_count.entry(n).or_insert(0) += 1;
-            min = min.min(n);
+    #[cfg(test)]
+    pub(crate) fn new(counts: impl IntoIterator<Item = (String, i64)>) -> Self {
+        let mut d = Self::default();
+        for (value, n) in counts {
+            d.add_domain(&value);
+            d.update(&value, n);
         }
-        Self {
-            counts,
-            at_count,
-            min,
-        }
+        d.refresh_min();
+        d
+    }
+
+    /// The matching pods of a domain (None when it is not a domain).
+    pub(crate) fn count(&self, value: &str) -> Option<i64> {
+        self.counts.get(value).copied()
+    }
+
+    /// Number of domains.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The smallest count over the domains (a large number when there is none).
+    #[cfg(test)]
+    pub(crate) fn min(&self) -> i64 {
+        self.min
     }
 
     /// The minimum to compute skew against: 0 while fewer domains than `min_domains` exist.
@@ -47,32 +73,134 @@ impl Domains {
         }
     }
 
-    /// Moves one domain by `delta` (±1, one pod at a time) and keeps the minimum exact
-    /// without scanning the domains.
+    fn refresh_min(&mut self) {
+        self.min = self
+            .at_count
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(NO_DOMAIN_MIN);
+    }
+
+    fn tally(&mut self, count: i64, by: i32) {
+        let slot = self.at_count.entry(count).or_insert(0);
+        *slot = slot.saturating_add_signed(by);
+        if *slot == 0 {
+            self.at_count.remove(&count);
+        }
+    }
+
+    /// Makes `value` a domain with no matching pod yet (nothing when it is one).
+    fn add_domain(&mut self, value: &str) {
+        if !self.counts.contains_key(value) {
+            self.counts.insert(Arc::from(value), 0);
+            self.tally(0, 1);
+            self.refresh_min();
+        }
+    }
+
+    /// Drops the domain `value` with whatever it counts.
+    fn remove_domain(&mut self, value: &str) {
+        if let Some(n) = self.counts.remove(value) {
+            self.tally(n, -1);
+            self.refresh_min();
+        }
+    }
+
+    /// Moves one domain by `delta`, keeping the minimum exact. A value that is not a
+    /// domain yet (a node outside the snapshot, seen by AddPod) becomes one.
     pub(crate) fn update(&mut self, value: &str, delta: i64) {
-        let Some(n) = self.counts.get_mut(value) else {
-            // A domain PreFilter did not see (a node outside the snapshot): a new member.
-            self.counts.insert(value.to_string(), delta);
-            *self.at_count.entry(delta).or_insert(0) += 1;
-            self.min = self.min.min(delta);
+        if delta == 0 {
             return;
-        };
-        let old = *n;
-        let cur = old + delta;
-        *n = cur;
-        if let Some(k) = self.at_count.get_mut(&old) {
-            *k -= 1;
-            if *k <= 0 {
-                self.at_count.remove(&old);
+        }
+        match self.counts.get_mut(value) {
+            Some(n) => {
+                let old = *n;
+                *n += delta;
+                let new = *n;
+                self.tally(old, -1);
+                self.tally(new, 1);
+            }
+            None => {
+                self.counts.insert(Arc::from(value), delta);
+                self.tally(delta, 1);
             }
         }
-        *self.at_count.entry(cur).or_insert(0) += 1;
-        if cur < self.min {
-            self.min = cur;
-        } else if old == self.min && !self.at_count.contains_key(&old) {
-            // The last domain at the minimum went up by one: every other domain was
-            // already at or above old + 1, so that is the new minimum.
-            self.min = cur;
+        self.refresh_min();
+    }
+}
+
+/// One constraint's domains as PreFilter's tally keeps them across cycles: how many
+/// eligible nodes make each value a domain, and the domains themselves.
+#[derive(Debug, Default)]
+pub(crate) struct DomainTally {
+    nodes_per_value: FxHashMap<Arc<str>, i64>,
+    domains: Domains,
+}
+
+/// What the filter tally remembers of one node: per constraint, the matching pods when
+/// the node is one of that constraint's domain members; None when it lacks a key.
+pub(crate) type NodeCounts = Option<Vec<Option<i64>>>;
+
+/// Matching pods on one node per constraint, for the constraints whose policies let the
+/// node in.
+pub(crate) fn node_counts(
+    pod: &PodInfo,
+    constraints: &[Constraint],
+    info: &NodeInfo,
+) -> NodeCounts {
+    let node = info.node()?;
+    if !has_all_keys(&node.labels, constraints) {
+        return None;
+    }
+    Some(
+        constraints
+            .iter()
+            .map(|c| {
+                c.includes_node(pod, node)
+                    .then(|| count_matching(&info.pods, &c.selector, &pod.namespace))
+            })
+            .collect(),
+    )
+}
+
+/// Adds (`sign` 1) or takes out (-1) one node's counts.
+fn fold_node(
+    totals: &mut Vec<DomainTally>,
+    constraints: &[Constraint],
+    node: Option<&Arc<Node>>,
+    counts: &NodeCounts,
+    sign: i64,
+) {
+    let (Some(node), Some(counts)) = (node, counts) else {
+        return;
+    };
+    if totals.len() < constraints.len() {
+        totals.resize_with(constraints.len(), DomainTally::default);
+    }
+    for ((c, n), t) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
+        let (Some(n), Some(value)) = (n, node.labels.get(&c.topology_key)) else {
+            continue;
+        };
+        let value = value.as_str();
+        if sign > 0 {
+            match t.nodes_per_value.get_mut(value) {
+                Some(k) => *k += 1,
+                None => {
+                    t.nodes_per_value.insert(Arc::from(value), 1);
+                    t.domains.add_domain(value);
+                }
+            }
+            t.domains.update(value, *n);
+        } else {
+            t.domains.update(value, -*n);
+            if let Some(k) = t.nodes_per_value.get_mut(value) {
+                *k -= 1;
+                if *k <= 0 {
+                    t.nodes_per_value.remove(value);
+                    t.domains.remove_domain(value);
+                }
+            }
         }
     }
 }
@@ -132,41 +260,31 @@ impl PreFilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return (None, Status::skip());
         }
-        // Per node: (constraint, domain value, matching pods) for every constraint whose
-        // policies include the node.
-        let per_node = self.inner.handle.parallelizer().map(nodes.len(), |i| {
-            let info = &nodes[i];
-            let node = info.node()?;
-            if !has_all_keys(&node.labels, &constraints) {
-                return None;
-            }
-            let mut out: Vec<(usize, &str, i64)> = Vec::with_capacity(constraints.len());
-            for (k, c) in constraints.iter().enumerate() {
-                if !c.includes_node(pod, node) {
-                    continue;
-                }
-                if let Some(value) = node.labels.get(&c.topology_key) {
-                    out.push((
-                        k,
-                        value,
-                        count_matching(&info.pods, &c.selector, &pod.namespace),
-                    ));
-                }
-            }
-            Some(out)
+        // Counts per node are kept across cycles and recomputed only for nodes that
+        // changed since the last pod with the same constraints (see `NodeTally`).
+        let key = CountKey::new(pod, &constraints, true);
+        let parallelizer = self.inner.handle.parallelizer();
+        let domains = self.inner.filter_tallies.with(key, |tally| {
+            tally.refresh(
+                nodes,
+                parallelizer,
+                |info| node_counts(pod, &constraints, info),
+                |totals, info, counts, sign| {
+                    fold_node(totals, &constraints, info.node(), counts, sign);
+                },
+            );
+            (0..constraints.len())
+                .map(|k| {
+                    tally
+                        .total()
+                        .get(k)
+                        .map_or_else(Domains::default, |t| t.domains.clone())
+                })
+                .collect()
         });
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
-        for (k, value, n) in per_node.into_iter().flatten().flatten() {
-            match counts[k].get_mut(value) {
-                Some(c) => *c += n,
-                None => {
-                    counts[k].insert(value.to_string(), n);
-                }
-            }
-        }
         state.write(PreFilterState {
             constraints: Arc::new(constraints),
-            domains: counts.into_iter().map(Domains::new).collect(),
+            domains,
         });
         (None, Status::success())
     }
@@ -220,7 +338,7 @@ impl FilterPlugin for PodTopologySpread {
             };
             // existing matching pods + the pod itself if it matches - global minimum.
             let self_match = i64::from(c.selector.matches(&pod.labels));
-            let matching = domains.counts.get(value.as_str()).copied().unwrap_or(0);
+            let matching = domains.count(value).unwrap_or(0);
             let skew = matching + self_match - domains.min_match(c.min_domains);
             if skew > i64::from(c.max_skew) {
                 return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH);
@@ -240,10 +358,9 @@ mod tests {
         let mut d = Domains::new(
             [("a", 3), ("b", 1), ("c", 1), ("d", 0)]
                 .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+                .map(|(k, v)| (k.to_string(), v)),
         );
-        assert_eq!(d.min, 0);
+        assert_eq!(d.min(), 0);
         // A small deterministic generator: no dependency, reproducible steps.
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         for _ in 0..2000 {
@@ -251,29 +368,32 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let key = ["a", "b", "c", "d"][(x % 4) as usize];
-            let delta = if (x >> 8).is_multiple_of(2) || d.counts[key] == 0 {
+            let delta = if (x >> 8).is_multiple_of(2) || d.count(key) == Some(0) {
                 1
             } else {
                 -1
             };
+            let delta = if (x >> 20).is_multiple_of(5) {
+                delta * 3
+            } else {
+                delta
+            };
             d.update(key, delta);
             let scanned = d.counts.values().copied().min().unwrap_or(NO_DOMAIN_MIN);
-            assert_eq!(d.min, scanned);
+            assert_eq!(d.min(), scanned);
         }
-        let mut empty = Domains::new(HashMap::new());
-        assert_eq!(empty.min, NO_DOMAIN_MIN);
+        let mut empty = Domains::new([]);
+        assert_eq!(empty.min(), NO_DOMAIN_MIN);
         assert_eq!(empty.min_match(1), 0);
         empty.update("z", 1);
-        assert_eq!((empty.min, empty.counts.len()), (1, 1));
+        assert_eq!((empty.min(), empty.len()), (1, 1));
+        empty.remove_domain("z");
+        assert_eq!((empty.min(), empty.len()), (NO_DOMAIN_MIN, 0));
     }
 
     #[test]
     fn min_domains_zeroes_the_minimum_until_reached() {
-        let d = Domains::new(
-            [("a".to_string(), 2), ("b".to_string(), 3)]
-                .into_iter()
-                .collect(),
-        );
+        let d = Domains::new([("a".to_string(), 2), ("b".to_string(), 3)]);
         assert_eq!(d.min_match(1), 2);
         assert_eq!(d.min_match(2), 2);
         assert_eq!(d.min_match(3), 0);

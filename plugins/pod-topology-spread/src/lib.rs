@@ -29,12 +29,16 @@ use kubesched_framework::model::{
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
     EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin, PreScorePlugin,
-    ScorePlugin,
+    ScorePlugin, TallyCache,
 };
 
 pub use args::{DefaultingType, PodTopologySpreadArgs};
 
-use crate::common::{Constraint, HOSTNAME, ZONE, constraints_for, has_all_keys};
+use crate::common::{
+    Constraint, CountKey, HOSTNAME, TALLY_SLOTS, ZONE, constraints_for, has_all_keys,
+};
+use crate::filtering::{DomainTally, NodeCounts};
+use crate::scoring::ValueTotals;
 
 /// The plugin's registered name.
 pub const NAME: &str = "PodTopologySpread";
@@ -64,6 +68,10 @@ struct Inner {
     /// Constraints for pods that declare none (selector filled per pod).
     defaults: Vec<TopologySpreadConstraint>,
     system_defaulted: bool,
+    /// PreFilter's per-node counts, kept across cycles.
+    filter_tallies: TallyCache<CountKey, NodeCounts, Vec<DomainTally>>,
+    /// PreScore's per-node counts, kept across cycles.
+    score_tallies: TallyCache<CountKey, NodeCounts, ValueTotals>,
 }
 
 /// The PodTopologySpread plugin.
@@ -100,6 +108,8 @@ impl PodTopologySpread {
                 handle: handle.clone(),
                 defaults,
                 system_defaulted,
+                filter_tallies: TallyCache::new(TALLY_SLOTS),
+                score_tallies: TallyCache::new(TALLY_SLOTS),
             }),
         })
     }

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use kubesched_framework::model::{NodeInfo, PodInfo, WhenUnsatisfiable};
 use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugin, Status};
+use rustc_hash::FxHashMap;
 
 use crate::PodTopologySpread;
-use crate::common::{Constraint, HOSTNAME, count_matching, has_all_keys};
+use crate::common::{Constraint, CountKey, HOSTNAME, count_matching, has_all_keys};
+use crate::filtering::NodeCounts;
 
 /// What PreScore computed for Score; shared, never changed after PreScore.
 #[derive(Debug)]
@@ -34,6 +36,67 @@ fn topology_normalizing_weight(size: usize) -> f64 {
 /// the tolerance weigh less.
 fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
     count as f64 * weight + f64::from(max_skew - 1)
+}
+
+/// Per constraint, the node's matching pods when the node counts toward that
+/// constraint's domains (never for hostname constraints, which Score counts itself).
+fn score_node_counts(
+    pod: &PodInfo,
+    constraints: &[Constraint],
+    require_all: bool,
+    info: &NodeInfo,
+) -> NodeCounts {
+    let node = info.node()?;
+    if require_all && !has_all_keys(&node.labels, constraints) {
+        return None;
+    }
+    Some(
+        constraints
+            .iter()
+            .map(|c| {
+                (c.topology_key != HOSTNAME && c.includes_node(pod, node))
+                    .then(|| count_matching(&info.pods, &c.selector, &pod.namespace))
+            })
+            .collect(),
+    )
+}
+
+/// Matching pods per domain value, per constraint, summed over the tally's nodes.
+pub(crate) type ValueTotals = Vec<FxHashMap<Arc<str>, i64>>;
+
+/// Adds (`sign` 1) or takes out (-1) one node's counts.
+fn fold_node(
+    totals: &mut ValueTotals,
+    constraints: &[Constraint],
+    info: &NodeInfo,
+    counts: &NodeCounts,
+    sign: i64,
+) {
+    let (Some(node), Some(counts)) = (info.node(), counts) else {
+        return;
+    };
+    if totals.len() < constraints.len() {
+        totals.resize_with(constraints.len(), FxHashMap::default);
+    }
+    for ((c, n), total) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
+        let Some(n) = n.filter(|n| *n != 0) else {
+            continue;
+        };
+        let value = node.labels.get(&c.topology_key).map_or("", String::as_str);
+        let now = match total.get_mut(value) {
+            Some(t) => {
+                *t += sign * n;
+                *t
+            }
+            None => {
+                total.insert(Arc::from(value), sign * n);
+                sign * n
+            }
+        };
+        if now == 0 {
+            total.remove(value);
+        }
+    }
 }
 
 fn missing_state() -> Status {
@@ -91,34 +154,28 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
 
         // Count matching pods of every node of the cluster into the candidates' domains.
-        let per_node = self.inner.handle.parallelizer().map(all.len(), |i| {
-            let info = &all[i];
-            let node = info.node()?;
-            if require_all && !has_all_keys(&node.labels, &constraints) {
-                return None;
-            }
-            let mut out: Vec<(usize, &str, i64)> = Vec::new();
-            for (k, c) in constraints.iter().enumerate() {
-                if !c.includes_node(pod, node) {
+        // The per-node counts are kept across cycles (see `NodeTally`); only nodes that
+        // changed since the last pod with the same constraints are read again.
+        let key = CountKey::new(pod, &constraints, require_all);
+        let parallelizer = self.inner.handle.parallelizer();
+        self.inner.score_tallies.with(key, |tally| {
+            tally.refresh(
+                all,
+                parallelizer,
+                |info| score_node_counts(pod, &constraints, require_all, info),
+                |totals, info, counts, sign| {
+                    fold_node(totals, &constraints, info, counts, sign);
+                },
+            );
+            for (k, domains) in counts.iter_mut().enumerate() {
+                let Some(total) = tally.total().get(k) else {
                     continue;
-                }
-                let value = node.labels.get(&c.topology_key).map_or("", String::as_str);
-                if !counts[k].contains_key(value) {
-                    continue;
-                }
-                let n = count_matching(&info.pods, &c.selector, &pod.namespace);
-                if n > 0 {
-                    out.push((k, value, n));
+                };
+                for (value, n) in domains.iter_mut() {
+                    *n = total.get(value.as_str()).copied().unwrap_or(0);
                 }
             }
-            (!out.is_empty()).then_some(out)
         });
-        let additions: Vec<(usize, &str, i64)> = per_node.into_iter().flatten().flatten().collect();
-        for (k, value, n) in additions {
-            if let Some(c) = counts[k].get_mut(value) {
-                *c += n;
-            }
-        }
         state.write(PreScoreState(Arc::new(ScoreData {
             constraints,
             ignored,
