@@ -468,7 +468,14 @@ impl Scheduler {
         state: &mut CycleState,
         pod: &Arc<PodInfo>,
     ) -> Result<ScheduleResult, (Status, Option<Diagnosis>, Option<Option<String>>)> {
-        match self.schedule_pod(fw, state, pod) {
+        // The whole synchronous cycle runs on the worker pool, so the Filter and Score
+        // passes inside it start from a pool thread: one hand-off per cycle instead of a
+        // sleep and wake-up of this thread for every parallel pass.
+        let outcome = self
+            .handle
+            .parallelizer()
+            .install(|| self.schedule_pod(fw, state, pod));
+        match outcome {
             Ok(r) => Ok(r),
             Err(CycleError::NoNodes) => {
                 Err((Status::unresolvable(NO_NODES_AVAILABLE), None, Some(None)))

@@ -28,11 +28,12 @@ pub(crate) struct Incoming {
 #[derive(Debug, Clone)]
 pub(crate) struct PreFilterState {
     /// Existing pods whose required anti-affinity terms match the incoming pod.
-    pub(crate) existing_anti_affinity: PairCounts,
+    /// (The counts are shared with PreFilter's tally until AddPod/RemovePod change them.)
+    pub(crate) existing_anti_affinity: Arc<PairCounts>,
     /// Existing pods that match all of the incoming pod's affinity terms (per term).
-    pub(crate) affinity: PairCounts,
+    pub(crate) affinity: Arc<PairCounts>,
     /// Existing pods that match each of the incoming pod's anti-affinity terms.
-    pub(crate) anti_affinity: PairCounts,
+    pub(crate) anti_affinity: Arc<PairCounts>,
     pub(crate) incoming: Arc<Incoming>,
 }
 
@@ -42,19 +43,21 @@ impl PreFilterState {
         let incoming = Arc::clone(&self.incoming);
         for t in &other.required_anti_affinity_terms {
             if t.matches(&pod.namespace, &incoming.namespace_labels, &pod.labels) {
-                self.existing_anti_affinity
-                    .add_on_node(labels, &t.topology_key, delta);
+                Arc::make_mut(&mut self.existing_anti_affinity).add_on_node(
+                    labels,
+                    &t.topology_key,
+                    delta,
+                );
             }
         }
         if matches_all(&incoming.affinity, other) {
             for t in &incoming.affinity {
-                self.affinity.add_on_node(labels, &t.topology_key, delta);
+                Arc::make_mut(&mut self.affinity).add_on_node(labels, &t.topology_key, delta);
             }
         }
         for t in &incoming.anti_affinity {
             if t.matches(other) {
-                self.anti_affinity
-                    .add_on_node(labels, &t.topology_key, delta);
+                Arc::make_mut(&mut self.anti_affinity).add_on_node(labels, &t.topology_key, delta);
             }
         }
     }
@@ -117,7 +120,8 @@ pub(crate) type ExistingOnNode = Vec<String>;
 pub(crate) type IncomingOnNode = Option<(i64, Vec<i64>)>;
 
 /// Counts of [`IncomingOnNode`] summed per topology pair: (affinity, anti-affinity).
-pub(crate) type IncomingTotals = (PairCounts, PairCounts);
+/// Shared so that a cycle takes them without a copy; the tally copies on write.
+pub(crate) type IncomingTotals = (Arc<PairCounts>, Arc<PairCounts>);
 
 impl InterPodAffinity {
     /// Pairs where existing pods' required anti-affinity terms match the incoming pod.
@@ -127,10 +131,10 @@ impl InterPodAffinity {
         &self,
         pod: &PodInfo,
         namespace_labels: &Labels,
-    ) -> PairCounts {
+    ) -> Arc<PairCounts> {
         let snapshot = self.handle.snapshot();
         if snapshot.have_pods_with_required_anti_affinity().is_empty() {
-            return PairCounts::default();
+            return Arc::default();
         }
         let key = ExistingKey {
             namespace: pod.namespace.clone(),
@@ -154,6 +158,7 @@ impl InterPodAffinity {
                 },
                 |counts, info, keys, sign| {
                     if let Some(node) = info.node() {
+                        let counts = Arc::make_mut(counts);
                         for key in keys {
                             counts.add_on_node(&node.labels, key, sign);
                         }
@@ -203,12 +208,16 @@ impl InterPodAffinity {
                     };
                     let labels: &Labels = &node.labels;
                     if *affine > 0 {
+                        let affinity = Arc::make_mut(affinity);
                         for t in &incoming.affinity {
                             affinity.add_on_node(labels, &t.topology_key, sign * affine);
                         }
                     }
-                    for (t, n) in incoming.anti_affinity.iter().zip(anti) {
-                        anti_affinity.add_on_node(labels, &t.topology_key, sign * n);
+                    if !anti.is_empty() {
+                        let anti_affinity = Arc::make_mut(anti_affinity);
+                        for (t, n) in incoming.anti_affinity.iter().zip(anti) {
+                            anti_affinity.add_on_node(labels, &t.topology_key, sign * n);
+                        }
                     }
                 },
             );

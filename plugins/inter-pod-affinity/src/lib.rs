@@ -56,9 +56,9 @@ pub struct InterPodAffinity {
 /// Per-node results of PreFilter and PreScore kept across cycles, per key.
 #[derive(Debug)]
 struct Tallies {
-    existing: TallyCache<ExistingKey, ExistingOnNode, PairCounts>,
+    existing: TallyCache<ExistingKey, ExistingOnNode, Arc<PairCounts>>,
     incoming: TallyCache<IncomingKey, IncomingOnNode, IncomingTotals>,
-    score: TallyCache<ScoreKey, ScoreOnNode, ScoreMap>,
+    score: TallyCache<ScoreKey, ScoreOnNode, Arc<ScoreMap>>,
 }
 
 /// Tallies kept per kind; a few keys cover the workloads of a cluster at once.

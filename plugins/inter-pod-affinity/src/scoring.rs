@@ -198,10 +198,14 @@ impl PreScorePlugin for InterPodAffinity {
                 snapshot.list(),
                 self.handle.parallelizer(),
                 on_node,
-                |totals: &mut ScoreMap, info, acc, sign| {
+                |totals: &mut Arc<ScoreMap>, info, acc, sign| {
                     let Some(node) = info.node() else {
                         return;
                     };
+                    if acc.is_empty() {
+                        return;
+                    }
+                    let totals = Arc::make_mut(totals);
                     for (key, weight) in acc {
                         if let Some(value) = node.labels.get(key) {
                             totals.add(key, value, *weight, sign);
@@ -214,9 +218,7 @@ impl PreScorePlugin for InterPodAffinity {
         if topology_score.is_empty() {
             return Status::skip();
         }
-        state.write(PreScoreState {
-            topology_score: Arc::new(topology_score),
-        });
+        state.write(PreScoreState { topology_score });
         Status::success()
     }
 }

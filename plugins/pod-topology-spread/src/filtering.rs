@@ -135,7 +135,8 @@ impl Domains {
 #[derive(Debug, Default)]
 pub(crate) struct DomainTally {
     nodes_per_value: FxHashMap<Arc<str>, i64>,
-    domains: Domains,
+    /// Shared with the cycles that took it; copied on write.
+    domains: Arc<Domains>,
 }
 
 /// What the filter tally remembers of one node: per constraint, the matching pods when
@@ -183,22 +184,23 @@ fn fold_node(
             continue;
         };
         let value = value.as_str();
+        let domains = Arc::make_mut(&mut t.domains);
         if sign > 0 {
             match t.nodes_per_value.get_mut(value) {
                 Some(k) => *k += 1,
                 None => {
                     t.nodes_per_value.insert(Arc::from(value), 1);
-                    t.domains.add_domain(value);
+                    domains.add_domain(value);
                 }
             }
-            t.domains.update(value, *n);
+            domains.update(value, *n);
         } else {
-            t.domains.update(value, -*n);
+            domains.update(value, -*n);
             if let Some(k) = t.nodes_per_value.get_mut(value) {
                 *k -= 1;
                 if *k <= 0 {
                     t.nodes_per_value.remove(value);
-                    t.domains.remove_domain(value);
+                    domains.remove_domain(value);
                 }
             }
         }
@@ -210,7 +212,7 @@ fn fold_node(
 pub(crate) struct PreFilterState {
     pub(crate) constraints: Arc<Vec<Constraint>>,
     /// Aligned with `constraints`.
-    pub(crate) domains: Vec<Domains>,
+    pub(crate) domains: Vec<Arc<Domains>>,
 }
 
 impl PreFilterState {
@@ -236,7 +238,7 @@ impl PreFilterState {
                 continue;
             }
             if let Some(value) = n.labels.get(&c.topology_key) {
-                self.domains[k].update(value, delta);
+                Arc::make_mut(&mut self.domains[k]).update(value, delta);
             }
         }
     }
@@ -278,7 +280,7 @@ impl PreFilterPlugin for PodTopologySpread {
                     tally
                         .total()
                         .get(k)
-                        .map_or_else(Domains::default, |t| t.domains.clone())
+                        .map_or_else(Arc::default, |t| Arc::clone(&t.domains))
                 })
                 .collect()
         });
