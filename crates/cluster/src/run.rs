@@ -289,6 +289,7 @@ impl Runner {
                 objects: objects.clone(),
                 clock: Arc::new(RealClock),
                 seed: options.seed,
+                caller_joins_pool: false,
             },
         )?;
         scheduler.set_pod_lister(pods.clone());

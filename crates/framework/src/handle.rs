@@ -128,6 +128,7 @@ pub struct HandleBuilder {
     nominator: Arc<Nominator>,
     waiting_pods: Arc<WaitingPods>,
     parallelism: usize,
+    caller_joins_pool: bool,
     clock: Arc<dyn Clock>,
 }
 
@@ -140,6 +141,7 @@ impl Default for HandleBuilder {
             nominator: Arc::new(Nominator::new()),
             waiting_pods: Arc::new(WaitingPods::default()),
             parallelism: 1,
+            caller_joins_pool: false,
             clock: Arc::new(RealClock),
         }
     }
@@ -176,6 +178,12 @@ impl HandleBuilder {
         self.parallelism = parallelism;
         self
     }
+    /// Whether the building thread works in the parallelizer's pool too (see
+    /// [`Parallelizer::joining_current_thread`]).
+    pub fn caller_joins_pool(mut self, join: bool) -> Self {
+        self.caller_joins_pool = join;
+        self
+    }
     /// The clock.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -191,7 +199,11 @@ impl HandleBuilder {
                 objects: self.objects,
                 nominator: self.nominator,
                 waiting_pods: self.waiting_pods,
-                parallelizer: Parallelizer::new(self.parallelism),
+                parallelizer: if self.caller_joins_pool {
+                    Parallelizer::joining_current_thread(self.parallelism)
+                } else {
+                    Parallelizer::new(self.parallelism)
+                },
                 clock: self.clock,
                 activator: RwLock::new(None),
             }),

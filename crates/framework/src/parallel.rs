@@ -26,16 +26,36 @@ const MIN_PARALLEL_ITEMS: usize = 256;
 impl Parallelizer {
     /// A parallelizer with `parallelism` workers (1 runs everything inline).
     pub fn new(parallelism: usize) -> Self {
+        Self::build(parallelism, false)
+    }
+
+    /// As [`Parallelizer::new`], with the calling thread as one of the workers, for a
+    /// caller that drives all scheduling from this one thread (a simulation): parallel
+    /// passes started from it then run partly in place instead of handing the thread's
+    /// work to the pool and sleeping until it is done. Falls back to a separate pool when
+    /// this thread already works for another pool. (Such a pool lives as long as the
+    /// process: rayon cannot release a pool its builder thread belongs to.)
+    pub fn joining_current_thread(parallelism: usize) -> Self {
+        Self::build(parallelism, true)
+    }
+
+    fn build(parallelism: usize, join: bool) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = parallelism.clamp(1, cores.max(1));
+        let builder = |join: bool| {
+            let b = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("kubesched-worker-{i}"));
+            if join { b.use_current_thread() } else { b }
+        };
         let pool = (threads > 1)
             .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("kubesched-worker-{i}"))
-                    .build()
-                    .ok()
-                    .map(Arc::new)
+                let joined = if join {
+                    builder(true).build().ok()
+                } else {
+                    None
+                };
+                joined.or_else(|| builder(false).build().ok()).map(Arc::new)
             })
             .flatten();
         Self { pool, parallelism }

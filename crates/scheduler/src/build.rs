@@ -33,6 +33,10 @@ pub struct SchedulerParts {
     pub clock: Arc<dyn Clock>,
     /// The tie-breaking seed.
     pub seed: Option<u64>,
+    /// The building thread drives every scheduling cycle (a simulation on a
+    /// current-thread runtime): make it one of the parallel workers, so a cycle's
+    /// parallel passes need no thread hand-off.
+    pub caller_joins_pool: bool,
 }
 
 /// Builds frameworks for every profile, the cache, the queue and the scheduler.
@@ -59,6 +63,7 @@ pub fn build_scheduler(
         .nominator(nominator.clone())
         .waiting_pods(Arc::new(WaitingPods::default()))
         .parallelism(cfg.parallelism.max(1) as usize)
+        .caller_joins_pool(parts.caller_joins_pool)
         .clock(parts.clock.clone())
         .build();
     let mut profiles = BTreeMap::new();

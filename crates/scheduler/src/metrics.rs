@@ -4,14 +4,52 @@ use std::time::Duration;
 
 use kubesched_framework::metrics::MetricsSink;
 use kubesched_framework::{Code, ExtensionPoint};
+use parking_lot::RwLock;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use rustc_hash::FxHashMap;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// Histogram handles of one family, found by name, extension point and status without
+/// building the label vector: plugin timings are recorded per node, so the lookup sits on
+/// the hot path of sampled cycles.
+#[derive(Debug, Default)]
+struct HistogramHandles {
+    by_name: RwLock<FxHashMap<String, FxHashMap<(ExtensionPoint, Code), Histogram>>>,
+}
+
+impl HistogramHandles {
+    fn observe(
+        &self,
+        name: &str,
+        point: ExtensionPoint,
+        code: Code,
+        seconds: f64,
+        create: impl FnOnce() -> Histogram,
+    ) {
+        if let Some(h) = self
+            .by_name
+            .read()
+            .get(name)
+            .and_then(|m| m.get(&(point, code)))
+        {
+            h.observe(seconds);
+            return;
+        }
+        let h = create();
+        h.observe(seconds);
+        self.by_name
+            .write()
+            .entry(name.to_string())
+            .or_default()
+            .insert((point, code), h);
+    }
+}
 
 fn latency_histogram() -> Histogram {
     // 1 ms .. ~16 s, as upstream's exponential buckets for attempt durations.
@@ -37,6 +75,10 @@ pub struct SchedulerMetrics {
     extension_point_duration: Family<Labels, Histogram, fn() -> Histogram>,
     plugin_duration: Family<Labels, Histogram, fn() -> Histogram>,
     queue_incoming: Family<Labels, Counter>,
+    /// Handles into `extension_point_duration`, by profile.
+    extension_point_handles: HistogramHandles,
+    /// Handles into `plugin_duration`, by plugin.
+    plugin_handles: HistogramHandles,
 }
 
 impl Default for SchedulerMetrics {
@@ -145,6 +187,8 @@ impl SchedulerMetrics {
             extension_point_duration,
             plugin_duration,
             queue_incoming,
+            extension_point_handles: HistogramHandles::default(),
+            plugin_handles: HistogramHandles::default(),
         }
     }
 
@@ -297,23 +341,29 @@ impl MetricsSink for SchedulerMetrics {
         code: Code,
         duration: Duration,
     ) {
-        self.extension_point_duration
-            .get_or_create(&vec![
-                ("extension_point", point.as_str().to_string()),
-                ("status", code.as_str().to_string()),
-                ("profile", profile.to_string()),
-            ])
-            .observe(duration.as_secs_f64());
+        self.extension_point_handles
+            .observe(profile, point, code, duration.as_secs_f64(), || {
+                self.extension_point_duration
+                    .get_or_create(&vec![
+                        ("extension_point", point.as_str().to_string()),
+                        ("status", code.as_str().to_string()),
+                        ("profile", profile.to_string()),
+                    ])
+                    .clone()
+            });
     }
 
     fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration) {
-        self.plugin_duration
-            .get_or_create(&vec![
-                ("plugin", plugin.to_string()),
-                ("extension_point", point.as_str().to_string()),
-                ("status", code.as_str().to_string()),
-            ])
-            .observe(duration.as_secs_f64());
+        self.plugin_handles
+            .observe(plugin, point, code, duration.as_secs_f64(), || {
+                self.plugin_duration
+                    .get_or_create(&vec![
+                        ("plugin", plugin.to_string()),
+                        ("extension_point", point.as_str().to_string()),
+                        ("status", code.as_str().to_string()),
+                    ])
+                    .clone()
+            });
     }
 }
 

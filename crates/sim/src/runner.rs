@@ -159,6 +159,8 @@ impl Simulation {
                 objects: cluster.objects().clone(),
                 clock: Arc::new(clock.clone()),
                 seed: options.seed.or(Some(0)),
+                // A simulation runs its scheduler on the thread that builds it.
+                caller_joins_pool: true,
             },
         )
         .map_err(|e| SimError::Build(e.to_string()))?;
