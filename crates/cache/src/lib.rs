@@ -428,7 +428,6 @@ impl Cache {
         let since = snapshot.generation;
         let mut update_all =
             st.tree_generation > since || snapshot.num_nodes() != st.tree.num_nodes();
-        let mut relist = false;
         if !update_all {
             for name in st.recency.range(since + 1..).map(|(_, n)| n) {
                 let Some(info) = st.nodes.get(name).filter(|i| i.node().is_some()) else {
@@ -439,19 +438,14 @@ impl Cache {
                     update_all = true;
                     break;
                 };
-                if old.pods_with_affinity.is_empty() != info.pods_with_affinity.is_empty()
-                    || old.pods_with_required_anti_affinity.is_empty()
-                        != info.pods_with_required_anti_affinity.is_empty()
-                {
-                    relist = true;
+                if Arc::ptr_eq(old, info) {
+                    continue;
                 }
                 snapshot.replace(info.clone());
             }
         }
         if update_all {
             snapshot.set_nodes(st.tree_infos());
-        } else if relist {
-            snapshot.recompute_lists();
         }
         let newest = st.recency.last_key_value().map(|(g, _)| *g).unwrap_or(0);
         snapshot.generation = snapshot.generation.max(newest).max(st.tree_generation);

@@ -591,6 +591,22 @@ fn check_snapshot(c: &Cache, snap: &mut Snapshot, m: &Model) -> Result<(), TestC
         by_name(snap.have_pods_with_required_anti_affinity()),
         by_name(fresh.have_pods_with_required_anti_affinity())
     );
+    // The lists hold the current node objects too, not ones from an earlier cycle.
+    let lists = [
+        (
+            snap.have_pods_with_affinity(),
+            fresh.have_pods_with_affinity(),
+        ),
+        (
+            snap.have_pods_with_required_anti_affinity(),
+            fresh.have_pods_with_required_anti_affinity(),
+        ),
+    ];
+    for (kept, rebuilt) in lists {
+        for (a, b) in kept.iter().zip(rebuilt) {
+            prop_assert!(Arc::ptr_eq(a, b), "stale node {} in a list", a.name());
+        }
+    }
     for claim in 0..3 {
         let key = format!("default/claim{claim}");
         prop_assert_eq!(

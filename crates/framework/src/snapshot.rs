@@ -5,6 +5,44 @@ use std::sync::Arc;
 
 use kubesched_model::NodeInfo;
 
+/// Some of the snapshot's nodes, in snapshot order, with their positions in the full list
+/// so one node can be put in or taken out without a scan of every node.
+#[derive(Debug, Clone, Default)]
+struct NodeSubset {
+    nodes: Vec<Arc<NodeInfo>>,
+    positions: Vec<usize>,
+}
+
+impl NodeSubset {
+    fn rebuild(&mut self, all: &[Arc<NodeInfo>], member: impl Fn(&NodeInfo) -> bool) {
+        self.nodes.clear();
+        self.positions.clear();
+        for (i, n) in all.iter().enumerate() {
+            if member(n) {
+                self.nodes.push(Arc::clone(n));
+                self.positions.push(i);
+            }
+        }
+    }
+
+    /// Puts the node at position `i` of the full list in (replacing what was there) or
+    /// takes it out.
+    fn set(&mut self, i: usize, info: &Arc<NodeInfo>, member: bool) {
+        match (self.positions.binary_search(&i), member) {
+            (Ok(k), true) => self.nodes[k] = Arc::clone(info),
+            (Ok(k), false) => {
+                self.nodes.remove(k);
+                self.positions.remove(k);
+            }
+            (Err(k), true) => {
+                self.nodes.insert(k, Arc::clone(info));
+                self.positions.insert(k, i);
+            }
+            (Err(_), false) => {}
+        }
+    }
+}
+
 /// Every node with its pods, in the order nodes are tried, plus precomputed lists.
 ///
 /// The cache rebuilds it incrementally between cycles (copying only changed nodes);
@@ -13,8 +51,8 @@ use kubesched_model::NodeInfo;
 pub struct Snapshot {
     node_infos: Vec<Arc<NodeInfo>>,
     index: HashMap<String, usize>,
-    have_pods_with_affinity: Vec<Arc<NodeInfo>>,
-    have_pods_with_required_anti_affinity: Vec<Arc<NodeInfo>>,
+    have_pods_with_affinity: NodeSubset,
+    have_pods_with_required_anti_affinity: NodeSubset,
     /// Claim `namespace/name` → how many pods on snapshot nodes use it.
     used_pvcs: HashMap<String, u32>,
     /// The cache generation this snapshot reflects.
@@ -46,18 +84,12 @@ impl Snapshot {
 
     /// Recomputes the affinity lists and the PVC set from the node list.
     pub fn recompute_lists(&mut self) {
-        self.have_pods_with_affinity = self
-            .node_infos
-            .iter()
-            .filter(|n| !n.pods_with_affinity.is_empty())
-            .cloned()
-            .collect();
-        self.have_pods_with_required_anti_affinity = self
-            .node_infos
-            .iter()
-            .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
-            .cloned()
-            .collect();
+        self.have_pods_with_affinity
+            .rebuild(&self.node_infos, |n| !n.pods_with_affinity.is_empty());
+        self.have_pods_with_required_anti_affinity
+            .rebuild(&self.node_infos, |n| {
+                !n.pods_with_required_anti_affinity.is_empty()
+            });
         self.used_pvcs.clear();
         for n in &self.node_infos {
             for (claim, count) in &n.pvc_ref_counts {
@@ -66,17 +98,22 @@ impl Snapshot {
         }
     }
 
-    /// Replaces one node's info in place (same name, same position). The set of claims in
-    /// use is kept exact incrementally (old node's claims out, new node's in); the affinity
-    /// lists are not touched, so call [`Snapshot::recompute_lists`] when a node starts or
-    /// stops having pods with affinity. Returns false (and changes nothing) when the node
-    /// is not in the snapshot.
+    /// Replaces one node's info in place (same name, same position). The affinity lists and
+    /// the set of claims in use are kept exact incrementally (the old node out, the new
+    /// one in). Returns false (and changes nothing) when the node is not in the snapshot.
     pub fn replace(&mut self, info: Arc<NodeInfo>) -> bool {
         let Some(&i) = self.index.get(info.name()) else {
             return false;
         };
         let old = std::mem::replace(&mut self.node_infos[i], info);
         let new = &self.node_infos[i];
+        self.have_pods_with_affinity
+            .set(i, new, !new.pods_with_affinity.is_empty());
+        self.have_pods_with_required_anti_affinity.set(
+            i,
+            new,
+            !new.pods_with_required_anti_affinity.is_empty(),
+        );
         if old.pvc_ref_counts != new.pvc_ref_counts {
             for (claim, count) in &old.pvc_ref_counts {
                 if let Some(total) = self.used_pvcs.get_mut(claim) {
@@ -110,12 +147,12 @@ impl Snapshot {
 
     /// Nodes that run at least one pod with pod affinity or anti-affinity terms.
     pub fn have_pods_with_affinity(&self) -> &[Arc<NodeInfo>] {
-        &self.have_pods_with_affinity
+        &self.have_pods_with_affinity.nodes
     }
 
     /// Nodes that run at least one pod with required anti-affinity terms.
     pub fn have_pods_with_required_anti_affinity(&self) -> &[Arc<NodeInfo>] {
-        &self.have_pods_with_required_anti_affinity
+        &self.have_pods_with_required_anti_affinity.nodes
     }
 
     /// Whether some pod on some node uses the claim `namespace/name`.

@@ -29,11 +29,16 @@ impl Diagnosis {
             return;
         };
         match status.code() {
+            // Checked first: most rejections repeat a plugin already recorded.
             kubesched_framework::Code::Pending => {
-                self.pending_plugins.insert(plugin.to_string());
+                if !self.pending_plugins.contains(plugin) {
+                    self.pending_plugins.insert(plugin.to_string());
+                }
             }
             c if c != kubesched_framework::Code::Success => {
-                self.unschedulable_plugins.insert(plugin.to_string());
+                if !self.unschedulable_plugins.contains(plugin) {
+                    self.unschedulable_plugins.insert(plugin.to_string());
+                }
             }
             _ => {}
         }
