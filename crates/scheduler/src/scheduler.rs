@@ -607,7 +607,7 @@ impl Scheduler {
         {
             {
                 let mut d = diagnosis.clone();
-                let feasible = self.filter_nodes(
+                let (feasible, _) = self.filter_nodes(
                     fw,
                     state,
                     pod,
@@ -644,9 +644,20 @@ impl Scheduler {
             }
         };
         let start = self.next_start_node_index.load(Ordering::Relaxed);
-        let before = diagnosis.node_to_status.statuses.len();
-        let feasible = self.filter_nodes(fw, state, pod, &mut diagnosis, nodes, start)?;
-        let processed = feasible.len() + diagnosis.node_to_status.statuses.len() - before;
+        let (feasible, rejected) =
+            self.filter_nodes(fw, state, pod, &mut diagnosis, nodes, start)?;
+        let processed = feasible.len() + rejected.len();
+        // Per-node statuses only matter when no node fits (PostFilter and the failure
+        // message read them); a pod that fits skips building the map.
+        if feasible.is_empty() {
+            diagnosis.node_to_status.statuses.reserve(rejected.len());
+            for (i, status) in rejected {
+                diagnosis
+                    .node_to_status
+                    .statuses
+                    .insert(nodes[i].name().to_string(), status);
+            }
+        }
         if !all.is_empty() {
             self.next_start_node_index
                 .store((start + processed) % all.len(), Ordering::Relaxed);
@@ -656,7 +667,9 @@ impl Scheduler {
 
     /// Filters `nodes` starting at `start` (rotating), in parallel chunks, stopping once
     /// enough feasible nodes are found. Results are taken in node order so a run is
-    /// reproducible whatever the thread timing.
+    /// reproducible whatever the thread timing. Returns the feasible nodes and each
+    /// rejected node's index in `nodes` with its status; rejecting plugins go into the
+    /// diagnosis.
     fn filter_nodes(
         &self,
         fw: &Arc<Framework>,
@@ -665,10 +678,11 @@ impl Scheduler {
         diagnosis: &mut Diagnosis,
         nodes: &[Arc<NodeInfo>],
         start: usize,
-    ) -> Result<Vec<Arc<NodeInfo>>, CycleError> {
+    ) -> Result<(Vec<Arc<NodeInfo>>, Vec<(usize, Status)>), CycleError> {
         let n = nodes.len();
+        let mut rejected = Vec::new();
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), rejected));
         }
         let pct = fw
             .percentage_of_nodes_to_score()
@@ -683,7 +697,7 @@ impl Scheduler {
             for i in 0..to_find.min(n) {
                 feasible.push(nodes[(start + i) % n].clone());
             }
-            return Ok(feasible);
+            return Ok((feasible, rejected));
         }
         let par = self.handle.parallelizer();
         let mut offset = 0;
@@ -704,22 +718,19 @@ impl Scheduler {
                 if feasible.len() >= to_find {
                     break;
                 }
-                let node = &nodes[(start + offset + k) % n];
+                let i = (start + offset + k) % n;
                 if status.is_success() {
-                    feasible.push(node.clone());
+                    feasible.push(nodes[i].clone());
                 } else if status.code() == Code::Error {
                     return Err(CycleError::Internal(status));
                 } else {
                     diagnosis.add_plugin_status(&status);
-                    diagnosis
-                        .node_to_status
-                        .statuses
-                        .insert(node.name().to_string(), status);
+                    rejected.push((i, status));
                 }
             }
             offset += len;
         }
-        Ok(feasible)
+        Ok((feasible, rejected))
     }
 
     /// Full per-node Filter and Score results for an observer that asked for them.
