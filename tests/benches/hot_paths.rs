@@ -120,6 +120,18 @@ impl Case {
         }
     }
 
+    /// A freshly built plugin over the same nodes.
+    fn fresh_plugin(&self, plugin: &str) -> Self {
+        let harness = PluginHarness::from_registry(plugin, None, Handle::default())
+            .unwrap_or_else(|e| panic!("{plugin}: {e}"));
+        harness.set_nodes_as_is(&self.nodes);
+        Self {
+            harness,
+            nodes: self.nodes.clone(),
+            pod: Arc::clone(&self.pod),
+        }
+    }
+
     /// PreFilter, then Filter on every node; the number of feasible nodes.
     fn filter_all(&self) -> usize {
         let plugin = self.harness.plugin();
@@ -164,22 +176,74 @@ impl Case {
     }
 }
 
-/// PreFilter + Filter of one pod over 5000 nodes.
+/// The node list of the next cycle in steady state: one node's object replaced (as after
+/// the previous pod was assumed there), so plugins that keep per-node results across
+/// cycles redo one node.
+fn one_node_changed(nodes: &[Arc<NodeInfo>], round: &std::cell::Cell<usize>) -> Vec<Arc<NodeInfo>> {
+    let mut next = nodes.to_vec();
+    let i = round.get() % next.len();
+    round.set(round.get() + 1);
+    next[i] = Arc::new((*next[i]).clone());
+    next
+}
+
+impl Case {
+    /// The same plugin on a node list with one node changed.
+    fn next_cycle(&self, round: &std::cell::Cell<usize>) -> Self {
+        let nodes = one_node_changed(&self.nodes, round);
+        self.harness.set_nodes_as_is(&nodes);
+        Self {
+            harness: self.harness.clone(),
+            nodes,
+            pod: Arc::clone(&self.pod),
+        }
+    }
+}
+
+/// PreFilter + Filter of one pod over 5000 nodes, in steady state (one node changed since
+/// the previous pod).
 #[divan::bench(args = PLUGINS, sample_count = 30)]
 fn filter(bencher: Bencher<'_, '_>, plugin: &str) {
     let case = Case::new(plugin);
+    let round = std::cell::Cell::new(0);
+    case.filter_all();
     bencher
         .counter(divan::counter::ItemsCount::new(NODES))
-        .bench(|| black_box(case.filter_all()));
+        .with_inputs(|| case.next_cycle(&round))
+        .bench_local_refs(|c| black_box(c.filter_all()));
 }
 
-/// PreScore + Score + NormalizeScore of one pod over 5000 nodes.
+/// PreScore + Score + NormalizeScore of one pod over 5000 nodes, in steady state.
 #[divan::bench(args = PLUGINS, sample_count = 30)]
 fn score(bencher: Bencher<'_, '_>, plugin: &str) {
     let case = Case::new(plugin);
+    let round = std::cell::Cell::new(0);
+    case.score_all();
     bencher
         .counter(divan::counter::ItemsCount::new(NODES))
-        .bench(|| black_box(case.score_all()));
+        .with_inputs(|| case.next_cycle(&round))
+        .bench_local_refs(|c| black_box(c.score_all()));
+}
+
+/// PreFilter + Filter for the first pod of its kind: a freshly built plugin, so nothing
+/// is kept from an earlier cycle.
+#[divan::bench(args = PLUGINS, sample_count = 10)]
+fn filter_first_pod(bencher: Bencher<'_, '_>, plugin: &str) {
+    let case = Case::new(plugin);
+    bencher
+        .counter(divan::counter::ItemsCount::new(NODES))
+        .with_inputs(|| case.fresh_plugin(plugin))
+        .bench_local_refs(|c| black_box(c.filter_all()));
+}
+
+/// PreScore + Score + NormalizeScore for the first pod of its kind.
+#[divan::bench(args = PLUGINS, sample_count = 10)]
+fn score_first_pod(bencher: Bencher<'_, '_>, plugin: &str) {
+    let case = Case::new(plugin);
+    bencher
+        .counter(divan::counter::ItemsCount::new(NODES))
+        .with_inputs(|| case.fresh_plugin(plugin))
+        .bench_local_refs(|c| black_box(c.score_all()));
 }
 
 mod snapshot {

@@ -17,6 +17,9 @@ use parking_lot::Mutex;
 
 use crate::Parallelizer;
 
+/// A tally not used in this many calls of its cache is dropped.
+pub const IDLE_CALLS: u64 = 256;
+
 /// Below this many changed nodes, recomputation runs on the calling thread.
 const MIN_PARALLEL_CHANGES: usize = 256;
 
@@ -113,7 +116,8 @@ impl<V: Send, T> NodeTally<V, T> {
 /// A few tallies kept by a plugin, keyed by what their function depends on besides the
 /// node (the incoming pod's selector, namespace, terms...). Pods of one workload share
 /// their key, so a handful of slots covers the common case; the least recently used slot
-/// makes room for a new key.
+/// makes room for a new key. A tally holds the node objects it read, so one left unused
+/// for [`IDLE_CALLS`] calls is dropped rather than keep old copies of the cluster alive.
 #[derive(Debug)]
 pub struct TallyCache<K, V, T> {
     slots: Mutex<Vec<Slot<K, V, T>>>,
@@ -141,6 +145,7 @@ impl<K: PartialEq, V: Send, T: Default> TallyCache<K, V, T> {
     pub fn with<R>(&self, key: K, f: impl FnOnce(&mut NodeTally<V, T>) -> R) -> R {
         let mut slots = self.slots.lock();
         let tick = slots.iter().map(|s| s.last_used).max().unwrap_or(0) + 1;
+        slots.retain(|s| tick - s.last_used <= IDLE_CALLS);
         let index = match slots.iter().position(|s| s.key == key) {
             Some(i) => i,
             None => {
@@ -248,5 +253,22 @@ mod tests {
         assert_eq!(run("y"), 2, "y was evicted");
         cache.clear();
         assert_eq!(run("x"), 2);
+    }
+
+    #[test]
+    fn an_idle_tally_is_dropped() {
+        let cache: TallyCache<u64, usize, usize> = TallyCache::new(2);
+        let nodes = vec![node("a", 1)];
+        let run = |key| cache.with(key, |t| pods_per_node(t, &nodes));
+        assert_eq!(run(0), 1);
+        // Key 1 is used over and over, key 0 sits idle until it is dropped.
+        for _ in 1..IDLE_CALLS {
+            run(1);
+        }
+        assert_eq!(run(0), 0, "kept: used again within IDLE_CALLS calls");
+        for _ in 0..IDLE_CALLS {
+            run(1);
+        }
+        assert_eq!(run(0), 1, "dropped: IDLE_CALLS other calls in between");
     }
 }

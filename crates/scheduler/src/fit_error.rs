@@ -30,15 +30,14 @@ impl Diagnosis {
         };
         match status.code() {
             // Checked first: most rejections repeat a plugin already recorded.
-            kubesched_framework::Code::Pending => {
-                if !self.pending_plugins.contains(plugin) {
-                    self.pending_plugins.insert(plugin.to_string());
-                }
+            kubesched_framework::Code::Pending if !self.pending_plugins.contains(plugin) => {
+                self.pending_plugins.insert(plugin.to_string());
             }
-            c if c != kubesched_framework::Code::Success => {
-                if !self.unschedulable_plugins.contains(plugin) {
-                    self.unschedulable_plugins.insert(plugin.to_string());
-                }
+            kubesched_framework::Code::Pending => {}
+            c if c != kubesched_framework::Code::Success
+                && !self.unschedulable_plugins.contains(plugin) =>
+            {
+                self.unschedulable_plugins.insert(plugin.to_string());
             }
             _ => {}
         }

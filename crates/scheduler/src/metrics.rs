@@ -20,8 +20,11 @@ type Labels = Vec<(&'static str, String)>;
 /// the hot path of sampled cycles.
 #[derive(Debug, Default)]
 struct HistogramHandles {
-    by_name: RwLock<FxHashMap<String, FxHashMap<(ExtensionPoint, Code), Histogram>>>,
+    by_name: RwLock<FxHashMap<String, HandlesByPoint>>,
 }
+
+/// One name's histograms by extension point and status.
+type HandlesByPoint = FxHashMap<(ExtensionPoint, Code), Histogram>;
 
 impl HistogramHandles {
     fn observe(

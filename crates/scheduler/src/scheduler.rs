@@ -31,6 +31,9 @@ pub const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
 /// Longest event note upstream allows (`validation.NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
 
+/// Nodes Filter rejected: each one's index in the filtered list, with its status.
+type Rejected = Vec<(usize, Status)>;
+
 /// How many feasible nodes to look for: all of them under 100 nodes or at 100 %, else the
 /// adaptive percentage (50 − nodes/125, floor 5 %), never fewer than 100.
 pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usize {
@@ -678,7 +681,7 @@ impl Scheduler {
         diagnosis: &mut Diagnosis,
         nodes: &[Arc<NodeInfo>],
         start: usize,
-    ) -> Result<(Vec<Arc<NodeInfo>>, Vec<(usize, Status)>), CycleError> {
+    ) -> Result<(Vec<Arc<NodeInfo>>, Rejected), CycleError> {
         let n = nodes.len();
         let mut rejected = Vec::new();
         if n == 0 {

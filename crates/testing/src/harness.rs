@@ -88,6 +88,7 @@ impl PluginRun {
 }
 
 /// Runs one plugin, built directly or from the registry, against a snapshot of nodes.
+#[derive(Clone)]
 pub struct PluginHarness {
     plugin: Arc<dyn Plugin>,
     handle: Handle,
@@ -166,6 +167,13 @@ impl PluginHarness {
         nodes
     }
 
+    /// Installs exactly these node objects as the handle's snapshot (no image states
+    /// filled in).
+    pub fn set_nodes_as_is(&self, nodes: &[Arc<NodeInfo>]) {
+        self.handle
+            .set_snapshot(Arc::new(Snapshot::new(nodes.to_vec())));
+    }
+
     /// Runs PreFilter, Filter on every node, then PreScore, Score and NormalizeScore on
     /// the nodes that passed, as the framework would.
     pub fn run(&self, pod: &Arc<PodInfo>, nodes: &[Arc<NodeInfo>]) -> PluginRun {
@@ -177,8 +185,7 @@ impl PluginHarness {
     /// (no image states filled in), so a plugin that keeps results per node object
     /// between runs sees the same objects again.
     pub fn run_as_is(&self, pod: &Arc<PodInfo>, nodes: &[Arc<NodeInfo>]) -> PluginRun {
-        self.handle
-            .set_snapshot(Arc::new(Snapshot::new(nodes.to_vec())));
+        self.set_nodes_as_is(nodes);
         let mut state = CycleState::new();
         let mut run = PluginRun {
             plugin: self.plugin.name().to_string(),
@@ -198,7 +205,7 @@ impl PluginHarness {
         };
         let mut filter_skipped = false;
         if let Some(pf) = self.plugin.as_pre_filter() {
-            let (result, status) = pf.pre_filter(&mut state, pod, &nodes);
+            let (result, status) = pf.pre_filter(&mut state, pod, nodes);
             filter_skipped = status.is_skip();
             run.pre_filter_nodes = result
                 .and_then(|r| r.node_names)
