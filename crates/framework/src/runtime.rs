@@ -397,10 +397,13 @@ impl Framework {
         out
     }
 
+    /// Runs `f`, timing it into the plugin duration metric when `record` is set. The
+    /// plugin is passed whole so its name is only asked for when recording (Filter calls
+    /// this for every node).
     fn timed<R>(
         &self,
         record: bool,
-        plugin: &str,
+        plugin: &Arc<dyn Plugin>,
         point: ExtensionPoint,
         f: impl FnOnce() -> (R, Code),
     ) -> R {
@@ -408,7 +411,7 @@ impl Framework {
             let start = Instant::now();
             let (r, code) = f();
             self.metrics
-                .plugin_duration(plugin, point, code, start.elapsed());
+                .plugin_duration(plugin.name(), point, code, start.elapsed());
             r
         } else {
             f().0
@@ -477,7 +480,7 @@ impl Framework {
             };
             let (r, s) = self.timed(
                 state.record_plugin_metrics,
-                p.name(),
+                p,
                 ExtensionPoint::PreFilter,
                 || {
                     let (r, s) = pf.pre_filter(state, pod, nodes);
@@ -561,7 +564,7 @@ impl Framework {
             let Some(f) = p.as_filter() else { continue };
             let s = self.timed(
                 state.record_plugin_metrics,
-                p.name(),
+                p,
                 ExtensionPoint::Filter,
                 || {
                     let s = f.filter(state, pod, node);
@@ -759,7 +762,7 @@ impl Framework {
             let Some(ps) = p.as_pre_score() else { continue };
             let s = self.timed(
                 state.record_plugin_metrics,
-                p.name(),
+                p,
                 ExtensionPoint::PreScore,
                 || {
                     let s = ps.pre_score(state, pod, nodes);
@@ -869,7 +872,7 @@ impl Framework {
         for (p, sp, _) in active {
             let results = self.timed(
                 state.record_plugin_metrics,
-                p.name(),
+                p,
                 ExtensionPoint::Score,
                 || {
                     (

@@ -39,9 +39,18 @@ impl Code {
 
 /// A plugin's answer: a code, human-readable reasons, the plugin that gave it and, for
 /// errors, the cause.
+///
+/// Everything but the code sits behind one box that Success and Skip do without: Filter
+/// returns a status per plugin per node, and the common answer stays two words wide with
+/// nothing to free.
 #[derive(Clone, PartialEq)]
 pub struct Status {
     code: Code,
+    detail: Option<Box<Detail>>,
+}
+
+#[derive(Clone, PartialEq, Default)]
+struct Detail {
     reasons: Vec<String>,
     plugin: Option<String>,
     cause: Option<Arc<str>>,
@@ -51,11 +60,11 @@ impl fmt::Debug for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Status");
         d.field("code", &self.code);
-        if !self.reasons.is_empty() {
-            d.field("reasons", &self.reasons);
+        if !self.reasons().is_empty() {
+            d.field("reasons", &self.reasons());
         }
-        if let Some(p) = &self.plugin {
-            d.field("plugin", p);
+        if let Some(p) = self.plugin() {
+            d.field("plugin", &p);
         }
         d.finish()
     }
@@ -70,22 +79,25 @@ impl Default for Status {
 impl Status {
     /// A status with a code and reasons.
     pub fn new(code: Code, reasons: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let reasons: Vec<String> = reasons.into_iter().map(Into::into).collect();
         Self {
             code,
-            reasons: reasons.into_iter().map(Into::into).collect(),
-            plugin: None,
-            cause: None,
+            detail: (!reasons.is_empty()).then(|| {
+                Box::new(Detail {
+                    reasons,
+                    ..Detail::default()
+                })
+            }),
         }
+    }
+
+    const fn bare(code: Code) -> Self {
+        Self { code, detail: None }
     }
 
     /// Success.
     pub const fn success() -> Self {
-        Self {
-            code: Code::Success,
-            reasons: Vec::new(),
-            plugin: None,
-            cause: None,
-        }
+        Self::bare(Code::Success)
     }
 
     /// An internal error with its cause.
@@ -93,9 +105,11 @@ impl Status {
         let text = cause.to_string();
         Self {
             code: Code::Error,
-            reasons: vec![text.clone()],
-            plugin: None,
-            cause: Some(text.into()),
+            detail: Some(Box::new(Detail {
+                cause: Some(text.as_str().into()),
+                reasons: vec![text],
+                plugin: None,
+            })),
         }
     }
 
@@ -111,17 +125,12 @@ impl Status {
 
     /// Skip.
     pub const fn skip() -> Self {
-        Self {
-            code: Code::Skip,
-            reasons: Vec::new(),
-            plugin: None,
-            cause: None,
-        }
+        Self::bare(Code::Skip)
     }
 
     /// Wait (Permit).
     pub fn wait() -> Self {
-        Self::new(Code::Wait, Vec::<String>::new())
+        Self::bare(Code::Wait)
     }
 
     /// Pending, with one reason.
@@ -129,10 +138,14 @@ impl Status {
         Self::new(Code::Pending, [reason.into()])
     }
 
+    fn detail_mut(&mut self) -> &mut Detail {
+        self.detail.get_or_insert_with(Box::default)
+    }
+
     /// Sets the plugin that gave the status (kept if already set).
     pub fn with_plugin(mut self, plugin: &str) -> Self {
-        if self.plugin.is_none() {
-            self.plugin = Some(plugin.to_string());
+        if self.plugin().is_none() {
+            self.detail_mut().plugin = Some(plugin.to_string());
         }
         self
     }
@@ -144,22 +157,22 @@ impl Status {
 
     /// The reasons.
     pub fn reasons(&self) -> &[String] {
-        &self.reasons
+        self.detail.as_ref().map_or(&[], |d| &d.reasons)
     }
 
     /// The plugin that gave the status, when known.
     pub fn plugin(&self) -> Option<&str> {
-        self.plugin.as_deref()
+        self.detail.as_ref().and_then(|d| d.plugin.as_deref())
     }
 
     /// The reasons joined by `, `.
     pub fn message(&self) -> String {
-        self.reasons.join(", ")
+        self.reasons().join(", ")
     }
 
     /// The cause of an error.
     pub fn cause(&self) -> Option<&str> {
-        self.cause.as_deref()
+        self.detail.as_ref().and_then(|d| d.cause.as_deref())
     }
 
     /// Whether the code is Success.
@@ -192,13 +205,13 @@ impl Status {
 
     /// Appends a reason.
     pub fn push_reason(&mut self, reason: impl Into<String>) {
-        self.reasons.push(reason.into());
+        self.detail_mut().reasons.push(reason.into());
     }
 }
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.reasons.is_empty() {
+        if self.reasons().is_empty() {
             f.write_str(self.code.as_str())
         } else {
             f.write_str(&self.message())

@@ -126,6 +126,86 @@ pub fn is_scalar_resource_name(name: &str) -> bool {
         || name.starts_with("attachable-volumes-")
 }
 
+/// Which sums of the pods already on a node a scoring plugin reads for cpu and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuMemoryRequests {
+    /// Requests with the scoring defaults for containers that ask for none.
+    NonZero,
+    /// Requests as the pods declare them.
+    Plain,
+}
+
+/// A resource a scoring plugin is configured with, resolved once, so that the per-node
+/// lookup matches on a kind instead of comparing names for every node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScoredResource {
+    /// `cpu`.
+    Cpu,
+    /// `memory`.
+    Memory,
+    /// `ephemeral-storage`.
+    EphemeralStorage,
+    /// Any other name, with whether it is a scalar (extended, hugepages...) resource.
+    Other {
+        /// The resource name.
+        name: String,
+        /// [`is_scalar_resource_name`] of the name.
+        scalar: bool,
+    },
+}
+
+impl ScoredResource {
+    /// Resolves a configured resource name.
+    pub fn new(name: &str) -> Self {
+        match name {
+            CPU => Self::Cpu,
+            MEMORY => Self::Memory,
+            EPHEMERAL_STORAGE => Self::EphemeralStorage,
+            _ => Self::Other {
+                name: name.to_string(),
+                scalar: is_scalar_resource_name(name),
+            },
+        }
+    }
+
+    /// (allocatable, requested including the pod's `pod_request`) of this resource on the
+    /// node. `(0, 0)` leaves the resource out of the score: a scalar resource the pod does
+    /// not request, or one the node lacks.
+    pub fn allocatable_and_requested(
+        &self,
+        node: &crate::NodeInfo,
+        cpu_memory: CpuMemoryRequests,
+        pod_request: i64,
+    ) -> (i64, i64) {
+        let cpu_memory_requested = match cpu_memory {
+            CpuMemoryRequests::NonZero => &node.non_zero_requested,
+            CpuMemoryRequests::Plain => &node.requested,
+        };
+        match self {
+            Self::Cpu => (
+                node.allocatable.milli_cpu,
+                cpu_memory_requested.milli_cpu + pod_request,
+            ),
+            Self::Memory => (
+                node.allocatable.memory,
+                cpu_memory_requested.memory + pod_request,
+            ),
+            Self::EphemeralStorage => (
+                node.allocatable.ephemeral_storage,
+                node.requested.ephemeral_storage + pod_request,
+            ),
+            Self::Other { scalar: true, .. } if pod_request == 0 => (0, 0),
+            Self::Other { name, .. } => match node.allocatable.scalar.get(name) {
+                Some(&allocatable) => (
+                    allocatable,
+                    node.requested.scalar.get(name).copied().unwrap_or(0) + pod_request,
+                ),
+                None => (0, 0),
+            },
+        }
+    }
+}
+
 /// Whether a resource name is an extended resource: fully qualified, outside the
 /// `kubernetes.io/` namespace, and not a `requests.` quota name.
 pub fn is_extended_resource_name(name: &str) -> bool {
@@ -332,5 +412,51 @@ mod tests {
         assert!(is_scalar_resource_name("kubernetes.io/something"));
         assert!(is_scalar_resource_name("subdomain.kubernetes.io/something"));
         assert!(!is_scalar_resource_name("cpu"));
+    }
+
+    #[test]
+    fn scored_resources_read_the_sums_each_plugin_scores_with() {
+        let mut node = crate::NodeInfo::default();
+        node.allocatable = Resource {
+            milli_cpu: 4000,
+            memory: 8 << 30,
+            ephemeral_storage: 100,
+            scalar: BTreeMap::from([("example.com/gpu".to_string(), 4)]),
+            ..Default::default()
+        };
+        node.requested = Resource {
+            milli_cpu: 500,
+            memory: 1 << 30,
+            ephemeral_storage: 10,
+            scalar: BTreeMap::from([("example.com/gpu".to_string(), 1)]),
+            ..Default::default()
+        };
+        node.non_zero_requested = Resource {
+            milli_cpu: 700,
+            memory: 2 << 30,
+            ..Default::default()
+        };
+        let at = |name: &str, cm, req| {
+            ScoredResource::new(name).allocatable_and_requested(&node, cm, req)
+        };
+        use CpuMemoryRequests::{NonZero, Plain};
+        assert_eq!(at(CPU, NonZero, 100), (4000, 800));
+        assert_eq!(at(CPU, Plain, 100), (4000, 600));
+        assert_eq!(at(MEMORY, NonZero, 0), (8 << 30, 2 << 30));
+        assert_eq!(at(MEMORY, Plain, 0), (8 << 30, 1 << 30));
+        // Ephemeral storage always reads the plain sums.
+        assert_eq!(at(EPHEMERAL_STORAGE, NonZero, 5), (100, 15));
+        // A scalar resource the pod does not ask for is left out; one it asks for counts.
+        assert_eq!(at("example.com/gpu", Plain, 0), (0, 0));
+        assert_eq!(at("example.com/gpu", Plain, 2), (4, 3));
+        // A resource the node lacks is left out.
+        assert_eq!(at("example.com/fpga", Plain, 1), (0, 0));
+        assert_eq!(
+            ScoredResource::new("example.com/gpu"),
+            ScoredResource::Other {
+                name: "example.com/gpu".into(),
+                scalar: true
+            }
+        );
     }
 }

@@ -95,6 +95,10 @@ pub fn calculate_priority(sum: i64, num_containers: usize) -> i64 {
 
 /// The sum of the scaled scores of the pod's images present on the node.
 fn sum_image_scores(node: &NodeInfo, pod: &PodInfo, total_nodes: usize) -> i64 {
+    // Most nodes report no images: nothing to normalise or look up.
+    if node.image_states.is_empty() {
+        return 0;
+    }
     pod.images
         .iter()
         .filter_map(|image| node.image_states.get(normalized_image_name(image).as_ref()))

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use kubesched_framework::model::resource::{
-    CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name,
-};
+use kubesched_framework::model::resource::{CPU, CpuMemoryRequests, MEMORY, ScoredResource};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
@@ -119,6 +117,8 @@ impl PluginArgs for NodeResourcesBalancedAllocationArgs {
 #[derive(Debug, Clone)]
 pub struct BalancedAllocation {
     resources: Vec<ResourceSpec>,
+    /// `resources` resolved, in the same order.
+    kinds: Vec<ScoredResource>,
 }
 
 impl BalancedAllocation {
@@ -135,6 +135,11 @@ impl BalancedAllocation {
         })?;
         Ok(Self {
             resources: args.resources.clone(),
+            kinds: args
+                .resources
+                .iter()
+                .map(|r| ScoredResource::new(&r.name))
+                .collect(),
         })
     }
 
@@ -150,12 +155,12 @@ impl BalancedAllocation {
         // Two passes over the fractions instead of collecting them: the same float
         // operations in the same order as upstream, without allocating per node.
         let fractions = || {
-            self.resources
+            self.kinds
                 .iter()
                 .zip(pod_requests)
-                .filter_map(|(spec, &request)| {
+                .filter_map(|(kind, &request)| {
                     let (allocatable, requested) =
-                        allocatable_and_requested(node, &spec.name, request);
+                        kind.allocatable_and_requested(node, CpuMemoryRequests::Plain, request);
                     (allocatable != 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
                 })
         };
@@ -190,31 +195,6 @@ kubesched_framework::register_plugin! {
     extension_points: [PreScore, Score],
     args: NodeResourcesBalancedAllocationArgs,
     factory: BalancedAllocation::new,
-}
-
-/// (allocatable, requested including the pod) of one resource on a node, from the plain
-/// requests of the pods already there. `(0, 0)` leaves the resource out: a scalar resource
-/// the pod does not request, or one the node lacks.
-fn allocatable_and_requested(node: &NodeInfo, name: &str, pod_request: i64) -> (i64, i64) {
-    if pod_request == 0 && is_scalar_resource_name(name) {
-        return (0, 0);
-    }
-    let (allocatable, requested) = (&node.allocatable, &node.requested);
-    match name {
-        CPU => (allocatable.milli_cpu, requested.milli_cpu + pod_request),
-        MEMORY => (allocatable.memory, requested.memory + pod_request),
-        EPHEMERAL_STORAGE => (
-            allocatable.ephemeral_storage,
-            requested.ephemeral_storage + pod_request,
-        ),
-        _ => match allocatable.scalar.get(name) {
-            Some(&a) => (
-                a,
-                requested.scalar.get(name).copied().unwrap_or(0) + pod_request,
-            ),
-            None => (0, 0),
-        },
-    }
 }
 
 /// The pod's requests of the configured resources, kept by PreScore for Score.

@@ -2,9 +2,7 @@
 //! arithmetic. Per node it only reads sums the `NodeInfo` keeps, and allocates nothing.
 
 use kubesched_framework::MAX_NODE_SCORE;
-use kubesched_framework::model::resource::{
-    CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name,
-};
+use kubesched_framework::model::resource::{CpuMemoryRequests, ScoredResource};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 
 use crate::args::{MAX_CUSTOM_PRIORITY_SCORE, ResourceSpec, ScoringStrategy, ScoringStrategyType};
@@ -31,6 +29,8 @@ enum Strategy {
 pub(crate) struct Scorer {
     strategy: Strategy,
     resources: Vec<ResourceSpec>,
+    /// `resources` resolved, in the same order.
+    kinds: Vec<ScoredResource>,
 }
 
 impl Scorer {
@@ -56,6 +56,11 @@ impl Scorer {
         Self {
             strategy,
             resources: args.resources.clone(),
+            kinds: args
+                .resources
+                .iter()
+                .map(|r| ScoredResource::new(&r.name))
+                .collect(),
         }
     }
 
@@ -75,8 +80,10 @@ impl Scorer {
         }
         let mut node_score = 0i64;
         let mut weight_sum = 0i64;
-        for (spec, &pod_request) in self.resources.iter().zip(pod_requests) {
-            let (allocatable, requested) = allocatable_and_requested(node, &spec.name, pod_request);
+        for ((spec, kind), &pod_request) in self.resources.iter().zip(&self.kinds).zip(pod_requests)
+        {
+            let (allocatable, requested) =
+                kind.allocatable_and_requested(node, CpuMemoryRequests::NonZero, pod_request);
             // Resources the node does not have (or the pod does not ask for, when scalar)
             // are left out of the average.
             if allocatable == 0 {
@@ -106,40 +113,6 @@ impl Scorer {
             }
             _ => node_score / weight_sum,
         })
-    }
-}
-
-/// (allocatable, requested including the pod) of one resource on a node. Scoring counts
-/// cpu and memory with the non-zero defaults of the pods already there. `(0, 0)` leaves the
-/// resource out: a scalar resource the pod does not request, or one the node lacks.
-pub(crate) fn allocatable_and_requested(
-    node: &NodeInfo,
-    name: &str,
-    pod_request: i64,
-) -> (i64, i64) {
-    if pod_request == 0 && is_scalar_resource_name(name) {
-        return (0, 0);
-    }
-    match name {
-        CPU => (
-            node.allocatable.milli_cpu,
-            node.non_zero_requested.milli_cpu + pod_request,
-        ),
-        MEMORY => (
-            node.allocatable.memory,
-            node.non_zero_requested.memory + pod_request,
-        ),
-        EPHEMERAL_STORAGE => (
-            node.allocatable.ephemeral_storage,
-            node.requested.ephemeral_storage + pod_request,
-        ),
-        _ => match node.allocatable.scalar.get(name) {
-            Some(&allocatable) => (
-                allocatable,
-                node.requested.scalar.get(name).copied().unwrap_or(0) + pod_request,
-            ),
-            None => (0, 0),
-        },
     }
 }
 
