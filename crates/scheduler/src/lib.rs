@@ -10,6 +10,7 @@
 
 mod build;
 mod changes;
+mod compiled_pods;
 mod explain;
 mod fit_error;
 pub mod metrics;

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use crate::changes::{
     ClusterChange, is_assigned, is_terminal, node_update_actions, pod_spec_or_meta_changed,
 };
+use crate::compiled_pods::CompiledPods;
 use crate::explain::{Explanation, NodeExplanation, PluginScoreExplanation};
 use crate::fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
 use crate::metrics::{AttemptResult, SchedulerMetrics};
@@ -120,6 +121,7 @@ pub struct Scheduler {
     observer: Mutex<Option<Arc<dyn AttemptObserver>>>,
     pod_lister: Mutex<Option<Arc<dyn PodLister>>>,
     in_flight_bindings: Arc<AtomicUsize>,
+    compiled_pods: CompiledPods,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -156,6 +158,7 @@ impl Scheduler {
             observer: Mutex::new(None),
             pod_lister: Mutex::new(None),
             in_flight_bindings: Arc::new(AtomicUsize::new(0)),
+            compiled_pods: CompiledPods::default(),
         }
     }
 
@@ -294,7 +297,7 @@ impl Scheduler {
         if is_terminal(&pod) {
             return;
         }
-        let Some(info) = compile_pod(&pod) else {
+        let Some(info) = self.compiled_pods.compile(&pod) else {
             return;
         };
         if is_assigned(&pod) {
@@ -317,15 +320,20 @@ impl Scheduler {
         if is_terminal(&new) {
             if !is_terminal(&old) {
                 self.on_pod_deleted(old);
+            } else {
+                self.compiled_pods.forget(&new);
             }
             return;
         }
-        let Some(new_info) = compile_pod(&new) else {
+        // The old object's compiled form, taken before the new object replaces it.
+        let old_compiled = self.compiled_pods.previous(&old);
+        let Some(new_info) = self.compiled_pods.compile(&new) else {
             return;
         };
+        let compile_old = || old_compiled.clone();
         match (is_assigned(&old), is_assigned(&new)) {
             (true, true) => {
-                let Some(old_info) = compile_pod(&old) else {
+                let Some(old_info) = compile_old() else {
                     let _ = self.cache.add_pod(new_info);
                     return;
                 };
@@ -336,7 +344,7 @@ impl Scheduler {
             }
             (false, true) => {
                 // Bound: it leaves the queue and enters the cache (confirming an assumed pod).
-                if let Some(old_info) = compile_pod(&old) {
+                if let Some(old_info) = compile_old() {
                     self.queue.delete(&old_info);
                 }
                 if let Err(e) = self.cache.add_pod(new_info.clone()) {
@@ -348,7 +356,7 @@ impl Scheduler {
                 if !self.responsible_for(&new_info) {
                     return;
                 }
-                let old_info = compile_pod(&old);
+                let old_info = compile_old();
                 match old_info {
                     Some(o) if pod_spec_or_meta_changed(&old, &new) => {
                         self.queue.update(&o, new_info)
@@ -364,7 +372,9 @@ impl Scheduler {
     }
 
     fn on_pod_deleted(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
-        let Some(info) = compile_pod(&pod) else {
+        let info = self.compiled_pods.previous(&pod);
+        self.compiled_pods.forget(&pod);
+        let Some(info) = info else {
             return;
         };
         if is_assigned(&pod) {
@@ -1065,16 +1075,6 @@ pub fn truncate_message(message: &str) -> String {
         cut -= 1;
     }
     format!("{}{suffix}", &message[..cut])
-}
-
-fn compile_pod(pod: &Arc<k8s_openapi::api::core::v1::Pod>) -> Option<Arc<PodInfo>> {
-    match PodInfo::new(pod.clone()) {
-        Ok(p) => Some(Arc::new(p)),
-        Err(e) => {
-            tracing::warn!(error = %e, "skipping malformed pod");
-            None
-        }
-    }
 }
 
 fn compile_node(node: &Arc<k8s_openapi::api::core::v1::Node>) -> Option<Arc<Node>> {

@@ -1,0 +1,111 @@
+//! The compiled form of the pod objects last delivered, so an update's old object (the
+//! one delivered the time before) is not compiled a second time.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kubesched_framework::model::PodInfo;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+
+/// The last compiled object of every live pod, by uid. An entry is only reused for the
+/// very object it was compiled from (pointer identity), so a backend that delivers a
+/// different copy of the old object just gets it compiled again.
+#[derive(Debug, Default)]
+pub(crate) struct CompiledPods {
+    by_uid: Mutex<FxHashMap<String, (Arc<Pod>, Arc<PodInfo>)>>,
+}
+
+impl CompiledPods {
+    /// Compiles the pod and remembers it as the pod's latest object. A malformed pod is
+    /// logged, forgotten and skipped.
+    pub(crate) fn compile(&self, pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
+        let info = compile(pod);
+        if let Some(uid) = pod.metadata.uid.as_ref() {
+            let mut by_uid = self.by_uid.lock();
+            match &info {
+                Some(i) => {
+                    by_uid.insert(uid.clone(), (Arc::clone(pod), Arc::clone(i)));
+                }
+                None => {
+                    by_uid.remove(uid);
+                }
+            }
+        }
+        info
+    }
+
+    /// The compiled form of an object delivered before: remembered when it is the pod's
+    /// latest object, compiled otherwise (and not remembered).
+    pub(crate) fn previous(&self, pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
+        let remembered = pod.metadata.uid.as_ref().and_then(|uid| {
+            self.by_uid
+                .lock()
+                .get(uid)
+                .filter(|(object, _)| Arc::ptr_eq(object, pod))
+                .map(|(_, info)| Arc::clone(info))
+        });
+        remembered.or_else(|| compile(pod))
+    }
+
+    /// Forgets a pod that is gone (deleted or finished).
+    pub(crate) fn forget(&self, pod: &Pod) {
+        if let Some(uid) = pod.metadata.uid.as_ref() {
+            self.by_uid.lock().remove(uid);
+        }
+    }
+}
+
+fn compile(pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
+    match PodInfo::new(Arc::clone(pod)) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            tracing::warn!(error = %e, "skipping malformed pod");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(uid: &str, label: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some(uid.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                labels: Some([("v".to_string(), label.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn the_latest_object_is_reused_and_others_are_compiled() {
+        let pods = CompiledPods::default();
+        let first = pod("a", "1");
+        let compiled = pods.compile(&first).expect("valid pod");
+        // The same object: the same compiled pod, not a new one.
+        let again = pods.previous(&first).expect("valid pod");
+        assert!(Arc::ptr_eq(&compiled, &again));
+        // An equal but different object is compiled afresh.
+        let copy = Arc::new((*first).clone());
+        let fresh = pods.previous(&copy).expect("valid pod");
+        assert!(!Arc::ptr_eq(&compiled, &fresh));
+        assert_eq!(fresh.labels, compiled.labels);
+        // A newer object replaces the entry; the old one is then compiled again.
+        let second = pod("a", "2");
+        pods.compile(&second);
+        assert!(!Arc::ptr_eq(
+            &pods.previous(&first).expect("valid"),
+            &compiled
+        ));
+        assert_eq!(pods.previous(&second).expect("valid").labels["v"], "2");
+        pods.forget(&second);
+        assert!(pods.by_uid.lock().is_empty());
+    }
+}
