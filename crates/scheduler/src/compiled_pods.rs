@@ -13,8 +13,11 @@ use rustc_hash::FxHashMap;
 /// different copy of the old object just gets it compiled again.
 #[derive(Debug, Default)]
 pub(crate) struct CompiledPods {
-    by_uid: Mutex<FxHashMap<String, (Arc<Pod>, Arc<PodInfo>)>>,
+    by_uid: Mutex<FxHashMap<String, Compiled>>,
 }
+
+/// An object and what it compiled to.
+type Compiled = (Arc<Pod>, Arc<PodInfo>);
 
 impl CompiledPods {
     /// Compiles the pod and remembers it as the pod's latest object. A malformed pod is
