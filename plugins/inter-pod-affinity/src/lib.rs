@@ -5,7 +5,9 @@
 //! PreFilter counts, once per cycle, the topology pairs (node label key and value) where
 //! matching pods run; Filter then only looks the candidate node's labels up in those
 //! counts, and AddPod/RemovePod keep them exact for nominated pods and preemption.
-//! PreScore sums term weights per topology pair; Score looks them up the same way. It must
+//! PreScore sums term weights per topology pair; Score looks them up the same way. The
+//! per-node parts of those sums are kept across cycles (a `NodeTally` per set of terms)
+//! and redone only for nodes that changed. It must
 //! not walk a node's pods in Filter or Score, and it reads namespaces only through the
 //! handle's object store.
 

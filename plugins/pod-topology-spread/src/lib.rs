@@ -3,7 +3,8 @@
 //!
 //! Hard (DoNotSchedule) constraints filter: PreFilter counts matching pods per domain
 //! once per cycle, with the global minimum kept exact by AddPod/RemovePod, so Filter is a
-//! lookup per constraint. Soft (ScheduleAnyway) constraints score, fewer matching pods
+//! lookup per constraint. The per-node counts behind PreFilter and PreScore are kept
+//! across cycles (a `NodeTally` per constraint set) and redone only for nodes that changed. Soft (ScheduleAnyway) constraints score, fewer matching pods
 //! being better. Pods that declare no constraints get the system defaults (or the listed
 //! `defaultConstraints`) with a selector deduced from their Services and controller. It
 //! must not walk a node's pods in Filter, and it reads Services and controllers only
