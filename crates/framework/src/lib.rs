@@ -2,8 +2,9 @@
 //!
 //! It owns [`Status`], the plugin traits of each extension point, [`CycleState`], the
 //! [`Handle`] plugins reach the cluster view through, the link-time plugin
-//! [registry], and the [`Framework`] runtime that runs one profile's plugins with
-//! upstream kube-scheduler's semantics. It must not hold scheduling policy of its own
+//! [registry], the [`Framework`] runtime that runs one profile's plugins with
+//! upstream kube-scheduler's semantics, and [`NodeTally`], the per-node results a plugin
+//! keeps from one cycle to the next. It must not hold scheduling policy of its own
 //! (that lives in plugins) nor talk to an API server directly (that is the
 //! [`ClusterClient`] implementations' job).
 //!
