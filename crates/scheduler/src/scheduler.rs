@@ -330,10 +330,9 @@ impl Scheduler {
         let Some(new_info) = self.compiled_pods.compile(&new) else {
             return;
         };
-        let compile_old = || old_compiled.clone();
         match (is_assigned(&old), is_assigned(&new)) {
             (true, true) => {
-                let Some(old_info) = compile_old() else {
+                let Some(old_info) = old_compiled else {
                     let _ = self.cache.add_pod(new_info);
                     return;
                 };
@@ -344,7 +343,7 @@ impl Scheduler {
             }
             (false, true) => {
                 // Bound: it leaves the queue and enters the cache (confirming an assumed pod).
-                if let Some(old_info) = compile_old() {
+                if let Some(old_info) = old_compiled {
                     self.queue.delete(&old_info);
                 }
                 if let Err(e) = self.cache.add_pod(new_info.clone()) {
@@ -356,8 +355,7 @@ impl Scheduler {
                 if !self.responsible_for(&new_info) {
                     return;
                 }
-                let old_info = compile_old();
-                match old_info {
+                match old_compiled {
                     Some(o) if pod_spec_or_meta_changed(&old, &new) => {
                         self.queue.update(&o, new_info)
                     }
