@@ -157,6 +157,10 @@ impl InterPodAffinity {
                     keys
                 },
                 |counts, info, keys, sign| {
+                    // Most nodes contribute nothing: leave the shared counts uncopied.
+                    if keys.is_empty() {
+                        return;
+                    }
                     if let Some(node) = info.node() {
                         let counts = Arc::make_mut(counts);
                         for key in keys {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kubesched_framework::ObjectStore;
 use kubesched_framework::model::{
-    InclusionPolicy, LabelSelector, Labels, Node, PodInfo, RequiredNodeAffinity, TaintEffect,
-    Toleration, TopologySpreadConstraint, WhenUnsatisfiable, find_untolerated,
+    InclusionPolicy, LabelSelector, Labels, Node, NodeInfo, PodInfo, RequiredNodeAffinity,
+    TaintEffect, Toleration, TopologySpreadConstraint, WhenUnsatisfiable, find_untolerated,
 };
 
 /// The node label of per-node domains; counts for it are taken per node in Score.
@@ -111,6 +111,36 @@ pub(crate) fn count_matching(
     pods.iter()
         .filter(|p| !p.terminating && p.namespace == namespace && selector.matches(&p.labels))
         .count() as i64
+}
+
+/// What a tally remembers of one node: per constraint, the matching pods when the node
+/// counts toward that constraint's domains; None when the node is left out entirely.
+pub(crate) type NodeCounts = Option<Vec<Option<i64>>>;
+
+/// Matching pods on one node per constraint, for the constraints whose policies let the
+/// node in. With `require_all_keys` a node lacking any constraint's key is left out;
+/// with `skip_hostname` hostname constraints are not counted (Score counts those on the
+/// node itself).
+pub(crate) fn node_counts(
+    pod: &PodInfo,
+    constraints: &[Constraint],
+    info: &NodeInfo,
+    require_all_keys: bool,
+    skip_hostname: bool,
+) -> NodeCounts {
+    let node = info.node()?;
+    if require_all_keys && !has_all_keys(&node.labels, constraints) {
+        return None;
+    }
+    Some(
+        constraints
+            .iter()
+            .map(|c| {
+                (!(skip_hostname && c.topology_key == HOSTNAME) && c.includes_node(pod, node))
+                    .then(|| count_matching(&info.pods, &c.selector, &pod.namespace))
+            })
+            .collect(),
+    )
 }
 
 /// The selector deduced from the pod's Services and controller (see

@@ -9,7 +9,7 @@ use kubesched_framework::{
 };
 use rustc_hash::FxHashMap;
 
-use crate::common::{Constraint, CountKey, count_matching, has_all_keys};
+use crate::common::{Constraint, CountKey, NodeCounts, has_all_keys, node_counts};
 use crate::{ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PodTopologySpread};
 
 /// The global minimum when no domain is eligible: large enough that every node passes.
@@ -139,32 +139,6 @@ pub(crate) struct DomainTally {
     domains: Arc<Domains>,
 }
 
-/// What the filter tally remembers of one node: per constraint, the matching pods when
-/// the node is one of that constraint's domain members; None when it lacks a key.
-pub(crate) type NodeCounts = Option<Vec<Option<i64>>>;
-
-/// Matching pods on one node per constraint, for the constraints whose policies let the
-/// node in.
-pub(crate) fn node_counts(
-    pod: &PodInfo,
-    constraints: &[Constraint],
-    info: &NodeInfo,
-) -> NodeCounts {
-    let node = info.node()?;
-    if !has_all_keys(&node.labels, constraints) {
-        return None;
-    }
-    Some(
-        constraints
-            .iter()
-            .map(|c| {
-                c.includes_node(pod, node)
-                    .then(|| count_matching(&info.pods, &c.selector, &pod.namespace))
-            })
-            .collect(),
-    )
-}
-
 /// Adds (`sign` 1) or takes out (-1) one node's counts.
 fn fold_node(
     totals: &mut Vec<DomainTally>,
@@ -270,7 +244,7 @@ impl PreFilterPlugin for PodTopologySpread {
             tally.refresh(
                 nodes,
                 parallelizer,
-                |info| node_counts(pod, &constraints, info),
+                |info| node_counts(pod, &constraints, info, true, false),
                 |totals, info, counts, sign| {
                     fold_node(totals, &constraints, info.node(), counts, sign);
                 },

@@ -36,9 +36,9 @@ use kubesched_framework::{
 pub use args::{DefaultingType, PodTopologySpreadArgs};
 
 use crate::common::{
-    Constraint, CountKey, HOSTNAME, TALLY_SLOTS, ZONE, constraints_for, has_all_keys,
+    Constraint, CountKey, HOSTNAME, NodeCounts, TALLY_SLOTS, ZONE, constraints_for, has_all_keys,
 };
-use crate::filtering::{DomainTally, NodeCounts};
+use crate::filtering::DomainTally;
 use crate::scoring::ValueTotals;
 
 /// The plugin's registered name.

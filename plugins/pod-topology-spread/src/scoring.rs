@@ -8,8 +8,9 @@ use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugi
 use rustc_hash::FxHashMap;
 
 use crate::PodTopologySpread;
-use crate::common::{Constraint, CountKey, HOSTNAME, count_matching, has_all_keys};
-use crate::filtering::NodeCounts;
+use crate::common::{
+    Constraint, CountKey, HOSTNAME, NodeCounts, count_matching, has_all_keys, node_counts,
+};
 
 /// What PreScore computed for Score; shared, never changed after PreScore.
 #[derive(Debug)]
@@ -36,29 +37,6 @@ fn topology_normalizing_weight(size: usize) -> f64 {
 /// the tolerance weigh less.
 fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
     count as f64 * weight + f64::from(max_skew - 1)
-}
-
-/// Per constraint, the node's matching pods when the node counts toward that
-/// constraint's domains (never for hostname constraints, which Score counts itself).
-fn score_node_counts(
-    pod: &PodInfo,
-    constraints: &[Constraint],
-    require_all: bool,
-    info: &NodeInfo,
-) -> NodeCounts {
-    let node = info.node()?;
-    if require_all && !has_all_keys(&node.labels, constraints) {
-        return None;
-    }
-    Some(
-        constraints
-            .iter()
-            .map(|c| {
-                (c.topology_key != HOSTNAME && c.includes_node(pod, node))
-                    .then(|| count_matching(&info.pods, &c.selector, &pod.namespace))
-            })
-            .collect(),
-    )
 }
 
 /// Matching pods per domain value, per constraint, summed over the tally's nodes.
@@ -162,7 +140,7 @@ impl PreScorePlugin for PodTopologySpread {
             tally.refresh(
                 all,
                 parallelizer,
-                |info| score_node_counts(pod, &constraints, require_all, info),
+                |info| node_counts(pod, &constraints, info, require_all, true),
                 |totals, info, counts, sign| {
                     fold_node(totals, &constraints, info, counts, sign);
                 },
