@@ -371,47 +371,298 @@ pub fn event_resource(kind: &str) -> Option<kubesched_framework::events::EventRe
     })
 }
 
-/// Fills `spec.priority` from `priorityClassName` (or the global default class), as the
-/// API server's admission does, for pods that were never through one.
+/// Priority of the built-in `system-cluster-critical` class.
+pub const SYSTEM_CLUSTER_CRITICAL: i32 = 2_000_000_000;
+/// Priority of the built-in `system-node-critical` class.
+pub const SYSTEM_NODE_CRITICAL: i32 = 2_000_001_000;
+/// A PriorityClass's `preemptionPolicy` when it sets none (the API server's default).
+pub const PREEMPT_LOWER_PRIORITY: &str = "PreemptLowerPriority";
+
+/// The class a pod's priority comes from: its value, preemption policy and name.
+struct ResolvedClass<'a> {
+    name: Option<String>,
+    value: i32,
+    preemption_policy: &'a str,
+}
+
+impl<'a> ResolvedClass<'a> {
+    fn of(class: &'a PriorityClass) -> Self {
+        Self {
+            name: class.metadata.name.clone(),
+            value: class.value,
+            preemption_policy: class
+                .preemption_policy
+                .as_deref()
+                .unwrap_or(PREEMPT_LOWER_PRIORITY),
+        }
+    }
+}
+
+/// The global default class: among classes with `globalDefault: true`, the lowest value
+/// (as the admission plugin does when a race left several); equal values go to the
+/// first name in alphabetical order, so the choice does not depend on input order.
+fn global_default(classes: &[PriorityClass]) -> Option<&PriorityClass> {
+    classes
+        .iter()
+        .filter(|c| c.global_default == Some(true))
+        .min_by(|a, b| {
+            a.value
+                .cmp(&b.value)
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        })
+}
+
+/// Fills `spec.priority` and `spec.preemptionPolicy` as the API server's Priority
+/// admission plugin does when a pod is created: from the class `priorityClassName`
+/// names (the built-in `system-*-critical` classes included), or from the global
+/// default class when it names none (also setting `priorityClassName` to it), or
+/// priority 0 and `PreemptLowerPriority` when there is no default class.
+///
+/// A pod that already carries a field keeps it (it went through admission once, or its
+/// author means it); only missing fields are filled. A class that does not exist is an
+/// error only when the priority had to come from it.
 pub fn resolve_priority(pod: &mut api::Pod, classes: &[PriorityClass]) -> Result<(), String> {
     let Some(spec) = pod.spec.as_mut() else {
         return Ok(());
     };
-    if spec.priority.is_some() {
+    if spec.priority.is_some() && spec.preemption_policy.is_some() {
         return Ok(());
     }
-    match spec
-        .priority_class_name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-    {
+    let named = spec.priority_class_name.clone().filter(|n| !n.is_empty());
+    let resolved = match named.as_deref() {
         Some(name) => {
-            let builtin = match name {
-                "system-cluster-critical" => Some(2_000_000_000),
-                "system-node-critical" => Some(2_000_001_000),
-                _ => None,
+            let builtin = |value| ResolvedClass {
+                name: Some(name.to_string()),
+                value,
+                preemption_policy: PREEMPT_LOWER_PRIORITY,
             };
-            let class = classes
+            match classes
                 .iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name));
-            match (class, builtin) {
-                (Some(c), _) => {
-                    spec.priority = Some(c.value);
-                    if spec.preemption_policy.is_none() {
-                        spec.preemption_policy = c.preemption_policy.clone();
-                    }
+                .find(|c| c.metadata.name.as_deref() == Some(name))
+            {
+                Some(c) => Some(ResolvedClass::of(c)),
+                None if name == "system-cluster-critical" => Some(builtin(SYSTEM_CLUSTER_CRITICAL)),
+                None if name == "system-node-critical" => Some(builtin(SYSTEM_NODE_CRITICAL)),
+                None if spec.priority.is_none() => {
+                    return Err(format!("no PriorityClass with name {name} was found"));
                 }
-                (None, Some(v)) => spec.priority = Some(v),
-                (None, None) => {
-                    return Err(format!("no PriorityClass with name {name:?} was found"));
-                }
+                None => None,
             }
         }
-        None => {
-            if let Some(c) = classes.iter().find(|c| c.global_default == Some(true)) {
-                spec.priority = Some(c.value);
-            }
+        None => Some(global_default(classes).map_or(
+            ResolvedClass {
+                name: None,
+                value: 0,
+                preemption_policy: PREEMPT_LOWER_PRIORITY,
+            },
+            ResolvedClass::of,
+        )),
+    };
+    let Some(class) = resolved else {
+        return Ok(());
+    };
+    if spec.priority.is_none() {
+        spec.priority = Some(class.value);
+        if named.is_none() {
+            spec.priority_class_name = class.name;
         }
     }
+    if spec.preemption_policy.is_none() {
+        spec.preemption_policy = Some(class.preemption_policy.to_string());
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn class(name: &str, value: i32, global_default: bool, policy: Option<&str>) -> PriorityClass {
+        PriorityClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            value,
+            global_default: global_default.then_some(true),
+            preemption_policy: policy.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn pod(class: Option<&str>, priority: Option<i32>, policy: Option<&str>) -> api::Pod {
+        api::Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                ..Default::default()
+            },
+            spec: Some(api::PodSpec {
+                priority_class_name: class.map(str::to_string),
+                priority,
+                preemption_policy: policy.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// (priorityClassName, priority, preemptionPolicy) after resolution, or the error.
+    type Resolved = Result<(Option<String>, Option<i32>, Option<String>), String>;
+
+    fn check(classes: &[PriorityClass], mut input: api::Pod, expect: Resolved) {
+        let got = resolve_priority(&mut input, classes).map(|()| {
+            let spec = input.spec.unwrap_or_default();
+            (
+                spec.priority_class_name,
+                spec.priority,
+                spec.preemption_policy,
+            )
+        });
+        assert_eq!(got, expect);
+    }
+
+    fn ok(class: Option<&str>, priority: i32, policy: &str) -> Resolved {
+        Ok((
+            class.map(str::to_string),
+            Some(priority),
+            Some(policy.to_string()),
+        ))
+    }
+
+    fn classes() -> Vec<PriorityClass> {
+        vec![
+            class("high", 1000, false, None),
+            class("batch-never", 500, false, Some("Never")),
+            class("default-never", 10, true, Some("Never")),
+        ]
+    }
+
+    #[test]
+    fn named_class_gives_value_and_policy() {
+        check(
+            &classes(),
+            pod(Some("high"), None, None),
+            ok(Some("high"), 1000, PREEMPT_LOWER_PRIORITY),
+        );
+        check(
+            &classes(),
+            pod(Some("batch-never"), None, None),
+            ok(Some("batch-never"), 500, "Never"),
+        );
+    }
+
+    #[test]
+    fn global_default_gives_value_policy_and_name() {
+        // The upstream difference issue 21 fixed: the default class's Never is copied too.
+        check(
+            &classes(),
+            pod(None, None, None),
+            ok(Some("default-never"), 10, "Never"),
+        );
+        check(
+            &classes(),
+            pod(Some(""), None, None),
+            ok(Some("default-never"), 10, "Never"),
+        );
+    }
+
+    #[test]
+    fn several_global_defaults_pick_the_lowest_value_then_name() {
+        let several = vec![
+            class("zeta", 5, true, None),
+            class("beta", 7, true, Some("Never")),
+            class("alpha", 5, true, Some("Never")),
+        ];
+        check(
+            &several,
+            pod(None, None, None),
+            ok(Some("alpha"), 5, "Never"),
+        );
+    }
+
+    #[test]
+    fn without_a_default_class_priority_is_zero_and_may_preempt() {
+        let none = vec![class("high", 1000, false, None)];
+        check(
+            &none,
+            pod(None, None, None),
+            ok(None, 0, PREEMPT_LOWER_PRIORITY),
+        );
+    }
+
+    #[test]
+    fn builtin_system_classes() {
+        check(
+            &[],
+            pod(Some("system-node-critical"), None, None),
+            ok(
+                Some("system-node-critical"),
+                SYSTEM_NODE_CRITICAL,
+                PREEMPT_LOWER_PRIORITY,
+            ),
+        );
+        check(
+            &[],
+            pod(Some("system-cluster-critical"), None, None),
+            ok(
+                Some("system-cluster-critical"),
+                SYSTEM_CLUSTER_CRITICAL,
+                PREEMPT_LOWER_PRIORITY,
+            ),
+        );
+    }
+
+    #[test]
+    fn explicit_values_are_kept() {
+        // Both carried (a dump of a real cluster): untouched, even with a default class.
+        check(
+            &classes(),
+            pod(None, Some(42), Some(PREEMPT_LOWER_PRIORITY)),
+            Ok((None, Some(42), Some(PREEMPT_LOWER_PRIORITY.into()))),
+        );
+        check(
+            &classes(),
+            pod(Some("high"), Some(7), Some("Never")),
+            ok(Some("high"), 7, "Never"),
+        );
+        // Only the missing one is filled from the class.
+        check(
+            &classes(),
+            pod(Some("batch-never"), Some(3), None),
+            ok(Some("batch-never"), 3, "Never"),
+        );
+        check(
+            &classes(),
+            pod(Some("high"), None, Some("Never")),
+            ok(Some("high"), 1000, "Never"),
+        );
+        check(
+            &classes(),
+            pod(None, None, Some(PREEMPT_LOWER_PRIORITY)),
+            ok(Some("default-never"), 10, PREEMPT_LOWER_PRIORITY),
+        );
+    }
+
+    #[test]
+    fn missing_class_is_an_error_only_when_the_priority_must_come_from_it() {
+        check(
+            &classes(),
+            pod(Some("gone"), None, None),
+            Err("no PriorityClass with name gone was found".into()),
+        );
+        // An admitted pod whose class was deleted since keeps what it has.
+        check(
+            &classes(),
+            pod(Some("gone"), Some(9), None),
+            Ok((Some("gone".into()), Some(9), None)),
+        );
+    }
+
+    #[test]
+    fn a_pod_without_spec_is_left_alone() {
+        let mut p = api::Pod::default();
+        assert_eq!(resolve_priority(&mut p, &classes()), Ok(()));
+        assert!(p.spec.is_none());
+    }
 }
