@@ -50,7 +50,12 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
         assert_eq!(failed["action"], "Scheduling");
         assert_eq!(failed["reportingController"], "default-scheduler");
         let note = failed["note"].as_str().unwrap_or("");
-        assert!(note.starts_with("0/2 nodes are available: 2 Insufficient cpu. preemption: "), "{note}");
+        // v1.34's wording: one period at the end, after the PostFilter part. A request
+        // larger than a node's allocatable is unresolvable there, so preemption cannot help.
+        assert_eq!(
+            note,
+            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        );
         assert_eq!(failed["regarding"]["kind"], "Pod");
         assert_eq!(failed["metadata"]["namespace"], "default");
         let huge = server.get("pods", "default", "huge").expect("huge");

@@ -36,7 +36,7 @@ fn failed_scheduling_message_counts_reasons_over_nodes() {
     let msg = message_of(&report, "big");
     assert!(
         msg.starts_with(
-            "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: db}, 2 Insufficient cpu."
+            "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
         ),
         "{msg}"
     );

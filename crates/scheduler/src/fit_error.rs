@@ -55,7 +55,8 @@ pub struct FitError {
 
 impl FitError {
     /// Upstream's message: `0/N nodes are available: <counts>.` with the PreFilter message
-    /// in place of the counts when PreFilter rejected, then the PostFilter message.
+    /// in place of the counts when PreFilter rejected, then a space and the PostFilter
+    /// message unchanged (no period added after it).
     pub fn message(&self) -> String {
         let mut msg = format!("0/{} nodes are available:", self.num_all_nodes);
         let d = &self.diagnosis;
@@ -86,8 +87,11 @@ impl FitError {
                 msg.push_str(&format!(" {}.", parts.join(", ")));
             }
         }
+        // The PostFilter message goes in as it is: DefaultPreemption's already ends with
+        // its own `0/N nodes are available: ….`, so v1.34 adds no second period.
         if !d.post_filter_msg.is_empty() {
-            msg.push_str(&format!(" {}.", d.post_filter_msg));
+            msg.push(' ');
+            msg.push_str(&d.post_filter_msg);
         }
         msg
     }
@@ -119,16 +123,20 @@ mod tests {
             ),
             (
                 "d",
-                Status::unresolvable("node(s) had untolerated taint {gpu: true}"),
+                Status::unresolvable("node(s) had untolerated taint(s)"),
+            ),
+            (
+                "e",
+                Status::unresolvable("node(s) had untolerated taint(s)"),
             ),
         ]);
         let e = FitError {
-            num_all_nodes: 4,
+            num_all_nodes: 5,
             diagnosis: d,
         };
         assert_eq!(
             e.message(),
-            "0/4 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."
+            "0/5 nodes are available: 1 Insufficient memory, 2 node(s) had untolerated taint(s), 3 Insufficient cpu."
         );
     }
 
@@ -139,7 +147,7 @@ mod tests {
             "node(s) didn't satisfy plugin(s) [NodeAffinity]",
         ));
         d.post_filter_msg =
-            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling"
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
                 .into();
         let e = FitError {
             num_all_nodes: 3,
@@ -148,6 +156,23 @@ mod tests {
         assert_eq!(
             e.message(),
             "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        );
+    }
+
+    #[test]
+    fn post_filter_message_without_period_gets_none() {
+        // Several PostFilter plugins are joined with `, `; only the text they gave is used.
+        let mut d = with(&[("a", Status::unschedulable("Insufficient cpu"))]);
+        d.post_filter_msg =
+            "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
+                .into();
+        let e = FitError {
+            num_all_nodes: 1,
+            diagnosis: d,
+        };
+        assert_eq!(
+            e.message(),
+            "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
         );
     }
 
