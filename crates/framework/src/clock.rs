@@ -1,7 +1,7 @@
 //! Injectable time, so tests and simulations never sleep.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
@@ -9,6 +9,13 @@ use parking_lot::Mutex;
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now.
     fn now(&self) -> Instant;
+
+    /// Now as a wall-clock time, for comparing with the timestamps of API objects (a
+    /// pod's `status.startTime`) and for stamping them. The machine's time unless the
+    /// clock is a virtual one.
+    fn wall_now(&self) -> SystemTime {
+        SystemTime::now()
+    }
 }
 
 /// The machine's monotonic clock.
@@ -25,6 +32,8 @@ impl Clock for RealClock {
 #[derive(Debug, Clone)]
 pub struct FakeClock {
     base: Instant,
+    /// The wall-clock time at `base`.
+    wall_base: SystemTime,
     offset: Arc<Mutex<Duration>>,
 }
 
@@ -35,10 +44,11 @@ impl Default for FakeClock {
 }
 
 impl FakeClock {
-    /// A clock stopped at an arbitrary instant.
+    /// A clock stopped at the moment it is made (its wall time starts at the machine's).
     pub fn new() -> Self {
         Self {
             base: Instant::now(),
+            wall_base: SystemTime::now(),
             offset: Arc::new(Mutex::new(Duration::ZERO)),
         }
     }
@@ -57,5 +67,9 @@ impl FakeClock {
 impl Clock for FakeClock {
     fn now(&self) -> Instant {
         self.base + *self.offset.lock()
+    }
+
+    fn wall_now(&self) -> SystemTime {
+        self.wall_base + *self.offset.lock()
     }
 }

@@ -1209,11 +1209,9 @@ proptest! {
                     let gated = gated && !old.scheduling_gates.is_empty();
                     let new = model_pod(pod, gated, nominated, old.priority, cpu);
                     e.q.update(&old, new.clone());
-                    live.insert(uid.clone(), new.clone());
-                    if let Some(q) = popped.iter_mut().find(|q| q.pod_info.uid == uid) {
-                        // The scheduler would retry with the latest object.
-                        q.pod_info = new;
-                    }
+                    // A popped pod keeps the copy it was popped with: the update reaches it
+                    // only when it fails (below), as in the scheduler.
+                    live.insert(uid, new);
                 }
                 Op::Delete(pod) => {
                     let uid = format!("p{pod}");
@@ -1230,6 +1228,9 @@ proptest! {
                 Op::Fail { which, plugins, pending } => {
                     if !popped.is_empty() {
                         let mut q = popped.remove(which % popped.len());
+                        // The scheduler gives back the informer's latest copy of the pod,
+                        // not the one it popped.
+                        q.pod_info = live[&q.pod_info.uid].clone();
                         let names: BTreeSet<String> = plugins.iter().map(|i| REJECTORS[*i].to_string()).collect();
                         if pending {
                             q.pending_plugins = BTreeSet::from([WAITER.to_string()]);

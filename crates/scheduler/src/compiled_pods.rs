@@ -51,6 +51,14 @@ impl CompiledPods {
         remembered.or_else(|| compile(pod))
     }
 
+    /// The compiled form of the pod's latest object, if the pod is known.
+    pub(crate) fn latest(&self, uid: &str) -> Option<Arc<PodInfo>> {
+        self.by_uid
+            .lock()
+            .get(uid)
+            .map(|(_, info)| Arc::clone(info))
+    }
+
     /// Forgets a pod that is gone (deleted or finished).
     pub(crate) fn forget(&self, pod: &Pod) {
         if let Some(uid) = pod.metadata.uid.as_ref() {

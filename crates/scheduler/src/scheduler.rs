@@ -172,25 +172,37 @@ impl Scheduler {
         *self.pod_lister.lock() = Some(lister);
     }
 
-    /// Whether a pod whose attempt failed should go back to the queue: not when the backend
-    /// no longer has it (deleted, or replaced under the same name) or sees it bound (by a
-    /// bind that answered with an error, or by someone else), as upstream asks its lister.
-    fn still_pending(&self, pod: &PodInfo) -> bool {
+    /// The informer's current copy of a pod whose attempt failed, which is what goes back
+    /// to the queue (as upstream re-reads its lister): an update that arrived during the
+    /// cycle (labels, tolerations, ...) is then not lost. None when the backend no longer
+    /// has the pod (deleted, or replaced under the same name) or sees it bound (by a bind
+    /// that answered with an error, or by someone else): it does not go back then.
+    fn latest_pending(&self, pod: &Arc<PodInfo>) -> Option<Arc<PodInfo>> {
         let Some(lister) = self.pod_lister.lock().clone() else {
-            return true;
+            // No backend view: the objects the event handlers last saw are the view.
+            return Some(
+                self.compiled_pods
+                    .latest(&pod.uid)
+                    .unwrap_or_else(|| pod.clone()),
+            );
         };
         match lister.get(&pod.namespace, &pod.name) {
             Some(live) if live.metadata.uid.as_deref().unwrap_or(&pod.uid) == pod.uid => {
                 if is_assigned(&live) {
                     tracing::info!(pod = %pod.key(), "pod has been assigned to a node; not adding it back to the queue");
-                    false
+                    None
                 } else {
-                    true
+                    // A copy that does not compile is retried as it was popped.
+                    Some(
+                        self.compiled_pods
+                            .previous(&live)
+                            .unwrap_or_else(|| pod.clone()),
+                    )
                 }
             }
             _ => {
                 tracing::info!(pod = %pod.key(), "pod no longer exists; not adding it back to the queue");
-                false
+                None
             }
         }
     }
@@ -493,7 +505,10 @@ impl Scheduler {
             }
             Err(CycleError::Internal(s)) => Err((s, None, Some(None))),
             Err(CycleError::Fit(mut fit)) => {
-                let mut nominated = Some(None);
+                // Without PostFilter plugins nothing decided about a nomination: an existing
+                // nominatedNodeName is left alone (set by someone else, or by a profile
+                // that had preemption).
+                let mut nominated = None;
                 if fw.has_post_filter_plugins() {
                     self.metrics.preemption_attempt();
                     let (result, status) = fw
@@ -978,14 +993,25 @@ impl Scheduler {
             tracing::warn!(pod = %qpi.pod_info.key(), %message, "error scheduling pod; retrying");
         }
         let pod = qpi.pod_info.clone();
-        let pending = self.still_pending(&pod);
-        if !pending {
-            self.queue.done(&pod.uid);
-        } else if let Err(e) = self.queue.add_unschedulable_if_not_present(qpi, pod_cycle) {
-            tracing::debug!(pod = %pod.key(), error = %e, "requeueing pod");
+        let latest = self.latest_pending(&pod);
+        let pending = latest.is_some();
+        match &latest {
+            Some(latest) => {
+                qpi.pod_info = latest.clone();
+                if let Err(e) = self.queue.add_unschedulable_if_not_present(qpi, pod_cycle) {
+                    tracing::debug!(pod = %pod.key(), error = %e, "requeueing pod");
+                }
+            }
+            None => self.queue.done(&pod.uid),
         }
-        if let Some(Some(node)) = &nominated {
-            self.handle.nominator().add(pod.clone(), Some(node));
+        // The nominator follows the outcome at once, as upstream's AddNominatedPod: a node
+        // from PostFilter nominates, an explicit clear removes, and without either the
+        // pod keeps what its (latest) status says. A pod that left is never nominated.
+        let nominator = self.handle.nominator();
+        match (&latest, &nominated) {
+            (Some(latest), Some(Some(node))) => nominator.add(latest.clone(), Some(node)),
+            (Some(latest), None) => nominator.add(latest.clone(), None),
+            (None, _) | (Some(_), Some(None)) => nominator.remove(&pod.uid),
         }
         let note = truncate_message(&message);
         self.handle.client().record_event(Event {

@@ -9,7 +9,7 @@ use kubesched_framework::model::PodInfo;
 use kubesched_framework::{
     ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, async_trait,
 };
-use kubesched_scheduler::ClusterChange;
+use kubesched_scheduler::{ClusterChange, PodLister};
 use parking_lot::Mutex;
 
 #[derive(Default)]
@@ -153,6 +153,14 @@ impl SimCluster {
     /// Makes the next `n` binds fail with a server error (for failure tests).
     pub fn fail_next_binds(&self, n: u32) {
         self.state.lock().failing_binds = n;
+    }
+}
+
+/// The cluster's pods are the scheduler's informer view: a pod that failed goes back to the
+/// queue as the cluster has it now, as on a real cluster.
+impl PodLister for SimCluster {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<api::Pod>> {
+        self.pod(&format!("{namespace}/{name}"))
     }
 }
 

@@ -169,6 +169,7 @@ impl Simulation {
             ..Default::default()
         });
         scheduler.set_observer(recorder.clone());
+        scheduler.set_pod_lister(cluster.clone());
         Ok(Self {
             cluster,
             scheduler,

@@ -7,10 +7,13 @@
 //! choice of one candidate node, and the victims' eviction through the cluster client.
 //! It must not bind or touch the queue: its only writes are victim deletions (or Permit
 //! rejections), `Preempted` events and cleared nominations, all through the handle.
+//! Deleting a victim through the cluster client marks it first with a `DisruptionTarget`
+//! condition (reason `PreemptionByScheduler`), as upstream: the kube backend patches the
+//! condition before the delete (the simulator's in-memory cluster removes victims at once).
+//! "Now" (the start time of victims that have not started) is the framework's clock.
 //!
-//! Left out on purpose: extenders' preempt verb, asynchronous preemption (victims are
-//! evicted before PostFilter returns) and the victims' `DisruptionTarget` condition (the
-//! client has no call for it).
+//! Left out on purpose: extenders' preempt verb and asynchronous preemption (victims are
+//! evicted before PostFilter returns).
 
 mod args;
 mod evaluator;
@@ -121,7 +124,8 @@ impl DefaultPreemption {
             return (None, Status::error(NO_NODES_AVAILABLE));
         }
         let potential = evaluator::potential_nodes(&snapshot, statuses);
-        let now = now_nanos();
+        // The framework's clock: a simulation's victims started on its virtual clock.
+        let now = nanos_since_epoch(handle.clock().wall_now());
         let dry = if potential.is_empty() {
             tracing::debug!(pod = %pod.key(), "preemption will not help schedule pod on any node");
             evaluator::DryRun::default()
@@ -178,10 +182,10 @@ impl DefaultPreemption {
     }
 }
 
-/// Wall-clock now in nanoseconds: the start time of victims that have not started.
-fn now_nanos() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+/// A wall-clock time in nanoseconds since the Unix epoch (the start time given to victims
+/// that have not started).
+fn nanos_since_epoch(t: std::time::SystemTime) -> i128 {
+    t.duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 

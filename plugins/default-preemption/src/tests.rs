@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kubesched_framework::clock::FakeClock;
 use kubesched_framework::model::k8s_openapi::api::core::v1::PodCondition;
 use kubesched_framework::model::k8s_openapi::api::policy::v1::{
     PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
@@ -267,6 +268,8 @@ struct Env {
     parallelism: usize,
     seed: u64,
     refuse_delete: Option<ClientError>,
+    /// The framework's clock (the machine's when None).
+    clock: Option<FakeClock>,
 }
 
 impl Env {
@@ -283,6 +286,7 @@ impl Env {
             parallelism: 1,
             seed: 1,
             refuse_delete: None,
+            clock: None,
         }
     }
 }
@@ -323,13 +327,16 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         refuse_delete: env.refuse_delete,
         ..Default::default()
     });
-    let handle = Handle::builder()
+    let mut builder = Handle::builder()
         .snapshot(snapshot.clone())
         .client(recorder.clone())
         .objects(Arc::new(objects))
         .nominator(nominator.clone())
-        .parallelism(env.parallelism)
-        .build();
+        .parallelism(env.parallelism);
+    if let Some(clock) = env.clock {
+        builder = builder.clock(Arc::new(clock));
+    }
+    let handle = builder.build();
     let waiting: Vec<_> = env
         .waiting
         .iter()
@@ -1225,6 +1232,37 @@ fn args_defaults_round_trip_and_validation() {
     }
     let err = decode(Some(serde_json::json!({"minCandidateNodes": 1}))).expect_err("unknown field");
     assert!(err.contains("minCandidateNodes"), "{err}");
+}
+
+#[tokio::test]
+async fn a_victim_not_started_yet_counts_as_starting_on_the_framework_clock() {
+    // node1's victim starts an hour from the machine's now; node2's has not started, so
+    // it counts as starting now. On a clock two hours ahead (a simulation's virtual
+    // time), node2's victim is the younger one and node2 is chosen; the machine's clock
+    // would choose node1.
+    let in_an_hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs() as i64
+        + 3600;
+    let clock = FakeClock::new();
+    clock.advance(Duration::from_secs(2 * 3600));
+    let env = Env {
+        clock: Some(clock),
+        ..Env::new(
+            vec![node("node1", "1", "110"), node("node2", "1", "110")],
+            vec![
+                started_at(
+                    bound("older", LOW, "node1").container(&[("cpu", "1")]),
+                    in_an_hour,
+                ),
+                bound("younger", LOW, "node2").container(&[("cpu", "1")]),
+            ],
+        )
+    };
+    let out = run(env, pod("critical", HIGH).container(&[("cpu", "1")])).await;
+    assert_eq!(out.nominated, Some(Some("node2".to_string())), "{out:?}");
+    assert_eq!(out.deleted, vec!["younger".to_string()]);
 }
 
 #[tokio::test]

@@ -289,12 +289,11 @@ impl ScorePlugin for NodeResourcesFit {
     }
 }
 
-/// Whether an update that shrank `modified` (from `original`) frees something `target` asks for.
+/// Whether an update that shrank `modified` (from `original`) lowered a request `target`
+/// makes: a bound pod freeing room, or the target itself asking for less. As upstream, the
+/// target's own update counts only for the resources it still requests.
 fn scaled_down_for(target: &PodInfo, original: &PodInfo, modified: &PodInfo) -> bool {
-    if modified.uid == target.uid {
-        return true;
-    }
-    if modified.node_name.is_none() {
+    if modified.uid != target.uid && modified.node_name.is_none() {
         return false;
     }
     let (want, before, after) = (&target.requests, &original.requests, &modified.requests);

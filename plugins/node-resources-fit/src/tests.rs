@@ -595,6 +595,18 @@ fn pod_event_hint_table() {
             q,
         ),
         (
+            // Upstream looks only at what the target still requests: memory it gave up
+            // entirely cannot make it fit anywhere.
+            "the target itself gave up memory it no longer requests",
+            PodBuilder::new("target").container(&[
+                ("cpu", "1"),
+                ("example.com/gpu", "1"),
+                ("memory", "1Gi"),
+            ]),
+            Some(PodBuilder::new("target").container(&[("cpu", "1"), ("example.com/gpu", "1")])),
+            s,
+        ),
+        (
             "unscheduled pod scaled down",
             other(&[("cpu", "2")]),
             Some(other(&[("cpu", "1")])),

@@ -1,7 +1,7 @@
 //! PreFilter (with AddPod/RemovePod) and Filter: hard (DoNotSchedule) constraints.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kubesched_framework::model::{Node, NodeInfo, PodInfo, WhenUnsatisfiable};
 use kubesched_framework::{
@@ -15,14 +15,95 @@ use crate::{ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, P
 /// The global minimum when no domain is eligible: large enough that every node passes.
 const NO_DOMAIN_MIN: i64 = i32::MAX as i64;
 
+/// One domain upstream follows for the minimum: its value and matching pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CriticalPath {
+    /// None until a domain takes the place.
+    value: Option<Arc<str>>,
+    count: i64,
+}
+
+/// Upstream's "critical paths": the two domains with the fewest matching pods as PreFilter
+/// saw them, then moved by AddPod/RemovePod (preemption dry runs, nominated pods) with
+/// upstream's rule. The first one's count is the minimum Filter uses. Only these two are
+/// followed, so once both grow past an untracked domain the minimum is overestimated
+/// until a smaller count is seen again: kubesched keeps the same bookkeeping on purpose,
+/// so that dry runs and nominated-pod filtering decide as kube-scheduler does (an exact
+/// minimum rejects nodes upstream accepts). Ties at PreFilter are broken by the smaller
+/// topology value, where upstream takes whichever its map iteration meets first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CriticalPaths([CriticalPath; 2]);
+
+impl CriticalPaths {
+    fn empty() -> Self {
+        let none = CriticalPath {
+            value: None,
+            count: NO_DOMAIN_MIN,
+        };
+        Self([none.clone(), none])
+    }
+
+    /// The two smallest domains of `domains`, by count then value.
+    fn of(domains: &Domains) -> Self {
+        let mut best: [Option<(i64, &Arc<str>)>; 2] = [None, None];
+        for (value, &count) in &domains.counts {
+            let key = (count, value);
+            if best[0].is_none_or(|b| key < b) {
+                best[1] = best[0];
+                best[0] = Some(key);
+            } else if best[1].is_none_or(|b| key < b) {
+                best[1] = Some(key);
+            }
+        }
+        let mut paths = Self::empty();
+        for (path, found) in paths.0.iter_mut().zip(best) {
+            if let Some((count, value)) = found {
+                *path = CriticalPath {
+                    value: Some(Arc::clone(value)),
+                    count,
+                };
+            }
+        }
+        paths
+    }
+
+    /// Upstream's update: a followed domain takes its new count (the two swap when out
+    /// of order); another domain enters only when it is below one of them.
+    fn update(&mut self, value: &Arc<str>, count: i64) {
+        let p = &mut self.0;
+        let followed = p.iter().position(|c| c.value.as_deref() == Some(&**value));
+        if let Some(i) = followed {
+            p[i].count = count;
+            if p[0].count > p[1].count {
+                p.swap(0, 1);
+            }
+        } else if count < p[0].count {
+            p[1] = p[0].clone();
+            p[0] = CriticalPath {
+                value: Some(Arc::clone(value)),
+                count,
+            };
+        } else if count < p[1].count {
+            p[1] = CriticalPath {
+                value: Some(Arc::clone(value)),
+                count,
+            };
+        }
+    }
+}
+
 /// One constraint's domains: matching pods per domain value, and the global minimum kept
-/// exact under any update by a histogram of how many domains hold each count.
+/// exact under any update by a histogram of how many domains hold each count. Once a dry
+/// run moves a copy with [`Domains::update_as_upstream`], the minimum is the one of
+/// upstream's [`CriticalPaths`] instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Domains {
     /// Keys are shared, so handing a copy to each cycle copies no strings.
     counts: FxHashMap<Arc<str>, i64>,
     at_count: BTreeMap<i64, u32>,
     min: i64,
+    /// Set on a cycle's copy by its first AddPod/RemovePod.
+    paths: Option<CriticalPaths>,
 }
 
 impl Default for Domains {
@@ -31,6 +112,7 @@ impl Default for Domains {
             counts: FxHashMap::default(),
             at_count: BTreeMap::new(),
             min: NO_DOMAIN_MIN,
+            paths: None,
         }
     }
 }
@@ -64,12 +146,51 @@ impl Domains {
         self.min
     }
 
+    /// Every domain with its count, sorted by value.
+    #[cfg(test)]
+    pub(crate) fn sorted_counts(&self) -> Vec<(String, i64)> {
+        let mut all: Vec<(String, i64)> = self
+            .counts
+            .iter()
+            .map(|(v, &n)| (v.to_string(), n))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// The minimum Filter uses: the exact one, or upstream's critical-path one after
+    /// AddPod/RemovePod moved this copy.
+    fn global_min(&self) -> i64 {
+        self.paths.as_ref().map_or(self.min, |p| p.0[0].count)
+    }
+
     /// The minimum to compute skew against: 0 while fewer domains than `min_domains` exist.
     pub(crate) fn min_match(&self, min_domains: i32) -> i64 {
         if (self.counts.len() as i64) < i64::from(min_domains) {
             0
         } else {
-            self.min
+            self.global_min()
+        }
+    }
+
+    /// AddPod/RemovePod's update: the count moves exactly, the minimum as upstream's
+    /// critical paths move (see [`CriticalPaths`]). `initial` holds the paths of the
+    /// PreFilter counts, found once per cycle and shared by all its copies.
+    pub(crate) fn update_as_upstream(
+        &mut self,
+        value: &str,
+        delta: i64,
+        initial: &OnceLock<CriticalPaths>,
+    ) {
+        if self.paths.is_none() {
+            let paths = initial.get_or_init(|| CriticalPaths::of(self)).clone();
+            self.paths = Some(paths);
+        }
+        self.update(value, delta);
+        if let (Some((value, &count)), Some(paths)) =
+            (self.counts.get_key_value(value), self.paths.as_mut())
+        {
+            paths.update(value, count);
         }
     }
 
@@ -187,6 +308,9 @@ pub(crate) struct PreFilterState {
     pub(crate) constraints: Arc<Vec<Constraint>>,
     /// Aligned with `constraints`.
     pub(crate) domains: Vec<Arc<Domains>>,
+    /// Upstream's critical paths of PreFilter's counts, aligned with `constraints`: found
+    /// by the first AddPod/RemovePod of the cycle, shared by every copy of the state.
+    initial_paths: Arc<[OnceLock<CriticalPaths>]>,
 }
 
 impl PreFilterState {
@@ -212,7 +336,11 @@ impl PreFilterState {
                 continue;
             }
             if let Some(value) = n.labels.get(&c.topology_key) {
-                Arc::make_mut(&mut self.domains[k]).update(value, delta);
+                Arc::make_mut(&mut self.domains[k]).update_as_upstream(
+                    value,
+                    delta,
+                    &self.initial_paths[k],
+                );
             }
         }
     }
@@ -258,9 +386,11 @@ impl PreFilterPlugin for PodTopologySpread {
                 })
                 .collect()
         });
+        let initial_paths = (0..constraints.len()).map(|_| OnceLock::new()).collect();
         state.write(PreFilterState {
             constraints: Arc::new(constraints),
             domains,
+            initial_paths,
         });
         (None, Status::success())
     }
