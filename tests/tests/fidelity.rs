@@ -267,3 +267,109 @@ fn without_post_filter_plugins_an_existing_nomination_is_left_alone() {
         },
     );
 }
+
+#[test]
+fn a_victim_holds_its_room_for_its_grace_period_and_bound_pods_start_on_the_virtual_clock() {
+    let input = format!(
+        "{}{}{}{}",
+        node("n1", "2", ""),
+        node("n2", "1", ""),
+        pod(
+            "grace",
+            "victim",
+            "2",
+            ", nodeName: n1, priority: 0, terminationGracePeriodSeconds: 60",
+            ""
+        ),
+        pod("grace", "preemptor", "2", ", priority: 1000", "")
+    );
+    let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut sim = Simulation::new(
+            &loaded,
+            SimulationOptions {
+                seed: Some(0),
+                explain: None,
+                progress: None,
+            },
+        )
+        .expect("simulation");
+        let mut m = Manifests::default();
+        let mut problems = Vec::new();
+        load_text(&input, "input.yaml", &mut m, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        sim.load(m, "input.yaml");
+        // Ten virtual seconds: the preemptor chose n1 and the victim is terminating there,
+        // still holding its 2 cpu, marked as a preemption victim.
+        sim.advance_clock(std::time::Duration::from_secs(10)).await;
+        let victim = sim.cluster().pod("grace/victim").expect("still there");
+        assert!(victim.metadata.deletion_timestamp.is_some());
+        assert_eq!(victim.metadata.deletion_grace_period_seconds, Some(60));
+        let conditions = victim
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        assert!(
+            conditions.iter().any(|c| c.type_ == "DisruptionTarget"
+                && c.status == "True"
+                && c.reason.as_deref() == Some("PreemptionByScheduler")),
+            "{conditions:?}"
+        );
+        assert_eq!(
+            sim.cluster().terminating_pods(),
+            vec!["grace/victim".to_string()]
+        );
+        let preemptor = sim.cluster().pod("grace/preemptor").expect("pod");
+        assert!(
+            preemptor
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .is_none()
+        );
+        assert_eq!(
+            preemptor
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref()),
+            Some("n1")
+        );
+
+        // The grace period ends on the virtual clock; the preemptor binds after it.
+        sim.settle().await;
+        assert!(sim.cluster().pod("grace/victim").is_none());
+        assert!(sim.clock().elapsed() >= std::time::Duration::from_secs(60));
+        let preemptor = sim.cluster().pod("grace/preemptor").expect("pod");
+        assert_eq!(
+            preemptor.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("n1")
+        );
+        // It started when it was bound, on the virtual clock: a minute after the start.
+        let started = preemptor
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.clone())
+            .expect("status.startTime");
+        let begin = kubesched_framework::model::k8s_openapi::jiff::Timestamp::try_from(
+            kubesched_framework::clock::Clock::wall_now(sim.clock()),
+        )
+        .expect("a valid time")
+        .checked_sub(
+            kubesched_framework::model::k8s_openapi::jiff::SignedDuration::try_from(
+                sim.clock().elapsed(),
+            )
+            .expect("short"),
+        )
+        .expect("valid");
+        let after = started.0.duration_since(begin);
+        assert!(
+            after.as_secs() >= 60,
+            "started {after:?} after the beginning"
+        );
+    });
+}

@@ -1,10 +1,17 @@
 //! The in-memory cluster: holds the objects, applies the scheduler's writes, and emits
-//! the same changes a watcher would.
+//! the same changes a watcher would. It also plays the kubelet where the scheduler can see
+//! it: a bound pod starts at once (`status.startTime` from the virtual clock), and a
+//! preemption victim terminates gracefully, holding its room for its
+//! `terminationGracePeriodSeconds` of virtual time before it disappears.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kubesched_framework::clock::{Clock, FakeClock};
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::{
     ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, async_trait,
@@ -20,13 +27,24 @@ struct State {
     events: Vec<Event>,
     binds: u64,
     failing_binds: u32,
+    /// Pods terminating gracefully, by key: when each one is gone.
+    terminating: BTreeMap<String, Instant>,
 }
+
+/// The grace period of a pod that sets none (the API server's default).
+pub const DEFAULT_TERMINATION_GRACE_PERIOD: Duration = Duration::from_secs(30);
+/// The condition type set on a preemption victim before it is deleted.
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// The condition's reason when the scheduler preempts.
+pub const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
 
 /// An in-memory cluster. Pods are keyed by `namespace/name`.
 #[derive(Default)]
 pub struct SimCluster {
     state: Mutex<State>,
     objects: Arc<ObjectStore>,
+    /// The virtual clock: pods start and terminate on it.
+    clock: FakeClock,
 }
 
 impl std::fmt::Debug for SimCluster {
@@ -49,9 +67,52 @@ pub fn pod_key(pod: &api::Pod) -> String {
 }
 
 impl SimCluster {
-    /// An empty cluster.
+    /// An empty cluster on its own virtual clock.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cluster on `clock` (the simulation's, shared with its scheduler).
+    pub fn with_clock(clock: FakeClock) -> Self {
+        Self {
+            clock,
+            ..Self::default()
+        }
+    }
+
+    /// When the next terminating pod is gone, if any pod is terminating.
+    pub fn next_termination(&self) -> Option<Instant> {
+        self.state.lock().terminating.values().min().copied()
+    }
+
+    /// Removes the terminating pods whose grace period is over on the virtual clock (as
+    /// the kubelet and the API server would); returns how many went.
+    pub fn finish_terminations(&self) -> usize {
+        let now = self.clock.now();
+        let mut s = self.state.lock();
+        let done: Vec<String> = s
+            .terminating
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &done {
+            s.terminating.remove(key);
+            if let Some(old) = s.pods.remove(key) {
+                s.changes.push_back(ClusterChange::PodDeleted(old));
+            }
+        }
+        done.len()
+    }
+
+    /// Keys of the pods terminating now, sorted.
+    pub fn terminating_pods(&self) -> Vec<String> {
+        self.state.lock().terminating.keys().cloned().collect()
+    }
+
+    /// The virtual wall-clock time as an API timestamp.
+    fn now_time(&self) -> Time {
+        Time(Timestamp::try_from(self.clock.wall_now()).unwrap_or(Timestamp::UNIX_EPOCH))
     }
 
     /// The store of other objects (namespaces, services, ...).
@@ -98,9 +159,10 @@ impl SimCluster {
         s.changes.push_back(change);
     }
 
-    /// Deletes a pod by `namespace/name`.
+    /// Deletes a pod by `namespace/name`, at once.
     pub fn delete_pod_by_key(&self, key: &str) -> bool {
         let mut s = self.state.lock();
+        s.terminating.remove(key);
         match s.pods.remove(key) {
             Some(old) => {
                 s.changes.push_back(ClusterChange::PodDeleted(old));
@@ -199,8 +261,11 @@ impl ClusterClient for SimCluster {
         }
         let mut new = (*old).clone();
         new.spec.get_or_insert_with(Default::default).node_name = Some(node_name.to_string());
+        let started = self.now_time();
         let status = new.status.get_or_insert_with(Default::default);
         set_condition(status, "PodScheduled", "True", None, None);
+        // The kubelet starts it at once: the preemption tie-break reads this.
+        status.start_time.get_or_insert(started);
         let new = Arc::new(new);
         s.pods.insert(key, new.clone());
         s.changes.push_back(ClusterChange::PodUpdated(old, new));
@@ -208,15 +273,71 @@ impl ClusterClient for SimCluster {
         Ok(())
     }
 
+    /// The scheduler deletes only preemption victims: as on a real cluster the victim is
+    /// marked `DisruptionTarget`, and a pod running on a node terminates gracefully (it
+    /// keeps its room until its grace period has passed on the virtual clock); a pod not on
+    /// a node, or with a grace period of 0, goes at once.
     async fn delete_pod(&self, pod: &PodInfo) -> Result<(), ClientError> {
-        if self.delete_pod_by_key(&pod.key()) {
-            Ok(())
-        } else {
-            Err(ClientError::NotFound(format!(
+        let key = pod.key();
+        let now = self.now_time();
+        let mut s = self.state.lock();
+        let Some(old) = s.pods.get(&key).cloned() else {
+            return Err(ClientError::NotFound(format!(
                 "pods {:?} not found",
                 pod.name
-            )))
+            )));
+        };
+        if old.metadata.uid.as_deref().is_some_and(|u| u != pod.uid) {
+            return Err(ClientError::Conflict(format!(
+                "pod {key} was replaced (UID changed)"
+            )));
         }
+        if s.terminating.contains_key(&key) {
+            return Ok(());
+        }
+        let spec = old.spec.as_ref();
+        let on_node = spec
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let grace = spec
+            .and_then(|s| s.termination_grace_period_seconds)
+            .map_or(DEFAULT_TERMINATION_GRACE_PERIOD, |g| {
+                Duration::from_secs(u64::try_from(g).unwrap_or(0))
+            });
+        if !on_node || grace.is_zero() {
+            s.pods.remove(&key);
+            s.changes.push_back(ClusterChange::PodDeleted(old));
+            return Ok(());
+        }
+        let mut new = (*old).clone();
+        let status = new.status.get_or_insert_with(Default::default);
+        let conditions = status.conditions.get_or_insert_with(Default::default);
+        conditions.retain(|c| c.type_ != DISRUPTION_TARGET);
+        conditions.push(api::PodCondition {
+            type_: DISRUPTION_TARGET.into(),
+            status: "True".into(),
+            reason: Some(PREEMPTION_BY_SCHEDULER.into()),
+            message: Some(format!(
+                "{}: preempting to accommodate a higher priority pod",
+                spec.and_then(|s| s.scheduler_name.as_deref())
+                    .unwrap_or(kubesched_framework::model::DEFAULT_SCHEDULER_NAME)
+            )),
+            last_transition_time: Some(now.clone()),
+            ..Default::default()
+        });
+        let grace_seconds = i64::try_from(grace.as_secs()).unwrap_or(i64::MAX);
+        new.metadata.deletion_grace_period_seconds = Some(grace_seconds);
+        // As the API server does: the time by which the pod should be gone.
+        new.metadata.deletion_timestamp = Some(Time(
+            now.0
+                .checked_add(jiff_seconds(grace_seconds))
+                .unwrap_or(now.0),
+        ));
+        let new = Arc::new(new);
+        s.pods.insert(key.clone(), new.clone());
+        s.terminating.insert(key, self.clock.now() + grace);
+        s.changes.push_back(ClusterChange::PodUpdated(old, new));
+        Ok(())
     }
 
     async fn update_pod_status(
@@ -258,6 +379,10 @@ impl ClusterClient for SimCluster {
     fn record_event(&self, event: Event) {
         self.state.lock().events.push(event);
     }
+}
+
+fn jiff_seconds(seconds: i64) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::from_secs(seconds)
 }
 
 fn set_condition(

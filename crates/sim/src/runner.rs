@@ -150,8 +150,8 @@ impl std::fmt::Debug for Simulation {
 impl Simulation {
     /// A simulation of an empty cluster under the configuration.
     pub fn new(config: &LoadedConfig, options: SimulationOptions) -> Result<Self, SimError> {
-        let cluster = Arc::new(SimCluster::new());
         let clock = FakeClock::new();
+        let cluster = Arc::new(SimCluster::with_clock(clock.clone()));
         let scheduler = build_scheduler(
             config,
             SchedulerParts {
@@ -375,11 +375,21 @@ impl Simulation {
             if self.cluster.has_changes() {
                 continue;
             }
-            if let Some(at) = self.scheduler.queue().next_backoff_expiry() {
+            // Nothing to do until the next pod's backoff ends or the next preemption victim
+            // is gone: jump the virtual clock there.
+            let termination = self.cluster.next_termination();
+            let next = [self.scheduler.queue().next_backoff_expiry(), termination]
+                .into_iter()
+                .flatten()
+                .min();
+            if let Some(at) = next {
                 let now = kubesched_framework::clock::Clock::now(&self.clock);
                 if at > now {
                     self.clock.advance(at - now);
-                    jumped += at - now;
+                    // Waiting for victims always ends; only retries count towards the cap.
+                    if termination != Some(at) {
+                        jumped += at - now;
+                    }
                 }
                 if jumped > MAX_SETTLE_VIRTUAL_TIME {
                     tracing::warn!(
@@ -388,6 +398,7 @@ impl Simulation {
                     );
                     break;
                 }
+                self.cluster.finish_terminations();
                 self.scheduler.queue().flush_backoff_completed();
                 continue;
             }
@@ -406,6 +417,7 @@ impl Simulation {
             self.clock.advance(d);
             left -= d;
             since_leftover += d;
+            self.cluster.finish_terminations();
             self.scheduler.queue().flush_backoff_completed();
             if since_leftover >= Duration::from_secs(30) {
                 since_leftover = Duration::ZERO;

@@ -9,7 +9,8 @@
 //! rejections), `Preempted` events and cleared nominations, all through the handle.
 //! Deleting a victim through the cluster client marks it first with a `DisruptionTarget`
 //! condition (reason `PreemptionByScheduler`), as upstream: the kube backend patches the
-//! condition before the delete (the simulator's in-memory cluster removes victims at once).
+//! condition before the delete; the simulator's cluster sets it too and lets the victim
+//! terminate for its grace period on the virtual clock.
 //! "Now" (the start time of victims that have not started) is the framework's clock.
 //!
 //! Left out on purpose: extenders' preempt verb and asynchronous preemption (victims are
