@@ -24,11 +24,14 @@ use kubesched_plugin_node_ports as _;
 use kubesched_plugin_node_resources_balanced_allocation as _;
 use kubesched_plugin_node_resources_fit as _;
 use kubesched_plugin_node_unschedulable as _;
+use kubesched_plugin_node_volume_limits as _;
 use kubesched_plugin_pod_topology_spread as _;
 use kubesched_plugin_priority_sort as _;
 use kubesched_plugin_scheduling_gates as _;
 use kubesched_plugin_selector_spread as _;
 use kubesched_plugin_taint_toleration as _;
+use kubesched_plugin_volume_restrictions as _;
+use kubesched_plugin_volume_zone as _;
 
 const CUSTOM_PLUGINS: &str =
     "PrioritySort,NodeName,TaintToleration,NodeResourcesFit,DefaultBinder,HintNode";

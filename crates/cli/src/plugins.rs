@@ -30,6 +30,8 @@ use kubesched_plugin_node_resources_balanced_allocation as _;
 use kubesched_plugin_node_resources_fit as _;
 #[cfg(feature = "plugin-node-unschedulable")]
 use kubesched_plugin_node_unschedulable as _;
+#[cfg(feature = "plugin-node-volume-limits")]
+use kubesched_plugin_node_volume_limits as _;
 #[cfg(feature = "plugin-pod-topology-spread")]
 use kubesched_plugin_pod_topology_spread as _;
 #[cfg(feature = "plugin-priority-sort")]
@@ -40,3 +42,7 @@ use kubesched_plugin_scheduling_gates as _;
 use kubesched_plugin_selector_spread as _;
 #[cfg(feature = "plugin-taint-toleration")]
 use kubesched_plugin_taint_toleration as _;
+#[cfg(feature = "plugin-volume-restrictions")]
+use kubesched_plugin_volume_restrictions as _;
+#[cfg(feature = "plugin-volume-zone")]
+use kubesched_plugin_volume_zone as _;

@@ -36,6 +36,7 @@ pub const RULES: &[Rule] = &[
     Rule { api_group: "storage.k8s.io", resource: "csinodes", verbs: READ },
     Rule { api_group: "storage.k8s.io", resource: "csidrivers", verbs: READ },
     Rule { api_group: "storage.k8s.io", resource: "csistoragecapacities", verbs: READ },
+    Rule { api_group: "storage.k8s.io", resource: "volumeattachments", verbs: READ },
     Rule { api_group: "policy", resource: "poddisruptionbudgets", verbs: READ },
     Rule { api_group: "events.k8s.io", resource: "events", verbs: &["create", "patch", "update"] },
     Rule { api_group: "coordination.k8s.io", resource: "leases", verbs: &["create", "get", "update"] },

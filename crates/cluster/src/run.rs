@@ -15,7 +15,9 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -516,6 +518,11 @@ impl WatcherSet {
                 CSIStorageCapacity,
                 csi_storage_capacities,
                 Some(EventResource::CSIStorageCapacity)
+            ),
+            "VolumeAttachment" => store!(
+                VolumeAttachment,
+                volume_attachments,
+                Some(EventResource::VolumeAttachment)
             ),
             // No plugin registers disruption budget events; they are only read.
             "PodDisruptionBudget" => store!(PodDisruptionBudget, pod_disruption_budgets, None),

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Api, Client, Resource};
-use kubesched_framework::events::{ActionType, EventResource};
+use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::registry;
 use kubesched_framework::{ObjectStore, Store};
 use kubesched_scheduler::{ClusterChange, PodLister, Scheduler};
@@ -99,6 +99,12 @@ pub const WATCHED_KINDS: &[WatchedKind] = &[
         api_group: "storage.k8s.io",
         resource: "csistoragecapacities",
         needed_by: &["VolumeBinding"],
+    },
+    WatchedKind {
+        kind: "VolumeAttachment",
+        api_group: "storage.k8s.io",
+        resource: "volumeattachments",
+        needed_by: &["NodeVolumeLimits"],
     },
     WatchedKind {
         kind: "PodDisruptionBudget",
@@ -316,11 +322,15 @@ pub(crate) struct StoreSink<K: 'static> {
     pub resource: Option<EventResource>,
 }
 
-impl<K> StoreSink<K> {
-    fn notify(&self, action: ActionType) {
+impl<K: Send + Sync + 'static> StoreSink<K> {
+    fn notify(&self, action: ActionType, old: Option<Arc<K>>, new: Option<Arc<K>>) {
         if let Some(resource) = self.resource {
-            self.scheduler
-                .handle_change(ClusterChange::Other { resource, action });
+            self.scheduler.handle_change(ClusterChange::Other {
+                resource,
+                action,
+                old: old.map(EventObject::object),
+                new: new.map(EventObject::object),
+            });
         }
     }
 }
@@ -331,11 +341,11 @@ where
 {
     fn added(&self, obj: Arc<K>) {
         (self.store)(&self.objects).upsert((*obj).clone());
-        self.notify(ActionType::ADD);
+        self.notify(ActionType::ADD, None, Some(obj));
     }
-    fn updated(&self, _old: Arc<K>, new: Arc<K>) {
+    fn updated(&self, old: Arc<K>, new: Arc<K>) {
         (self.store)(&self.objects).upsert((*new).clone());
-        self.notify(ActionType::UPDATE);
+        self.notify(ActionType::UPDATE, Some(old), Some(new));
     }
     fn deleted(&self, obj: Arc<K>) {
         let meta = obj.metadata();
@@ -343,7 +353,7 @@ where
             meta.namespace.as_deref(),
             meta.name.as_deref().unwrap_or(""),
         );
-        self.notify(ActionType::DELETE);
+        self.notify(ActionType::DELETE, Some(obj), None);
     }
 }
 

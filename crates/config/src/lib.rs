@@ -21,7 +21,8 @@ use std::path::Path;
 pub use error::{ConfigError, FieldError};
 pub use kubesched_framework::{PluginRef, ProfileSpec};
 pub use plugins::{
-    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, REMOVED_PLUGINS, default_multi_point,
+    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, PLUGIN_FEATURES, REMOVED_PLUGINS, UPSTREAM_PLUGINS,
+    default_multi_point,
 };
 pub use types::*;
 

@@ -56,6 +56,31 @@ pub const REMOVED_PLUGINS: &[&str] = &[
     "GCEPDLimits",
 ];
 
+/// Every plugin of upstream kube-scheduler v1.34's in-tree registry.
+pub const UPSTREAM_PLUGINS: &[&str] = &[
+    "DefaultBinder",
+    "DefaultPreemption",
+    "DynamicResources",
+    "ImageLocality",
+    "InterPodAffinity",
+    "NodeAffinity",
+    "NodeName",
+    "NodePorts",
+    "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit",
+    "NodeUnschedulable",
+    "NodeVolumeLimits",
+    "PodTopologySpread",
+    "PrioritySort",
+    "SchedulingGates",
+    "TaintToleration",
+    "VolumeBinding",
+    "VolumeRestrictions",
+    "VolumeZone",
+];
+
+include!(concat!(env!("OUT_DIR"), "/plugin_features.rs"));
+
 /// The highest score weight a configuration may give.
 pub const MAX_WEIGHT: i32 = 100;
 
@@ -242,9 +267,14 @@ fn name_problem(name: &str) -> Option<String> {
         ));
     }
     if registry::find(name).is_none() {
+        let feature = registry::feature_for(name);
+        if UPSTREAM_PLUGINS.contains(&name) && !PLUGIN_FEATURES.contains(&feature.as_str()) {
+            return Some(format!(
+                "plugin {name:?} is not implemented in kubesched yet; no Cargo feature adds it"
+            ));
+        }
         return Some(format!(
-            "plugin {name:?} is not compiled into this binary; rebuild kubesched with the Cargo feature {:?}",
-            registry::feature_for(name)
+            "plugin {name:?} is not compiled into this binary; rebuild kubesched with the Cargo feature {feature:?}"
         ));
     }
     None
@@ -499,4 +529,45 @@ fn score_weights(merged: &BTreeMap<SetKey, MergedSet>) -> HashMap<String, i64> {
         }
     }
     weights
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_features_are_known() {
+        assert!(
+            PLUGIN_FEATURES.contains(&"plugin-node-ports"),
+            "{PLUGIN_FEATURES:?}"
+        );
+        assert!(PLUGIN_FEATURES.iter().all(|f| f.starts_with("plugin-")));
+    }
+
+    #[test]
+    fn upstream_plugins_without_a_feature_are_not_implemented() {
+        // No plugin is linked into this crate's unit tests, so every name is missing.
+        for name in UPSTREAM_PLUGINS {
+            let problem = name_problem(name).expect("not compiled in");
+            let feature = registry::feature_for(name);
+            if PLUGIN_FEATURES.contains(&feature.as_str()) {
+                assert!(
+                    problem.contains(&format!("Cargo feature {feature:?}")),
+                    "{problem}"
+                );
+            } else {
+                assert_eq!(
+                    problem,
+                    format!(
+                        "plugin {name:?} is not implemented in kubesched yet; no Cargo feature adds it"
+                    )
+                );
+            }
+        }
+        // A custom plugin is sent to the feature its crate would add.
+        assert_eq!(
+            name_problem("MyFilter").expect("missing"),
+            "plugin \"MyFilter\" is not compiled into this binary; rebuild kubesched with the Cargo feature \"plugin-my-filter\""
+        );
+    }
 }

@@ -29,6 +29,8 @@ pub enum EventResource {
     CSIStorageCapacity,
     /// A StorageClass.
     StorageClass,
+    /// A VolumeAttachment.
+    VolumeAttachment,
     /// A Namespace.
     Namespace,
     /// A Service, ReplicaSet, StatefulSet or ReplicationController (spreading owners).
@@ -51,6 +53,7 @@ impl EventResource {
             Self::CSIDriver => "CSIDriver",
             Self::CSIStorageCapacity => "CSIStorageCapacity",
             Self::StorageClass => "StorageClass",
+            Self::VolumeAttachment => "VolumeAttachment",
             Self::Namespace => "Namespace",
             Self::Workload => "Workload",
             Self::WildCard => "*",
@@ -205,7 +208,10 @@ pub enum EventObject {
     Pod(Arc<PodInfo>),
     /// A node.
     Node(Arc<Node>),
-    /// Another kind; hints read it from the object store if they need it.
+    /// An object of another kind as the API sent it (e.g. a `PersistentVolumeClaim`);
+    /// hints look at it with [`EventObject::downcast`].
+    Object(Arc<dyn std::any::Any + Send + Sync>),
+    /// Another kind whose object was not passed along; hints read the object store.
     Other,
 }
 
@@ -222,6 +228,19 @@ impl EventObject {
     pub fn as_node(&self) -> Option<&Arc<Node>> {
         match self {
             Self::Node(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// An object of another kind.
+    pub fn object<K: Send + Sync + 'static>(obj: Arc<K>) -> Self {
+        Self::Object(obj)
+    }
+
+    /// The object, if this is one of kind `K`.
+    pub fn downcast<K: 'static>(&self) -> Option<&K> {
+        match self {
+            Self::Object(o) => o.downcast_ref::<K>(),
             _ => None,
         }
     }

@@ -41,8 +41,8 @@ pub use objects::{ObjectStore, Store};
 pub use parallel::Parallelizer;
 pub use plugin::*;
 pub use runtime::{
-    Framework, MAX_PERMIT_TIMEOUT, PluginRef, PluginScores, PreFilterOutcome, ProfileSpec,
-    ScoreTable, implemented_points,
+    DYNAMIC_RESOURCES, DYNAMIC_RESOURCES_MISSING, Framework, MAX_PERMIT_TIMEOUT, PluginRef,
+    PluginScores, PreFilterOutcome, ProfileSpec, ScoreTable, implemented_points,
 };
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use k8s_openapi::{Metadata, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kubesched_model::{LabelSelector, Labels, PodInfo};
 use parking_lot::RwLock;
@@ -112,6 +114,7 @@ pub struct ObjectStore {
     pub csi_nodes: Store<CSINode>,
     pub csi_drivers: Store<CSIDriver>,
     pub csi_storage_capacities: Store<CSIStorageCapacity>,
+    pub volume_attachments: Store<VolumeAttachment>,
     pub pod_disruption_budgets: Store<PodDisruptionBudget>,
 }
 

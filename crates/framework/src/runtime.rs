@@ -16,6 +16,29 @@ use crate::{
     PreFilterResult, ScorePlugin, Status,
 };
 
+/// The plugin that handles `spec.resourceClaims`.
+pub const DYNAMIC_RESOURCES: &str = "DynamicResources";
+
+/// Why a pod with resource claims is not scheduled by a binary without DynamicResources:
+/// scheduling it while ignoring its claims would start it without its devices.
+pub const DYNAMIC_RESOURCES_MISSING: &str = "pod has resource claims (spec.resourceClaims) but the DynamicResources plugin is not compiled into this binary";
+
+/// The rejection of a pod with resource claims when no plugin named DynamicResources is
+/// registered (decided from the registry, once per process: registration is link-time).
+fn missing_dynamic_resources(pod: &PodInfo) -> Option<Status> {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let has_claims = pod
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .is_some_and(|c| !c.is_empty());
+    if !has_claims || *REGISTERED.get_or_init(|| registry::find(DYNAMIC_RESOURCES).is_some()) {
+        return None;
+    }
+    Some(Status::unresolvable(DYNAMIC_RESOURCES_MISSING).with_plugin(DYNAMIC_RESOURCES))
+}
+
 /// The longest a Permit plugin may ask a pod to wait.
 pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Score plugins scored together in one pass over the nodes (more fall back to a pass each).
@@ -455,6 +478,9 @@ impl Framework {
     /// Skip removes the plugin's Filter for this pod; node narrowings are intersected, and
     /// an empty intersection rejects the pod. `unschedulable_plugins` holds the plugins
     /// that narrowed the node set.
+    /// Runs the PreFilter plugins. A pod with resource claims is rejected here, before any
+    /// plugin, when this binary has no DynamicResources plugin (see
+    /// [`DYNAMIC_RESOURCES_MISSING`]).
     pub fn run_pre_filter_plugins(
         &self,
         state: &mut CycleState,
@@ -474,6 +500,9 @@ impl Framework {
                 unschedulable_plugins: plugins,
             }
         };
+        if let Some(s) = missing_dynamic_resources(pod) {
+            return done(state, s, None, BTreeSet::new());
+        }
         for p in &self.pre_filter {
             let Some(pf) = p.as_pre_filter() else {
                 continue;

@@ -677,3 +677,38 @@ fn profile_rejects_a_plugin_at_a_point_it_does_not_implement() {
         "plugin \"A\" does not extend Filter plugin"
     );
 }
+
+/// A pod with one resource claim.
+fn pod_with_claim() -> Arc<PodInfo> {
+    PodBuilder::new("gpu")
+        .with(|p| {
+            p.spec.get_or_insert_with(Default::default).resource_claims = Some(vec![
+                kubesched_framework::model::k8s_openapi::api::core::v1::PodResourceClaim {
+                    name: "gpu".into(),
+                    resource_claim_name: Some("gpu-claim".into()),
+                    ..Default::default()
+                },
+            ])
+        })
+        .info()
+}
+
+#[test]
+fn pods_with_resource_claims_are_unresolvable_without_dynamic_resources() {
+    // No plugin named DynamicResources is registered in this test binary.
+    let l = log();
+    let mut a = Fake::new("A", &l);
+    a.pre_filter = Some((None, Status::success()));
+    let fw = framework(vec![a], &[], Handle::default());
+    let out = fw.run_pre_filter_plugins(&mut CycleState::new(), &pod_with_claim(), &[]);
+    assert_eq!(out.status.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        out.status.reasons(),
+        [kubesched_framework::DYNAMIC_RESOURCES_MISSING]
+    );
+    assert_eq!(out.status.plugin(), Some("DynamicResources"));
+    assert!(l.lock().is_empty(), "no plugin runs for such a pod");
+    // Pods without claims are untouched.
+    let out = fw.run_pre_filter_plugins(&mut CycleState::new(), &PodBuilder::new("p").info(), &[]);
+    assert!(out.status.is_success());
+}

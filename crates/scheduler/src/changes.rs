@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
-use kubesched_framework::events::{ActionType, EventResource};
+use kubesched_framework::events::{ActionType, EventObject, EventResource};
 
 /// A change observed in the cluster (by a watcher or by the in-memory cluster).
 #[derive(Debug, Clone)]
@@ -27,6 +27,10 @@ pub enum ClusterChange {
         resource: EventResource,
         /// What happened.
         action: ActionType,
+        /// The object before the change (updates and deletions), for queueing hints.
+        old: Option<EventObject>,
+        /// The object after the change (additions and updates), for queueing hints.
+        new: Option<EventObject>,
     },
 }
 

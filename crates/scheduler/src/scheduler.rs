@@ -294,11 +294,16 @@ impl Scheduler {
                     None,
                 );
             }
-            ClusterChange::Other { resource, action } => {
+            ClusterChange::Other {
+                resource,
+                action,
+                old,
+                new,
+            } => {
                 self.queue.move_all_to_active_or_backoff(
                     ClusterEvent::new(resource, action),
-                    Some(&EventObject::Other),
-                    Some(&EventObject::Other),
+                    old.as_ref(),
+                    new.as_ref(),
                 );
             }
         }

@@ -67,6 +67,7 @@ pub const OTHER_KINDS: &[&str] = &[
     "CSINode",
     "CSIDriver",
     "CSIStorageCapacity",
+    "VolumeAttachment",
     "PodDisruptionBudget",
 ];
 
@@ -315,28 +316,30 @@ fn add_object(
 }
 
 /// Applies a stored object of another kind to the object store, reporting decode errors.
+/// Returns the object as stored (for the change event's queueing hints), or None when
+/// the kind is unknown or the object could not be decoded.
 pub fn apply_other(
     cluster: &SimCluster,
     kind: &str,
     doc: serde_json::Value,
     file: &str,
     problems: &mut Vec<InputProblem>,
-) -> bool {
+) -> Option<kubesched_framework::events::EventObject> {
     use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-    use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+    use k8s_openapi::api::storage::v1::{
+        CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+    };
+    use kubesched_framework::events::EventObject;
     let object = describe(&doc, "");
     let o = cluster.objects();
     macro_rules! put {
-        ($t:ty, $store:expr) => {
-            match decode::<$t>(doc, file, &object, problems) {
-                Some(v) => {
-                    $store.upsert(v);
-                    true
-                }
-                None => false,
-            }
-        };
+        ($t:ty, $store:expr) => {{
+            let v = decode::<$t>(doc, file, &object, problems)?;
+            let event = EventObject::object(std::sync::Arc::new(v.clone()));
+            $store.upsert(v);
+            Some(event)
+        }};
     }
     match kind {
         "Namespace" => put!(api::Namespace, o.namespaces),
@@ -350,8 +353,9 @@ pub fn apply_other(
         "CSINode" => put!(CSINode, o.csi_nodes),
         "CSIDriver" => put!(CSIDriver, o.csi_drivers),
         "CSIStorageCapacity" => put!(CSIStorageCapacity, o.csi_storage_capacities),
+        "VolumeAttachment" => put!(VolumeAttachment, o.volume_attachments),
         "PodDisruptionBudget" => put!(PodDisruptionBudget, o.pod_disruption_budgets),
-        _ => false,
+        _ => None,
     }
 }
 
@@ -367,6 +371,7 @@ pub fn event_resource(kind: &str) -> Option<kubesched_framework::events::EventRe
         "CSINode" => R::CSINode,
         "CSIDriver" => R::CSIDriver,
         "CSIStorageCapacity" => R::CSIStorageCapacity,
+        "VolumeAttachment" => R::VolumeAttachment,
         _ => return None,
     })
 }

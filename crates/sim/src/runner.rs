@@ -280,12 +280,14 @@ impl Simulation {
     /// Adds an object of another kind (namespaces, services, ...).
     pub fn add_other(&mut self, kind: &str, doc: serde_json::Value, file: &str) {
         let mut problems = Vec::new();
-        if apply_other(&self.cluster, kind, doc, file, &mut problems)
+        if let Some(object) = apply_other(&self.cluster, kind, doc, file, &mut problems)
             && let Some(resource) = event_resource(kind)
         {
             self.cluster.push_change(ClusterChange::Other {
                 resource,
                 action: ActionType::ADD,
+                old: None,
+                new: Some(object),
             });
         }
         self.problems.extend(problems);

@@ -10,8 +10,12 @@ mod builders;
 pub use builders::{node_term, selector};
 mod churn;
 mod harness;
+mod storage;
 
 pub use churn::Churn;
 
 pub use builders::{NodeBuilder, PodBuilder, node_info, node_infos};
 pub use harness::{NodeOutcome, PluginHarness, PluginRun, StatusView};
+pub use storage::{
+    BIND_COMPLETED, PvBuilder, PvcBuilder, csi_node, storage_class, volume, volume_attachment,
+};

@@ -108,6 +108,13 @@ pub const RESOURCES: &[ResourceDef] = &[
         true
     ),
     res!(
+        "storage.k8s.io",
+        "v1",
+        "volumeattachments",
+        "VolumeAttachment",
+        false
+    ),
+    res!(
         "policy",
         "v1",
         "poddisruptionbudgets",

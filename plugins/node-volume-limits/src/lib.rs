@@ -1,0 +1,510 @@
+//! NodeVolumeLimits: a node takes no more CSI volumes per driver than its CSINode allows.
+//!
+//! Upstream kube-scheduler's CSI limits plugin (v1.34): PreFilter skips pods without
+//! claims, generic ephemeral volumes or migratable in-tree volumes; Filter counts the unique
+//! volumes per driver already on the node (its pods' claims, ephemeral claims and inline
+//! volumes, in-tree volumes translated to their CSI driver, and the VolumeAttachments that
+//! name the node), adds the pod's new ones and compares with
+//! `CSINode.spec.drivers[].allocatable.count`. A volume used by several pods counts once.
+//! It only reads the object store; it must not write anything.
+
+mod translate;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
+use kubesched_framework::model::k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
+use kubesched_framework::model::k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
+use kubesched_framework::model::{NodeInfo, PodInfo};
+use kubesched_framework::{
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, ObjectStore, Plugin, PluginError,
+    PreFilterPlugin, PreFilterResult, Status,
+};
+
+pub use translate::{CsiVolume, IN_TREE_PLUGINS, InTreePlugin};
+
+/// The plugin's registered name.
+pub const NAME: &str = "NodeVolumeLimits";
+/// Why a node was rejected: one of its CSI drivers would exceed its attach limit.
+pub const ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+
+/// The legacy annotation that names a claim's class (it wins over the spec field).
+const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+/// Prefixes the made-up handle of a claim not bound yet, so it collides with no real one.
+const UNBOUND_HANDLE_PREFIX: &str = "kubesched-unbound";
+
+/// The NodeVolumeLimits plugin.
+#[derive(Debug, Clone)]
+pub struct NodeVolumeLimits {
+    handle: Handle,
+}
+
+impl NodeVolumeLimits {
+    /// Builds the plugin; it reads claims, volumes, classes, CSINodes and VolumeAttachments
+    /// from the object store.
+    pub fn new(handle: &Handle) -> Result<Self, PluginError> {
+        Ok(Self {
+            handle: handle.clone(),
+        })
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [PreFilter, Filter, EnqueueExtensions],
+    factory: NodeVolumeLimits::new,
+}
+
+impl Plugin for NodeVolumeLimits {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+/// The volumes attached to each node through VolumeAttachments (`driver/handle` → driver),
+/// gathered once per cycle by PreFilter.
+#[derive(Debug, Clone, Default)]
+struct AttachmentsByNode(Arc<HashMap<String, Vec<(String, String)>>>);
+
+fn volumes(pod: &Pod) -> &[Volume] {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or(&[])
+}
+
+/// Whether the volume may take an attachment slot of a CSI driver.
+fn may_count(v: &Volume) -> bool {
+    v.persistent_volume_claim.is_some() || v.ephemeral.is_some() || translate::inline(v).is_some()
+}
+
+/// The name of a generic ephemeral volume's claim.
+fn ephemeral_claim_name(pod: &Pod, volume: &Volume) -> String {
+    format!(
+        "{}-{}",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        volume.name
+    )
+}
+
+/// A claim's class: the beta annotation, else `spec.storageClassName`.
+fn claim_class(pvc: &PersistentVolumeClaim) -> &str {
+    if let Some(class) = pvc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
+    {
+        return class;
+    }
+    pvc.spec
+        .as_ref()
+        .and_then(|s| s.storage_class_name.as_deref())
+        .unwrap_or("")
+}
+
+/// Whether upstream counts an in-tree plugin's volumes on this node: migration is on for
+/// the counted plugins whenever the node has a CSINode.
+fn migration_on(csi_node: Option<&CSINode>, plugin: InTreePlugin) -> bool {
+    csi_node.is_some() && plugin.counted
+}
+
+/// The attach limit of each driver of a CSINode.
+fn volume_limits(csi_node: Option<&CSINode>) -> HashMap<&str, i64> {
+    csi_node
+        .map(|n| {
+            n.spec
+                .drivers
+                .iter()
+                .filter_map(|d| {
+                    let count = d.allocatable.as_ref()?.count?;
+                    Some((d.name.as_str(), i64::from(count)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `driver/handle` → driver, for one set of volumes.
+type UniqueVolumes = HashMap<String, String>;
+
+fn unique_name(driver: &str, handle: &str) -> String {
+    format!("{driver}/{handle}")
+}
+
+impl NodeVolumeLimits {
+    fn objects(&self) -> &ObjectStore {
+        self.handle.objects()
+    }
+
+    /// Adds the attachable volumes of `pod` to `out`. For the pod being scheduled
+    /// (`new_pod`) a missing claim is an error; for pods already running it is skipped.
+    fn attachable_volumes(
+        &self,
+        pod: &Pod,
+        csi_node: Option<&CSINode>,
+        new_pod: bool,
+        out: &mut UniqueVolumes,
+    ) -> Result<(), Status> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        for v in volumes(pod) {
+            let (claim, ephemeral) = if let Some(c) = &v.persistent_volume_claim {
+                (c.claim_name.clone(), false)
+            } else if v.ephemeral.is_some() {
+                (ephemeral_claim_name(pod, v), true)
+            } else {
+                if let Some(inline) = translate::inline(v)
+                    && migration_on(csi_node, inline.plugin)
+                {
+                    out.insert(
+                        unique_name(inline.plugin.driver, &inline.handle),
+                        inline.plugin.driver.to_string(),
+                    );
+                }
+                continue;
+            };
+            if claim.is_empty() {
+                return Err(Status::error("PersistentVolumeClaim had no name"));
+            }
+            let Some(pvc) = self
+                .objects()
+                .persistent_volume_claims
+                .get(Some(namespace), &claim)
+            else {
+                if new_pod {
+                    return Err(Status::unresolvable(format!(
+                        "looking up PVC {namespace}/{claim}: persistentvolumeclaim \"{claim}\" not found"
+                    )));
+                }
+                tracing::trace!(namespace, claim = %claim, "claim of a running pod not found; not counted");
+                continue;
+            };
+            if ephemeral && !claim_is_for_pod(pod, &pvc) {
+                return Err(Status::error(format!(
+                    "PVC {namespace}/{claim} was not created for pod {namespace}/{} (pod is not owner)",
+                    pod.metadata.name.as_deref().unwrap_or("")
+                )));
+            }
+            if let Some((driver, handle)) = self.csi_driver_info(csi_node, &pvc) {
+                out.insert(unique_name(&driver, &handle), driver);
+            }
+        }
+        Ok(())
+    }
+
+    /// The CSI driver and volume handle of a claim: from its bound volume (translated when
+    /// in-tree), else a made-up handle under its class's provisioner.
+    fn csi_driver_info(
+        &self,
+        csi_node: Option<&CSINode>,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<(String, String)> {
+        let pv_name = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .unwrap_or("");
+        let pv = (!pv_name.is_empty())
+            .then(|| self.objects().persistent_volumes.get(None, pv_name))
+            .flatten();
+        let Some(pv) = pv else {
+            // Not bound yet, or bound to a volume not seen yet: count it by its class.
+            return self.csi_driver_info_from_class(csi_node, pvc);
+        };
+        if let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.as_ref()) {
+            return Some((csi.driver.clone(), csi.volume_handle.clone()));
+        }
+        let translated = translate::persistent(&pv)?;
+        migration_on(csi_node, translated.plugin)
+            .then(|| (translated.plugin.driver.to_string(), translated.handle))
+    }
+
+    fn csi_driver_info_from_class(
+        &self,
+        csi_node: Option<&CSINode>,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<(String, String)> {
+        // Without a class the claim must bind immediately, so it is bound before the pod is
+        // scheduled: nothing to count.
+        let class_name = claim_class(pvc);
+        if class_name.is_empty() {
+            return None;
+        }
+        let class = self.objects().storage_classes.get(None, class_name)?;
+        let handle = format!(
+            "{UNBOUND_HANDLE_PREFIX}-{}/{}",
+            pvc.metadata.namespace.as_deref().unwrap_or("default"),
+            pvc.metadata.name.as_deref().unwrap_or("")
+        );
+        match translate::by_name(&class.provisioner) {
+            Some(plugin) => {
+                migration_on(csi_node, plugin).then(|| (plugin.driver.to_string(), handle))
+            }
+            None => Some((class.provisioner.clone(), handle)),
+        }
+    }
+
+    /// The volumes attached to each node by VolumeAttachments naming a CSI volume.
+    fn attachments_by_node(&self) -> AttachmentsByNode {
+        let objects = self.objects();
+        let mut map: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        for va in objects.volume_attachments.list() {
+            if let Some(entry) = attachment_volume(objects, &va) {
+                map.entry(va.spec.node_name.clone())
+                    .or_default()
+                    .push(entry);
+            }
+        }
+        AttachmentsByNode(Arc::new(map))
+    }
+}
+
+/// A VolumeAttachment's volume as `(driver/handle, driver)`: only attachments of a CSI
+/// PersistentVolume are counted, as upstream.
+fn attachment_volume(objects: &ObjectStore, va: &VolumeAttachment) -> Option<(String, String)> {
+    let attacher = va.spec.attacher.as_str();
+    let pv_name = va.spec.source.persistent_volume_name.as_deref()?;
+    if attacher.is_empty() {
+        return None;
+    }
+    let pv = objects.persistent_volumes.get(None, pv_name)?;
+    let csi = pv.spec.as_ref()?.csi.as_ref()?;
+    Some((
+        unique_name(attacher, &csi.volume_handle),
+        attacher.to_string(),
+    ))
+}
+
+/// Whether a claim is the generic ephemeral claim of `pod` (the pod controls it).
+fn claim_is_for_pod(pod: &Pod, pvc: &PersistentVolumeClaim) -> bool {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    pvc.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "Pod" && o.uid == uid)
+}
+
+impl PreFilterPlugin for NodeVolumeLimits {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status) {
+        if !volumes(&pod.pod).iter().any(may_count) {
+            return (None, Status::skip());
+        }
+        state.write(self.attachments_by_node());
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for NodeVolumeLimits {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        if volumes(&pod.pod).is_empty() {
+            return Status::success();
+        }
+        let csi_node = self.objects().csi_nodes.get(None, node.name());
+        let csi_node = csi_node.as_deref();
+        let mut new_volumes = UniqueVolumes::new();
+        if let Err(status) = self.attachable_volumes(&pod.pod, csi_node, true, &mut new_volumes) {
+            return status;
+        }
+        if new_volumes.is_empty() {
+            return Status::success();
+        }
+        let limits = volume_limits(csi_node);
+        if limits.is_empty() {
+            return Status::success();
+        }
+        let mut attached = UniqueVolumes::new();
+        for existing in &node.pods {
+            if let Err(status) =
+                self.attachable_volumes(&existing.pod, csi_node, false, &mut attached)
+            {
+                return status;
+            }
+        }
+        // A volume already on the node takes no new slot.
+        for unique in attached.keys() {
+            new_volumes.remove(unique);
+        }
+        // Attachments not explained by a pod on the node (being attached or detached) still
+        // take their slot. Computed here when PreFilter did not run.
+        let computed;
+        let by_node = match state.read::<AttachmentsByNode>() {
+            Some(a) => a,
+            None => {
+                computed = self.attachments_by_node();
+                &computed
+            }
+        };
+        for (unique, driver) in by_node.0.get(node.name()).into_iter().flatten() {
+            attached
+                .entry(unique.clone())
+                .or_insert_with(|| driver.clone());
+        }
+        let mut attached_count: HashMap<&str, i64> = HashMap::new();
+        for driver in attached.values() {
+            *attached_count.entry(driver).or_default() += 1;
+        }
+        let mut new_count: HashMap<&str, i64> = HashMap::new();
+        for driver in new_volumes.values() {
+            *new_count.entry(driver).or_default() += 1;
+        }
+        for (driver, count) in new_count {
+            if let Some(&limit) = limits.get(driver) {
+                let current = attached_count.get(driver).copied().unwrap_or(0);
+                if current + count > limit {
+                    tracing::trace!(pod = %pod.key(), node = %node.name(), driver, limit, current, count, "attach limit exceeded");
+                    return Status::unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED);
+                }
+            }
+        }
+        Status::success()
+    }
+}
+
+/// Whether deleting `deleted` may free an attachment slot.
+fn pod_deleted_may_help(deleted: &PodInfo) -> QueueingHint {
+    if deleted.node_name.is_none() || !volumes(&deleted.pod).iter().any(may_count) {
+        QueueingHint::Skip
+    } else {
+        QueueingHint::Queue
+    }
+}
+
+/// The claim names a pod uses (plain and generic ephemeral).
+fn claim_names(pod: &Pod) -> impl Iterator<Item = String> + '_ {
+    volumes(pod).iter().filter_map(|v| {
+        if let Some(c) = &v.persistent_volume_claim {
+            Some(c.claim_name.clone())
+        } else if v.ephemeral.is_some() {
+            Some(ephemeral_claim_name(pod, v))
+        } else {
+            None
+        }
+    })
+}
+
+/// Whether a new claim is one the pod uses.
+fn claim_added_may_help(pod: &PodInfo, pvc: &PersistentVolumeClaim) -> QueueingHint {
+    let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
+    let name = pvc.metadata.name.as_deref().unwrap_or("");
+    if namespace == pod.namespace && claim_names(&pod.pod).any(|c| c == name) {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
+}
+
+/// Whether a removed attachment was of a volume like the pod's: the volume bound to one of
+/// its claims, or a volume of the driver one of its inline volumes migrates to.
+fn attachment_deleted_may_help(
+    objects: &ObjectStore,
+    pod: &PodInfo,
+    va: &VolumeAttachment,
+) -> QueueingHint {
+    if let Some(pv) = va.spec.source.persistent_volume_name.as_deref() {
+        let bound_to_it = claim_names(&pod.pod).any(|claim| {
+            objects
+                .persistent_volume_claims
+                .get(Some(&pod.namespace), &claim)
+                .and_then(|c| c.spec.as_ref().and_then(|s| s.volume_name.clone()))
+                .is_some_and(|v| v == pv)
+        });
+        if bound_to_it {
+            return QueueingHint::Queue;
+        }
+    }
+    let same_driver = volumes(&pod.pod)
+        .iter()
+        .filter_map(translate::inline)
+        .any(|v| v.plugin.driver == va.spec.attacher);
+    if same_driver {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
+}
+
+/// Whether a CSINode update gave some driver more room (a higher limit, or none).
+fn csi_node_updated_may_help(old: &CSINode, new: &CSINode) -> QueueingHint {
+    let before = volume_limits(Some(old));
+    let after = volume_limits(Some(new));
+    let more_room = before
+        .iter()
+        .any(|(driver, &limit)| after.get(driver).is_none_or(|&l| l > limit));
+    if more_room {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
+}
+
+impl EnqueueExtensions for NodeVolumeLimits {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let objects = self.handle.objects().clone();
+        vec![
+            // Any new CSINode may bring room.
+            ClusterEventWithHint::new(EventResource::CSINode, ActionType::ADD),
+            ClusterEventWithHint::with_hint(
+                EventResource::CSINode,
+                ActionType::UPDATE,
+                |_pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
+                    let old = old
+                        .and_then(EventObject::downcast::<CSINode>)
+                        .ok_or("expected the old CSINode")?;
+                    let new = new
+                        .and_then(EventObject::downcast::<CSINode>)
+                        .ok_or("expected the new CSINode")?;
+                    Ok(csi_node_updated_may_help(old, new))
+                },
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::DELETE,
+                |_pod: &PodInfo, old: Option<&EventObject>, _new: Option<&EventObject>| {
+                    let deleted = old.and_then(EventObject::as_pod).ok_or("expected a pod")?;
+                    Ok(pod_deleted_may_help(deleted))
+                },
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::PersistentVolumeClaim,
+                ActionType::ADD,
+                |pod: &PodInfo, _old: Option<&EventObject>, new: Option<&EventObject>| {
+                    let added = new
+                        .and_then(EventObject::downcast::<PersistentVolumeClaim>)
+                        .ok_or("expected a PersistentVolumeClaim")?;
+                    Ok(claim_added_may_help(pod, added))
+                },
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::VolumeAttachment,
+                ActionType::DELETE,
+                move |pod: &PodInfo, old: Option<&EventObject>, _new: Option<&EventObject>| {
+                    let va = old
+                        .and_then(EventObject::downcast::<VolumeAttachment>)
+                        .ok_or("expected a VolumeAttachment")?;
+                    Ok(attachment_deleted_may_help(&objects, pod, va))
+                },
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests;

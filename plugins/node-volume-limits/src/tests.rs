@@ -1,0 +1,596 @@
+use super::*;
+use kubesched_framework::events::ClusterEvent;
+use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
+use kubesched_framework::registry;
+use kubesched_testing::{
+    NodeBuilder, PluginHarness, PodBuilder, PvBuilder, PvcBuilder, csi_node, node_info,
+    storage_class, volume, volume_attachment,
+};
+
+const EBS: &str = "ebs.csi.aws.com";
+const PD: &str = "pd.csi.storage.gke.io";
+const NODE: &str = "n1";
+
+/// The cluster of a test: claims `<driver>-<i>` bound to CSI volumes of the same name, for
+/// i in 0..4, plus whatever a case adds.
+#[derive(Default)]
+struct Cluster {
+    objects: ObjectStore,
+}
+
+impl Cluster {
+    fn new(drivers: &[&str]) -> Self {
+        let c = Self::default();
+        for d in drivers {
+            for i in 0..4 {
+                let name = format!("{d}-{i}");
+                c.objects
+                    .persistent_volumes
+                    .upsert(PvBuilder::new(&name).csi(d, &name).build());
+                c.objects
+                    .persistent_volume_claims
+                    .upsert(PvcBuilder::new(&name).bound_to(&name).build());
+            }
+        }
+        c
+    }
+    fn pv(self, pv: api::PersistentVolume) -> Self {
+        self.objects.persistent_volumes.upsert(pv);
+        self
+    }
+    fn pvc(self, pvc: api::PersistentVolumeClaim) -> Self {
+        self.objects.persistent_volume_claims.upsert(pvc);
+        self
+    }
+    fn class(self, name: &str, provisioner: &str) -> Self {
+        self.objects
+            .storage_classes
+            .upsert(storage_class(name, provisioner, Some(true)));
+        self
+    }
+    fn limits(self, drivers: &[(&str, Option<i32>)]) -> Self {
+        self.objects.csi_nodes.upsert(csi_node(NODE, drivers));
+        self
+    }
+    fn attachment(self, name: &str, attacher: &str, pv: &str) -> Self {
+        self.objects
+            .volume_attachments
+            .upsert(volume_attachment(name, NODE, attacher, pv));
+        self
+    }
+    fn harness(self) -> PluginHarness {
+        let handle = Handle::builder().objects(Arc::new(self.objects)).build();
+        PluginHarness::from_registry(NAME, None, handle).expect("registered")
+    }
+}
+
+fn claims(name: &str, claims: &[&str]) -> PodBuilder {
+    claims.iter().fold(PodBuilder::new(name), |b, c| b.pvc(c))
+}
+
+fn ebs_inline(name: &str, id: &str) -> api::Volume {
+    volume(name, |v| {
+        v.aws_elastic_block_store = Some(api::AWSElasticBlockStoreVolumeSource {
+            volume_id: id.into(),
+            ..Default::default()
+        })
+    })
+}
+
+/// Filter's verdict for `pod` on the node running `existing`.
+fn verdict(cluster: Cluster, pod: PodBuilder, existing: Vec<PodBuilder>) -> String {
+    let existing: Vec<_> = existing.into_iter().map(|p| p.node(NODE).info()).collect();
+    let node = node_info(NodeBuilder::new(NODE), &existing);
+    let run = cluster.harness().run(&pod.info(), &[node]);
+    match run.nodes[0].filter.as_ref() {
+        None => run.pre_filter.expect("ran").code,
+        Some(s) if s.reasons.is_empty() => s.code.clone(),
+        Some(s) => format!("{}: {}", s.code, s.reasons.join(", ")),
+    }
+}
+
+const FITS: &str = "Success";
+const FULL: &str = "Unschedulable: node(s) exceed max volume count";
+
+#[test]
+fn csi_limit_table() {
+    let ebs = |i: usize| format!("{EBS}-{i}");
+    let table: Vec<(&str, Cluster, PodBuilder, Vec<PodBuilder>, &str)> = vec![
+        (
+            "room left",
+            Cluster::new(&[EBS]).limits(&[(EBS, Some(4))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &[&ebs(1), &ebs(2)])],
+            FITS,
+        ),
+        (
+            "limit reached",
+            Cluster::new(&[EBS]).limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &[&ebs(1), &ebs(2)])],
+            FULL,
+        ),
+        (
+            "a volume already on the node takes no new slot",
+            Cluster::new(&[EBS]).limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(1)]),
+            vec![claims("a", &[&ebs(1), &ebs(2)])],
+            FITS,
+        ),
+        (
+            "a volume shared by two running pods counts once",
+            Cluster::new(&[EBS]).limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &[&ebs(1)]), claims("b", &[&ebs(1)])],
+            FITS,
+        ),
+        (
+            "the driver has no limit",
+            Cluster::new(&[EBS]).limits(&[(EBS, None)]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &[&ebs(1), &ebs(2)])],
+            FITS,
+        ),
+        (
+            "no CSINode",
+            Cluster::new(&[EBS]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &[&ebs(1), &ebs(2)])],
+            FITS,
+        ),
+        (
+            "other drivers' volumes do not count",
+            Cluster::new(&[EBS, PD]).limits(&[(EBS, Some(2)), (PD, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims(
+                "a",
+                &[&format!("{PD}-0"), &format!("{PD}-1"), &ebs(1)],
+            )],
+            FITS,
+        ),
+        (
+            "two new volumes over the limit at once",
+            Cluster::new(&[EBS]).limits(&[(EBS, Some(1))]),
+            claims("p", &[&ebs(0), &ebs(1)]),
+            vec![],
+            FULL,
+        ),
+        (
+            "an unbound claim counts under its class's provisioner",
+            Cluster::new(&[EBS])
+                .class("ebs", EBS)
+                .pvc(PvcBuilder::new("pending").storage_class("ebs").build())
+                .limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &["pending", &ebs(1)])],
+            FULL,
+        ),
+        (
+            "two pods with the same unbound claim count it once",
+            Cluster::new(&[EBS])
+                .class("ebs", EBS)
+                .pvc(PvcBuilder::new("pending").storage_class("ebs").build())
+                .limits(&[(EBS, Some(3))]),
+            claims("p", &[&ebs(0)]),
+            vec![
+                claims("a", &["pending", &ebs(1)]),
+                claims("b", &["pending"]),
+            ],
+            FITS,
+        ),
+        (
+            "a claim bound to a missing volume counts by its class",
+            Cluster::new(&[EBS])
+                .class("ebs", EBS)
+                .pvc(
+                    PvcBuilder::new("lost")
+                        .storage_class("ebs")
+                        .bound_to("gone")
+                        .build(),
+                )
+                .limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &["lost", &ebs(1)])],
+            FULL,
+        ),
+        (
+            "an unbound claim without a class is not counted",
+            Cluster::new(&[EBS])
+                .pvc(PvcBuilder::new("classless").build())
+                .limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &["classless", &ebs(1)])],
+            FITS,
+        ),
+        (
+            "a running pod's missing claim is not counted",
+            Cluster::new(&[EBS]).limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs(0)]),
+            vec![claims("a", &["missing", &ebs(1)])],
+            FITS,
+        ),
+        (
+            "a host path volume is not attachable",
+            Cluster::new(&[EBS])
+                .pv(PvBuilder::new("local").host_path("/tmp").build())
+                .pvc(PvcBuilder::new("local").bound_to("local").build())
+                .limits(&[(EBS, Some(1))]),
+            claims("p", &["local"]),
+            vec![claims("a", &[&ebs(1)])],
+            FITS,
+        ),
+    ];
+    for (name, cluster, pod, existing, want) in table {
+        assert_eq!(verdict(cluster, pod, existing), want, "{name}");
+    }
+}
+
+#[test]
+fn migrated_in_tree_volumes_count_against_their_driver() {
+    let in_tree = || {
+        Cluster::new(&[EBS])
+            .pv(PvBuilder::new("intree-0").aws_ebs("vol-0").build())
+            .pv(PvBuilder::new("intree-1")
+                .aws_ebs("aws://us-east-1a/vol-1")
+                .build())
+            .pvc(PvcBuilder::new("intree-0").bound_to("intree-0").build())
+            .pvc(PvcBuilder::new("intree-1").bound_to("intree-1").build())
+            .class("gp2", "kubernetes.io/aws-ebs")
+            .pvc(PvcBuilder::new("gp2").storage_class("gp2").build())
+    };
+    let ebs0 = format!("{EBS}-0");
+    let cases: Vec<(&str, Cluster, PodBuilder, Vec<PodBuilder>, &str)> = vec![
+        (
+            "in-tree claims",
+            in_tree().limits(&[(EBS, Some(2))]),
+            claims("p", &[&ebs0]),
+            vec![claims("a", &["intree-0", "intree-1"])],
+            FULL,
+        ),
+        (
+            "an in-tree class's pending claim",
+            in_tree().limits(&[(EBS, Some(2))]),
+            claims("p", &["gp2"]),
+            vec![claims("a", &["intree-0", "intree-1"])],
+            FULL,
+        ),
+        (
+            "an inline EBS volume",
+            in_tree().limits(&[(EBS, Some(2))]),
+            PodBuilder::new("p").volume(ebs_inline("v", "vol-9")),
+            vec![claims("a", &["intree-0", &ebs0])],
+            FULL,
+        ),
+        (
+            "the inline form of a volume already there (URL form) is the same volume",
+            in_tree().limits(&[(EBS, Some(2))]),
+            PodBuilder::new("p").volume(ebs_inline("v", "vol-1")),
+            vec![claims("a", &["intree-0", "intree-1"])],
+            FITS,
+        ),
+        (
+            "without a CSINode migration is off and nothing is limited",
+            in_tree(),
+            PodBuilder::new("p").volume(ebs_inline("v", "vol-9")),
+            vec![claims("a", &["intree-0", "intree-1"])],
+            FITS,
+        ),
+        (
+            "vSphere volumes are not counted",
+            in_tree().limits(&[("csi.vsphere.vmware.com", Some(0))]),
+            PodBuilder::new("p").volume(volume("v", |v| {
+                v.vsphere_volume = Some(api::VsphereVirtualDiskVolumeSource {
+                    volume_path: "[ds] disk.vmdk".into(),
+                    ..Default::default()
+                })
+            })),
+            vec![],
+            FITS,
+        ),
+    ];
+    for (name, cluster, pod, existing, want) in cases {
+        assert_eq!(verdict(cluster, pod, existing), want, "{name}");
+    }
+}
+
+#[test]
+fn generic_ephemeral_volumes() {
+    let pod = || {
+        PodBuilder::new("abc")
+            .uid("uid-abc")
+            .ephemeral_volume("scratch")
+    };
+    let owned = PvcBuilder::new("abc-scratch")
+        .storage_class("ebs")
+        .owned_by_pod("abc", "uid-abc")
+        .build();
+    let stolen = PvcBuilder::new("abc-scratch").storage_class("ebs").build();
+    let base = |claim: Option<api::PersistentVolumeClaim>| {
+        let c = Cluster::new(&[EBS])
+            .class("ebs", EBS)
+            .limits(&[(EBS, Some(1))]);
+        match claim {
+            Some(claim) => c.pvc(claim),
+            None => c,
+        }
+    };
+    assert_eq!(verdict(base(Some(owned.clone())), pod(), vec![]), FITS);
+    assert_eq!(
+        verdict(
+            base(Some(owned)),
+            pod(),
+            vec![claims("a", &[&format!("{EBS}-1")])]
+        ),
+        FULL
+    );
+    assert_eq!(
+        verdict(base(Some(stolen)), pod(), vec![]),
+        "Error: PVC default/abc-scratch was not created for pod default/abc (pod is not owner)"
+    );
+    assert_eq!(
+        verdict(base(None), pod(), vec![]),
+        "UnschedulableAndUnresolvable: looking up PVC default/abc-scratch: persistentvolumeclaim \"abc-scratch\" not found"
+    );
+}
+
+#[test]
+fn volume_attachments_take_slots() {
+    let ebs = |i: usize| format!("{EBS}-{i}");
+    // Two attachments on the node and a limit of 2: a third volume does not fit, even
+    // when it is one of the attached ones (upstream compares attachments only with the
+    // volumes of running pods).
+    let attached = || {
+        Cluster::new(&[EBS])
+            .limits(&[(EBS, Some(2))])
+            .attachment("va-0", EBS, &ebs(0))
+            .attachment("va-1", EBS, &ebs(1))
+    };
+    assert_eq!(verdict(attached(), claims("p", &[&ebs(2)]), vec![]), FULL);
+    assert_eq!(verdict(attached(), claims("p", &[&ebs(0)]), vec![]), FULL);
+    // One attachment: room for one more.
+    let one = Cluster::new(&[EBS])
+        .limits(&[(EBS, Some(2))])
+        .attachment("va-0", EBS, &ebs(0));
+    assert_eq!(verdict(one, claims("p", &[&ebs(2)]), vec![]), FITS);
+    // An attachment of a volume a running pod uses counts once.
+    let shared = Cluster::new(&[EBS])
+        .limits(&[(EBS, Some(2))])
+        .attachment("va-1", EBS, &ebs(1));
+    assert_eq!(
+        verdict(
+            shared,
+            claims("p", &[&ebs(2)]),
+            vec![claims("a", &[&ebs(1)])]
+        ),
+        FITS
+    );
+    // Attachments to other nodes, of unknown or non-CSI volumes, do not count.
+    let elsewhere = Cluster::new(&[EBS])
+        .limits(&[(EBS, Some(1))])
+        .pv(PvBuilder::new("intree").aws_ebs("vol-7").build());
+    elsewhere
+        .objects
+        .volume_attachments
+        .upsert(volume_attachment("va-x", "other-node", EBS, &ebs(0)));
+    let elsewhere = elsewhere
+        .attachment("va-ghost", EBS, "no-such-pv")
+        .attachment("va-intree", EBS, "intree");
+    assert_eq!(verdict(elsewhere, claims("p", &[&ebs(2)]), vec![]), FITS);
+}
+
+#[test]
+fn pre_filter_skips_pods_without_attachable_volumes() {
+    let h = Cluster::new(&[EBS]).harness();
+    let node = node_info(NodeBuilder::new(NODE), &[]);
+    let skip = |pod: PodBuilder| {
+        h.run(&pod.info(), std::slice::from_ref(&node))
+            .pre_filter
+            .expect("ran")
+            .code
+    };
+    assert_eq!(skip(PodBuilder::new("plain")), "Skip");
+    assert_eq!(
+        skip(PodBuilder::new("cm").volume(volume("cm", |v| {
+            v.config_map = Some(api::ConfigMapVolumeSource::default())
+        }))),
+        "Skip"
+    );
+    assert_eq!(skip(PodBuilder::new("c").pvc("x")), "Success");
+    assert_eq!(skip(PodBuilder::new("e").ephemeral_volume("x")), "Success");
+    assert_eq!(
+        skip(PodBuilder::new("i").volume(ebs_inline("v", "vol-1"))),
+        "Success"
+    );
+}
+
+#[test]
+fn registers_upstream_events() {
+    let plugin = NodeVolumeLimits::new(&Handle::default()).expect("built");
+    let events = plugin.events_to_register();
+    let kinds: Vec<ClusterEvent> = events.iter().map(|e| e.event).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ClusterEvent::new(EventResource::CSINode, ActionType::ADD),
+            ClusterEvent::new(EventResource::CSINode, ActionType::UPDATE),
+            ClusterEvent::new(EventResource::Pod, ActionType::DELETE),
+            ClusterEvent::new(EventResource::PersistentVolumeClaim, ActionType::ADD),
+            ClusterEvent::new(EventResource::VolumeAttachment, ActionType::DELETE),
+        ]
+    );
+    assert!(events[0].hint.is_none());
+}
+
+fn obj<K: Send + Sync + 'static>(k: K) -> EventObject {
+    EventObject::object(Arc::new(k))
+}
+
+#[test]
+fn hint_tables() {
+    let cluster = Cluster::new(&[EBS]);
+    let plugin =
+        NodeVolumeLimits::new(&Handle::builder().objects(Arc::new(cluster.objects)).build())
+            .expect("built");
+    let events = plugin.events_to_register();
+    let ebs0 = format!("{EBS}-0");
+    let pod = PodBuilder::new("p").pvc(&ebs0).info();
+
+    let csi_hint = events[1].hint.as_ref().expect("hint");
+    let limit = |n: Option<i32>| obj(csi_node(NODE, &[(EBS, n)]));
+    for (old, new, want) in [
+        (Some(1), Some(2), QueueingHint::Queue),
+        (Some(2), Some(1), QueueingHint::Skip),
+        (Some(2), Some(2), QueueingHint::Skip),
+        (Some(1), None, QueueingHint::Queue),
+        (None, Some(1), QueueingHint::Skip),
+    ] {
+        assert_eq!(
+            csi_hint(&pod, Some(&limit(old)), Some(&limit(new))),
+            Ok(want),
+            "{old:?} -> {new:?}"
+        );
+    }
+
+    let pod_hint = events[2].hint.as_ref().expect("hint");
+    for (name, deleted, want) in [
+        (
+            "bound with a claim",
+            claims("d", &["x"]).node(NODE),
+            QueueingHint::Queue,
+        ),
+        ("never bound", claims("d", &["x"]), QueueingHint::Skip),
+        (
+            "bound without volumes",
+            PodBuilder::new("d").node(NODE),
+            QueueingHint::Skip,
+        ),
+        (
+            "bound with an inline EBS volume",
+            PodBuilder::new("d")
+                .volume(ebs_inline("v", "vol-1"))
+                .node(NODE),
+            QueueingHint::Queue,
+        ),
+    ] {
+        let old = EventObject::Pod(deleted.info());
+        assert_eq!(pod_hint(&pod, Some(&old), None), Ok(want), "{name}");
+    }
+
+    let pvc_hint = events[3].hint.as_ref().expect("hint");
+    let eph_pod = PodBuilder::new("abc").ephemeral_volume("scratch").info();
+    for (name, target, claim, want) in [
+        (
+            "the pod's claim",
+            &pod,
+            PvcBuilder::new(&ebs0),
+            QueueingHint::Queue,
+        ),
+        (
+            "another claim",
+            &pod,
+            PvcBuilder::new("other"),
+            QueueingHint::Skip,
+        ),
+        (
+            "another namespace",
+            &pod,
+            PvcBuilder::new(&ebs0).namespace("ns2"),
+            QueueingHint::Skip,
+        ),
+        (
+            "an ephemeral volume's claim",
+            &eph_pod,
+            PvcBuilder::new("abc-scratch"),
+            QueueingHint::Queue,
+        ),
+    ] {
+        assert_eq!(
+            pvc_hint(target, None, Some(&obj(claim.build()))),
+            Ok(want),
+            "{name}"
+        );
+    }
+
+    let va_hint = events[4].hint.as_ref().expect("hint");
+    let inline_pod = PodBuilder::new("i").volume(ebs_inline("v", "vol-1")).info();
+    let gce_pod = PodBuilder::new("g")
+        .volume(volume("v", |v| {
+            v.gce_persistent_disk = Some(api::GCEPersistentDiskVolumeSource {
+                pd_name: "pd".into(),
+                ..Default::default()
+            })
+        }))
+        .info();
+    for (name, target, va, want) in [
+        (
+            "the volume of the pod's claim",
+            &pod,
+            volume_attachment("va", NODE, EBS, &ebs0),
+            QueueingHint::Queue,
+        ),
+        (
+            "another volume",
+            &pod,
+            volume_attachment("va", NODE, "other.csi", "pv-x"),
+            QueueingHint::Skip,
+        ),
+        (
+            "the driver of an inline volume",
+            &inline_pod,
+            volume_attachment("va", NODE, EBS, "pv-x"),
+            QueueingHint::Queue,
+        ),
+        (
+            "another driver than the inline volume's",
+            &gce_pod,
+            volume_attachment("va", NODE, EBS, "pv-x"),
+            QueueingHint::Skip,
+        ),
+    ] {
+        assert_eq!(va_hint(target, Some(&obj(va)), None), Ok(want), "{name}");
+    }
+}
+
+#[test]
+fn registered_with_its_points() {
+    let desc = registry::find(NAME).expect("registered");
+    let plugin = NodeVolumeLimits::new(&Handle::default()).expect("built");
+    assert_eq!(
+        desc.extension_points,
+        kubesched_framework::implemented_points(&plugin).as_slice()
+    );
+}
+
+#[test]
+fn snapshot() {
+    let ebs = |i: usize| format!("{EBS}-{i}");
+    let cluster = Cluster::new(&[EBS, PD]);
+    for (node, limit) in [("roomy", 8), ("full", 2), ("attached", 2)] {
+        cluster
+            .objects
+            .csi_nodes
+            .upsert(csi_node(node, &[(EBS, Some(limit)), (PD, Some(limit))]));
+    }
+    for i in 2..4 {
+        cluster.objects.volume_attachments.upsert(volume_attachment(
+            &format!("va-{i}"),
+            "attached",
+            EBS,
+            &ebs(i),
+        ));
+    }
+    let running = |node: &str| claims("r", &[&ebs(0), &ebs(1)]).node(node).info();
+    let nodes = [
+        node_info(NodeBuilder::new("roomy"), &[running("roomy")]),
+        node_info(NodeBuilder::new("full"), &[running("full")]),
+        node_info(NodeBuilder::new("attached"), &[]),
+        node_info(NodeBuilder::new("no-csinode"), &[running("no-csinode")]),
+    ];
+    let h = cluster.harness();
+    insta::assert_yaml_snapshot!([
+        h.run(&claims("new", &[&ebs(2)]).info(), &nodes),
+        h.run(&claims("shared", &[&ebs(0)]).info(), &nodes),
+        h.run(&claims("pd", &[&format!("{PD}-0")]).info(), &nodes),
+        h.run(&PodBuilder::new("plain").info(), &nodes),
+    ]);
+}
