@@ -9,14 +9,18 @@ use kubesched_sim::bench::{self, BenchOptions, BenchWorkload};
 // Links every in-tree plugin, as the binary has them.
 use kubesched_tests as _;
 
-const FAMILIES: [&str; 9] = [
+const FAMILIES: [&str; 13] = [
     "MixedSchedulingBasePod",
     "PreemptionBasic",
     "PreferredTopologySpreading",
     "SchedulingBasic",
+    "SchedulingCSIPVs",
+    "SchedulingInTreePVs",
+    "SchedulingMigratedInTreePVs",
     "SchedulingNodeAffinity",
     "SchedulingPodAffinity",
     "SchedulingPodAntiAffinity",
+    "SchedulingSecrets",
     "TopologySpreading",
     "Unschedulable",
 ];

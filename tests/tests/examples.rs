@@ -73,3 +73,11 @@ fn spread_and_affinity_example_table() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     insta::assert_snapshot!(report.to_table(false));
 }
+
+#[test]
+fn volumes_example_table_and_explain() {
+    let report = run_example("volumes", Some("shop/db-0"));
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    insta::assert_snapshot!(report.to_table(false));
+    insta::assert_yaml_snapshot!(report.explanations);
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as api;
 use kubesched_config::LoadedConfig;
 use kubesched_framework::clock::FakeClock;
-use kubesched_framework::events::ActionType;
+use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::model::PodInfo;
 use kubesched_scheduler::{
     AttemptObserver, AttemptOutcome, ClusterChange, Explanation, Scheduler, SchedulerParts,
@@ -19,7 +19,9 @@ use parking_lot::Mutex;
 use crate::cluster::{SimCluster, pod_key};
 use crate::load::{InputProblem, Manifests, apply_other, event_resource, resolve_priority};
 use crate::report::{PodResult, PodState, SimReport, Summary, percentile};
-use crate::workload::{Op, Workload, node_template, pod_template};
+use crate::workload::{
+    CsiNodeTemplate, Op, Workload, node_template, pod_template, volume_templates,
+};
 
 /// A simulation could not start or a workload failed.
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +138,8 @@ pub struct Simulation {
     progress: Option<Box<dyn Fn(Progress) + Send + Sync>>,
     measured_time: Duration,
     measured_pods: usize,
+    /// The number of the next volume a `createPods` op makes (`vol-<n>`).
+    next_volume: usize,
     started: Instant,
 }
 
@@ -181,6 +185,7 @@ impl Simulation {
             progress: options.progress,
             measured_time: Duration::ZERO,
             measured_pods: 0,
+            next_volume: 0,
             started: Instant::now(),
         })
     }
@@ -275,6 +280,123 @@ impl Simulation {
             return;
         }
         self.cluster.apply_node(node);
+    }
+
+    /// Gives `pod` its own volume made from the templates: a PersistentVolume `vol-<n>`
+    /// (its source's ID set to that name) bound to a claim named after the pod, which the
+    /// pod mounts.
+    fn add_bound_volume(
+        &mut self,
+        pod: &mut api::Pod,
+        pv_template: &api::PersistentVolume,
+        pvc_template: &api::PersistentVolumeClaim,
+    ) {
+        let volume = format!("vol-{}", self.next_volume);
+        self.next_volume += 1;
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let claim = pod.metadata.name.clone().unwrap_or_default();
+        let mut pv = pv_template.clone();
+        pv.metadata.name = Some(volume.clone());
+        let spec = pv.spec.get_or_insert_with(Default::default);
+        if let Some(ebs) = spec.aws_elastic_block_store.as_mut() {
+            ebs.volume_id = volume.clone();
+        }
+        if let Some(pd) = spec.gce_persistent_disk.as_mut() {
+            pd.pd_name = volume.clone();
+        }
+        if let Some(csi) = spec.csi.as_mut() {
+            csi.volume_handle = volume.clone();
+        }
+        spec.claim_ref = Some(api::ObjectReference {
+            kind: Some("PersistentVolumeClaim".into()),
+            namespace: Some(namespace.clone()),
+            name: Some(claim.clone()),
+            ..Default::default()
+        });
+        pv.status = Some(api::PersistentVolumeStatus {
+            phase: Some("Bound".into()),
+            ..Default::default()
+        });
+        let mut pvc = pvc_template.clone();
+        pvc.metadata.name = Some(claim.clone());
+        pvc.metadata.namespace = Some(namespace);
+        pvc.spec.get_or_insert_with(Default::default).volume_name = Some(volume);
+        pvc.status = Some(api::PersistentVolumeClaimStatus {
+            phase: Some("Bound".into()),
+            ..Default::default()
+        });
+        pod.spec
+            .get_or_insert_with(Default::default)
+            .volumes
+            .get_or_insert_with(Default::default)
+            .push(api::Volume {
+                name: "vol".into(),
+                persistent_volume_claim: Some(api::PersistentVolumeClaimVolumeSource {
+                    claim_name: claim,
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+        let objects = self.cluster.objects();
+        objects.persistent_volumes.upsert(pv.clone());
+        objects.persistent_volume_claims.upsert(pvc.clone());
+        for (resource, object) in [
+            (
+                EventResource::PersistentVolume,
+                EventObject::object(Arc::new(pv)),
+            ),
+            (
+                EventResource::PersistentVolumeClaim,
+                EventObject::object(Arc::new(pvc)),
+            ),
+        ] {
+            self.cluster.push_change(ClusterChange::Other {
+                resource,
+                action: ActionType::ADD,
+                old: None,
+                new: Some(object),
+            });
+        }
+    }
+
+    /// Adds the CSINode of a created node.
+    fn add_csi_node(&mut self, node: &str, template: &CsiNodeTemplate) {
+        use k8s_openapi::api::storage::v1 as storage;
+        let mut annotations = BTreeMap::new();
+        if !template.migrated_plugins.is_empty() {
+            annotations.insert(
+                "storage.alpha.kubernetes.io/migrated-plugins".to_string(),
+                template.migrated_plugins.join(","),
+            );
+        }
+        let csi_node = storage::CSINode {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(node.to_string()),
+                annotations: (!annotations.is_empty()).then_some(annotations),
+                ..Default::default()
+            },
+            spec: storage::CSINodeSpec {
+                drivers: template
+                    .allocatable
+                    .iter()
+                    .map(|(driver, count)| storage::CSINodeDriver {
+                        name: driver.clone(),
+                        node_id: node.to_string(),
+                        allocatable: Some(storage::VolumeNodeResources {
+                            count: Some(*count),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+            },
+        };
+        self.cluster.objects().csi_nodes.upsert(csi_node.clone());
+        self.cluster.push_change(ClusterChange::Other {
+            resource: EventResource::CSINode,
+            action: ActionType::ADD,
+            old: None,
+            new: Some(EventObject::object(Arc::new(csi_node))),
+        });
     }
 
     /// Adds an object of another kind (namespaces, services, ...).
@@ -502,6 +624,9 @@ impl Simulation {
                                 labels.insert(k.clone(), values[n % values.len()].clone());
                             }
                         }
+                        if let Some(csi) = &c.csi_node {
+                            self.add_csi_node(&name_of(&node), csi);
+                        }
                         self.add_node(node, &file);
                     }
                     self.deliver_changes();
@@ -514,12 +639,17 @@ impl Simulation {
                         .clone()
                         .unwrap_or_else(|| "pod".into());
                     let ns = c.namespace.clone().unwrap_or_else(|| "default".into());
+                    let volumes =
+                        volume_templates(c).map_err(|(f, m)| op_err(i, format!("{f}: {m}")))?;
                     let start = Instant::now();
                     for n in 0..c.count {
                         let mut pod = template.clone();
                         pod.metadata.name = Some(format!("{prefix}-{n}"));
                         pod.metadata.namespace = Some(ns.clone());
                         pod.metadata.uid = Some(format!("{ns}/{prefix}-{n}"));
+                        if let Some((pv, pvc)) = &volumes {
+                            self.add_bound_volume(&mut pod, pv, pvc);
+                        }
                         self.add_pod(pod, &file, c.measure);
                         if c.schedule_every > 0 && (n + 1) % c.schedule_every == 0 {
                             self.settle().await;
@@ -700,4 +830,9 @@ impl Simulation {
             problems: self.problems.clone(),
         }
     }
+}
+
+/// A node's name.
+fn name_of(node: &api::Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
 }

@@ -70,6 +70,22 @@ pub struct CreateNodes {
     /// Extra labels whose values cycle through the given list, by node index.
     #[serde(default)]
     pub cycle_labels: BTreeMap<String, Vec<String>>,
+    /// A CSINode for every node (as scheduler_perf's `nodeAllocatableStrategy`).
+    #[serde(default)]
+    pub csi_node: Option<CsiNodeTemplate>,
+}
+
+/// The CSINode each created node gets.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CsiNodeTemplate {
+    /// Attach limit per CSI driver (`spec.drivers[].allocatable.count`).
+    #[serde(default)]
+    pub allocatable: BTreeMap<String, i32>,
+    /// In-tree plugins migrated on the node (the `storage.alpha.kubernetes.io/migrated-plugins`
+    /// annotation).
+    #[serde(default)]
+    pub migrated_plugins: Vec<String>,
 }
 
 /// `createPods`.
@@ -90,6 +106,16 @@ pub struct CreatePods {
     /// Schedule after every this many pods (0: only at the next barrier or the end).
     #[serde(default)]
     pub schedule_every: usize,
+    /// A PersistentVolume manifest: each pod gets its own volume `vol-<n>` made from it (its
+    /// AWS EBS volume ID, GCE PD name or CSI volume handle set to the volume's name), bound to
+    /// a claim made from `persistentVolumeClaimTemplate`, which the pod mounts (as
+    /// scheduler_perf's templates of the same names).
+    #[serde(default)]
+    pub persistent_volume_template: Option<serde_json::Value>,
+    /// The PersistentVolumeClaim manifest that goes with `persistentVolumeTemplate`; each
+    /// claim is named after its pod.
+    #[serde(default)]
+    pub persistent_volume_claim_template: Option<serde_json::Value>,
 }
 
 /// `deletePods`.
@@ -201,6 +227,8 @@ impl Workload {
                             "invalid Pod".into(),
                         )
                     })?;
+                    volume_templates(c)
+                        .map_err(|(field, m)| invalid(format!("ops[{i}].createPods.{field}"), m))?;
                 }
                 _ => {}
             }
@@ -226,7 +254,80 @@ pub fn node_template(v: Option<&serde_json::Value>) -> Result<api::Node, String>
     decode_template(v)
 }
 
+/// The typed volume and claim templates of a `createPods` op (None when it has none); an
+/// error names the field.
+pub fn volume_templates(
+    c: &CreatePods,
+) -> Result<Option<(api::PersistentVolume, api::PersistentVolumeClaim)>, (String, String)> {
+    match (
+        &c.persistent_volume_template,
+        &c.persistent_volume_claim_template,
+    ) {
+        (None, None) => Ok(None),
+        (Some(pv), Some(pvc)) => {
+            let pv = decode_template(Some(pv)).map_err(|m| {
+                (
+                    format!("persistentVolumeTemplate{m}"),
+                    "invalid PersistentVolume".to_string(),
+                )
+            })?;
+            let pvc = decode_template(Some(pvc)).map_err(|m| {
+                (
+                    format!("persistentVolumeClaimTemplate{m}"),
+                    "invalid PersistentVolumeClaim".to_string(),
+                )
+            })?;
+            Ok(Some((pv, pvc)))
+        }
+        (Some(_), None) => Err((
+            "persistentVolumeClaimTemplate".into(),
+            "required with persistentVolumeTemplate".into(),
+        )),
+        (None, Some(_)) => Err((
+            "persistentVolumeTemplate".into(),
+            "required with persistentVolumeClaimTemplate".into(),
+        )),
+    }
+}
+
 /// The typed pod template.
 pub fn pod_template(v: Option<&serde_json::Value>) -> Result<api::Pod, String> {
     decode_template(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "kind: Workload\nname: w\nops:\n- createPods:\n    count: 1\n";
+
+    #[test]
+    fn volume_templates_go_together() {
+        let only_pv = format!(
+            "{HEAD}    persistentVolumeTemplate: {{spec: {{csi: {{driver: d, volumeHandle: h}}}}}}\n"
+        );
+        let e = Workload::from_str(&only_pv, "w.yaml").expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "w.yaml: ops[0].createPods.persistentVolumeClaimTemplate: required with persistentVolumeTemplate"
+        );
+        let bad_claim = format!(
+            "{HEAD}    persistentVolumeTemplate: {{}}\n    persistentVolumeClaimTemplate: {{spec: {{accessModes: 3}}}}\n"
+        );
+        let e = Workload::from_str(&bad_claim, "w.yaml").expect_err("refused");
+        assert!(
+            e.to_string().starts_with(
+                "w.yaml: ops[0].createPods.persistentVolumeClaimTemplate.spec.accessModes"
+            ),
+            "{e}"
+        );
+        let both = format!(
+            "{HEAD}    persistentVolumeTemplate: {{}}\n    persistentVolumeClaimTemplate: {{}}\n"
+        );
+        let w = Workload::from_str(&both, "w.yaml").expect("valid");
+        let Op::CreatePods(c) = &w.ops[0] else {
+            panic!("createPods")
+        };
+        assert!(volume_templates(c).expect("valid").is_some());
+    }
 }
