@@ -317,8 +317,17 @@ async fn other_kinds_fill_the_object_store() {
                     && objects.namespace_labels("team-a").get("team").map(String::as_str) == Some("b"))
                 .await
         );
-        // Volume kinds are watched only when a volume plugin is compiled in (none is).
-        assert!(requests_to(&server, "GET", "/api/v1/persistentvolumeclaims").is_empty());
+        // The volume plugins linked into this test binary need claims and attachments.
+        server.create(
+            "volumeattachments",
+            serde_json::json!({"metadata": {"name": "va"}, "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1", "source": {"persistentVolumeName": "pv"}}}),
+        );
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |_| objects.volume_attachments.len() == 1)
+                .await
+        );
+        assert!(!requests_to(&server, "GET", "/api/v1/persistentvolumeclaims").is_empty());
         runner.stop();
         runner.wait().await.expect("clean stop");
     })
