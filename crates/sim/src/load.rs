@@ -315,6 +315,17 @@ fn add_object(
     }
 }
 
+/// The kinds of [`OTHER_KINDS`] that live in a namespace.
+const NAMESPACED_OTHER_KINDS: &[&str] = &[
+    "Service",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "PersistentVolumeClaim",
+    "CSIStorageCapacity",
+    "PodDisruptionBudget",
+];
+
 /// Applies a stored object of another kind to the object store, reporting decode errors.
 /// Returns the object as stored (for the change event's queueing hints), or None when
 /// the kind is unknown or the object could not be decoded.
@@ -331,6 +342,18 @@ pub fn apply_other(
         CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
     };
     use kubesched_framework::events::EventObject;
+    let mut doc = doc;
+    // A namespaced object written without a namespace lands in `default`, as `kubectl
+    // apply` puts it there (pods are defaulted the same way).
+    if NAMESPACED_OTHER_KINDS.contains(&kind)
+        && let Some(meta) = doc.get_mut("metadata").and_then(|m| m.as_object_mut())
+        && meta
+            .get("namespace")
+            .and_then(|n| n.as_str())
+            .is_none_or(str::is_empty)
+    {
+        meta.insert("namespace".into(), "default".into());
+    }
     let object = describe(&doc, "");
     let o = cluster.objects();
     macro_rules! put {
@@ -482,6 +505,31 @@ pub fn resolve_priority(pod: &mut api::Pod, classes: &[PriorityClass]) -> Result
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    #[test]
+    fn namespaced_objects_without_a_namespace_land_in_default() {
+        let cluster = SimCluster::new();
+        let mut problems = Vec::new();
+        let claim = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}});
+        let class = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "p"});
+        let attachment = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"}, "spec": {"attacher": "d", "nodeName": "n", "source": {}}});
+        assert!(
+            apply_other(&cluster, "PersistentVolumeClaim", claim, "f", &mut problems).is_some()
+        );
+        assert!(apply_other(&cluster, "StorageClass", class, "f", &mut problems).is_some());
+        assert!(
+            apply_other(&cluster, "VolumeAttachment", attachment, "f", &mut problems).is_some()
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let o = cluster.objects();
+        assert!(
+            o.persistent_volume_claims
+                .get(Some("default"), "data")
+                .is_some()
+        );
+        assert!(o.storage_classes.get(None, "fast").is_some());
+        assert!(o.volume_attachments.get(None, "va").is_some());
+    }
 
     fn class(name: &str, value: i32, global_default: bool, policy: Option<&str>) -> PriorityClass {
         PriorityClass {
