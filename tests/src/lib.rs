@@ -4,6 +4,7 @@
 use kubesched::framework as _;
 
 pub mod apiserver;
+pub mod extender;
 use kubesched_sim::{SimReport, Simulation, SimulationOptions, Workload};
 
 /// Runs manifests (YAML text) under a configuration (None: defaults) and returns the report.

@@ -81,3 +81,62 @@ fn volumes_example_table_and_explain() {
     insta::assert_snapshot!(report.to_table(false));
     insta::assert_yaml_snapshot!(report.explanations);
 }
+
+/// The example extender (examples/extender) behind the example scenario's configuration,
+/// as the README runs them in two terminals.
+#[test]
+fn example_extender_scenario() {
+    let ext = kubesched_tests::extender::ExtenderServer::start_router(
+        kubesched_example_extender::router(),
+        "/",
+    );
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/extender/scenario");
+    let (manifests, problems) = load_paths(&[dir]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let (file, text) = manifests
+        .config
+        .clone()
+        .expect("the scenario has a configuration");
+    assert!(text.contains("urlPrefix: http://127.0.0.1:8888/"), "{text}");
+    // The extender listens on a free port here rather than 8888.
+    let text = text.replace("http://127.0.0.1:8888/", &format!("{}/", ext.url()));
+    let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let report = runtime.block_on(async {
+        let mut sim = Simulation::new(
+            &loaded,
+            SimulationOptions {
+                seed: Some(0),
+                explain: Some("default/batch".into()),
+                progress: None,
+            },
+        )
+        .expect("simulation");
+        sim.load(manifests, "extender");
+        sim.settle().await;
+        sim.report()
+    });
+    let node_of = |name: &str| {
+        report
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.node.clone())
+    };
+    assert_eq!(node_of("web-1").as_deref(), Some("node-cheap"));
+    assert_eq!(node_of("web-2").as_deref(), Some("node-cheap"));
+    assert_eq!(node_of("batch").as_deref(), Some("node-pricey"));
+    let maint = report.explanations[0]
+        .nodes
+        .iter()
+        .find(|n| n.node == "node-maint")
+        .expect("node-maint");
+    assert_eq!(maint.rejected_by.as_deref(), Some("Extender"));
+    assert_eq!(
+        maint.reasons,
+        [kubesched_example_extender::MAINTENANCE_REASON]
+    );
+}

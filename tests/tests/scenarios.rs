@@ -142,27 +142,3 @@ fn broken_input_is_reported_and_the_rest_runs() {
         "{problems:?}"
     );
 }
-
-#[test]
-fn configured_extenders_are_refused_not_ignored() {
-    let cfg = "apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-extenders:
-- urlPrefix: http://127.0.0.1:8888/scheduler
-  filterVerb: filter
-";
-    let loaded = kubesched_config::load_str(cfg, "ext.yaml").expect("valid config");
-    let err = kubesched_sim::Simulation::new(
-        &loaded,
-        kubesched_sim::SimulationOptions {
-            seed: None,
-            explain: None,
-            progress: None,
-        },
-    )
-    .expect_err("extenders are not supported");
-    assert!(
-        err.to_string().contains("extenders are not supported"),
-        "{err}"
-    );
-}

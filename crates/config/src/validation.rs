@@ -221,16 +221,27 @@ pub(crate) fn validate_profiles(
 }
 
 /// Extenders: a positive weight where prioritizeVerb is set, at most one binder, valid and
-/// distinct managed resource names, and a urlPrefix.
+/// distinct managed resource names, and a urlPrefix when any verb is set.
 pub(crate) fn validate_extenders(extenders: &[Extender], problems: &mut Vec<FieldError>) {
     let mut binders = 0;
     let mut managed: BTreeSet<&str> = BTreeSet::new();
     for (i, e) in extenders.iter().enumerate() {
         let path = format!("extenders[{i}]");
-        if e.url_prefix.is_empty() {
+        // Upstream accepts an empty urlPrefix and fails every call; an extender without
+        // verbs (only managedResources, e.g. ignoredByScheduler) is never called and needs
+        // none.
+        let has_verb = [
+            &e.filter_verb,
+            &e.prioritize_verb,
+            &e.preempt_verb,
+            &e.bind_verb,
+        ]
+        .iter()
+        .any(|v| !v.is_empty());
+        if e.url_prefix.is_empty() && has_verb {
             problems.push(FieldError::new(
                 format!("{path}.urlPrefix"),
-                "required value",
+                "required value when a verb is set",
             ));
         }
         if !e.prioritize_verb.is_empty() && e.weight <= 0 {

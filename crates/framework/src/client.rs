@@ -102,6 +102,12 @@ pub trait ClusterClient: Send + Sync {
     ) -> Result<(), ClientError>;
     /// Records an event; never blocks, never fails the caller.
     fn record_event(&self, event: Event);
+    /// A scheduler extender bound the pod to the node through its own API client. A real
+    /// API server shows that binding on its own, so the default does nothing; a backend
+    /// the extender cannot reach (the in-memory cluster) records it here.
+    async fn bound_by_extender(&self, _pod: &PodInfo, _node_name: &str) -> Result<(), ClientError> {
+        Ok(())
+    }
 }
 
 /// A client that accepts every write and remembers nothing: for tests and dry runs.

@@ -7,6 +7,7 @@ use parking_lot::RwLock;
 
 use crate::client::{ClusterClient, NoopClient};
 use crate::clock::{Clock, RealClock};
+use crate::extender::Extender;
 use crate::nominator::Nominator;
 use crate::objects::ObjectStore;
 use crate::parallel::Parallelizer;
@@ -30,6 +31,7 @@ struct HandleInner {
     parallelizer: Parallelizer,
     clock: Arc<dyn Clock>,
     activator: RwLock<Option<Arc<dyn PodActivator>>>,
+    extenders: Vec<Arc<dyn Extender>>,
 }
 
 /// Shared access to the cluster view and the scheduler's services. Cheap to clone.
@@ -118,6 +120,12 @@ impl Handle {
             a.activate(uids);
         }
     }
+
+    /// The configured scheduler extenders, in the order they are consulted (ignorable
+    /// ones last).
+    pub fn extenders(&self) -> &[Arc<dyn Extender>] {
+        &self.inner.extenders
+    }
 }
 
 /// Builds a [`Handle`].
@@ -130,6 +138,7 @@ pub struct HandleBuilder {
     parallelism: usize,
     caller_joins_pool: bool,
     clock: Arc<dyn Clock>,
+    extenders: Vec<Arc<dyn Extender>>,
 }
 
 impl Default for HandleBuilder {
@@ -143,6 +152,7 @@ impl Default for HandleBuilder {
             parallelism: 1,
             caller_joins_pool: false,
             clock: Arc::new(RealClock),
+            extenders: Vec::new(),
         }
     }
 }
@@ -189,6 +199,11 @@ impl HandleBuilder {
         self.clock = clock;
         self
     }
+    /// The scheduler extenders, in the order they are consulted.
+    pub fn extenders(mut self, extenders: Vec<Arc<dyn Extender>>) -> Self {
+        self.extenders = extenders;
+        self
+    }
     /// The handle.
     pub fn build(self) -> Handle {
         Handle {
@@ -206,6 +221,7 @@ impl HandleBuilder {
                 },
                 clock: self.clock,
                 activator: RwLock::new(None),
+                extenders: self.extenders,
             }),
         }
     }

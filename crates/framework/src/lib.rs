@@ -3,8 +3,8 @@
 //! It owns [`Status`], the plugin traits of each extension point, [`CycleState`], the
 //! [`Handle`] plugins reach the cluster view through, the link-time plugin
 //! [registry], the [`Framework`] runtime that runs one profile's plugins with
-//! upstream kube-scheduler's semantics, and [`NodeTally`], the per-node results a plugin
-//! keeps from one cycle to the next. It must not hold scheduling policy of its own
+//! upstream kube-scheduler's semantics, [`NodeTally`], the per-node results a plugin
+//! keeps from one cycle to the next, and the [`Extender`] contract of scheduler extenders. It must not hold scheduling policy of its own
 //! (that lives in plugins) nor talk to an API server directly (that is the
 //! [`ClusterClient`] implementations' job).
 //!
@@ -15,6 +15,7 @@ mod client;
 pub mod clock;
 mod cycle_state;
 pub mod events;
+mod extender;
 mod handle;
 pub mod metrics;
 mod node_tally;
@@ -34,6 +35,10 @@ pub use client::{
     PodStatusUpdate,
 };
 pub use cycle_state::{CycleState, StateData};
+pub use extender::{
+    EXTENDER_NAME, Extender, ExtenderError, ExtenderFilterOutcome, FailedNodesMap, HostPriority,
+    Victims,
+};
 pub use handle::{Handle, HandleBuilder, PodActivator};
 pub use node_tally::{NodeTally, TallyCache};
 pub use nominator::Nominator;

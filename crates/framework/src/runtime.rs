@@ -391,7 +391,8 @@ impl Framework {
     }
 
     /// Cluster events per plugin, as the queue needs them. Plugins that can reject a pod
-    /// but register no events are listed with a wildcard event, so their pods still move.
+    /// but register no events are listed with a wildcard event, so their pods still move;
+    /// so is [`EXTENDER_NAME`](crate::EXTENDER_NAME) when extenders are configured.
     pub fn events_to_register(&self) -> BTreeMap<String, Vec<ClusterEventWithHint>> {
         let mut out = BTreeMap::new();
         for (name, p) in &self.instances {
@@ -416,6 +417,16 @@ impl Framework {
                 }
                 None => {}
             }
+        }
+        if !self.handle.extenders().is_empty() {
+            // Extenders register no events: a pod they rejected moves on any event.
+            out.insert(
+                crate::EXTENDER_NAME.to_string(),
+                vec![ClusterEventWithHint::new(
+                    crate::events::EventResource::WildCard,
+                    crate::events::ActionType::ALL,
+                )],
+            );
         }
         out
     }

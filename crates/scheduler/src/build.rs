@@ -10,6 +10,7 @@ use kubesched_framework::clock::Clock;
 use kubesched_framework::{ClusterClient, Framework, Handle, Nominator, ObjectStore, WaitingPods};
 use kubesched_queue::{QueueConfig, SchedulingQueue};
 
+use crate::extender::{apply_ignored_resources, build_extenders};
 use crate::metrics::SchedulerMetrics;
 use crate::{Scheduler, SchedulerOptions};
 
@@ -39,22 +40,22 @@ pub struct SchedulerParts {
     pub caller_joins_pool: bool,
 }
 
-/// Builds frameworks for every profile, the cache, the queue and the scheduler.
+/// Builds the extenders, frameworks for every profile, the cache, the queue and the
+/// scheduler.
 pub fn build_scheduler(
     loaded: &LoadedConfig,
     parts: SchedulerParts,
 ) -> Result<Arc<Scheduler>, BuildError> {
     let cfg = &loaded.config;
-    if !cfg.extenders.is_empty() {
-        // Running without them would silently make different decisions than configured.
-        return Err(BuildError {
-            profile: String::new(),
-            message: format!(
-                "{} extender(s) configured, but scheduler extenders are not supported by kubesched yet; remove `extenders` from the configuration",
-                cfg.extenders.len()
-            ),
-        });
-    }
+    let extenders = build_extenders(&cfg.extenders).map_err(|message| BuildError {
+        profile: String::new(),
+        message,
+    })?;
+    let mut specs = loaded.profiles.clone();
+    apply_ignored_resources(&cfg.extenders, &mut specs).map_err(|message| BuildError {
+        profile: String::new(),
+        message,
+    })?;
     let metrics = Arc::new(SchedulerMetrics::new());
     let nominator = Arc::new(Nominator::new());
     let handle = Handle::builder()
@@ -65,9 +66,10 @@ pub fn build_scheduler(
         .parallelism(cfg.parallelism.max(1) as usize)
         .caller_joins_pool(parts.caller_joins_pool)
         .clock(parts.clock.clone())
+        .extenders(extenders)
         .build();
     let mut profiles = BTreeMap::new();
-    for spec in &loaded.profiles {
+    for spec in &specs {
         let fw = Framework::with_metrics(spec.clone(), handle.clone(), metrics.clone()).map_err(
             |e| BuildError {
                 profile: spec.scheduler_name.clone(),

@@ -1,4 +1,5 @@
-//! Per-node Filter results and per-plugin scores of one attempt, for `--explain`.
+//! Per-node Filter results and per-plugin scores of one attempt, with each extender's
+//! verdict and score, for `--explain`.
 
 use kubesched_framework::Status;
 use serde::Serialize;
@@ -18,14 +19,40 @@ pub struct PluginScoreExplanation {
     pub weighted: i64,
 }
 
+/// One extender's verdict and score on one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ExtenderExplanation {
+    /// The extender (its URL prefix).
+    pub extender: String,
+    /// `Passed`, `Failed`, `FailedAndUnresolvable`, `Error`, `IgnoredError` (the extender
+    /// is ignorable) or `NotInterested` (the pod uses none of its managed resources).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// The extender's reason, or the error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The score the extender gave (0..=10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<i64>,
+    /// The extender's weight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i64>,
+    /// score × weight × 10: what the node's total gets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weighted: Option<i64>,
+    /// The prioritize call failed (the extender then adds nothing, as upstream).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_error: Option<String>,
+}
+
 /// One node's verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeExplanation {
     /// The node.
     pub node: String,
-    /// Whether every Filter plugin passed.
+    /// Whether every Filter plugin and every extender passed.
     pub feasible: bool,
-    /// The plugin that rejected the node.
+    /// The plugin that rejected the node (`Extender` for an extender).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected_by: Option<String>,
     /// The code of the rejection.
@@ -37,7 +64,10 @@ pub struct NodeExplanation {
     /// Scores, when the node was scored.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scores: Vec<PluginScoreExplanation>,
-    /// Σ weighted scores.
+    /// Each extender's filter verdict and score, in the order they were consulted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extenders: Vec<ExtenderExplanation>,
+    /// Σ weighted scores, extenders' included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_score: Option<i64>,
 }
@@ -53,6 +83,7 @@ impl NodeExplanation {
             code: (!ok).then(|| status.code().as_str().to_string()),
             reasons: status.reasons().to_vec(),
             scores: Vec::new(),
+            extenders: Vec::new(),
             total_score: None,
         }
     }

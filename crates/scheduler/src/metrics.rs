@@ -78,6 +78,7 @@ pub struct SchedulerMetrics {
     extension_point_duration: Family<Labels, Histogram, fn() -> Histogram>,
     plugin_duration: Family<Labels, Histogram, fn() -> Histogram>,
     queue_incoming: Family<Labels, Counter>,
+    goroutines: Family<Labels, Gauge>,
     /// Handles into `extension_point_duration`, by profile.
     extension_point_handles: HistogramHandles,
     /// Handles into `plugin_duration`, by plugin.
@@ -178,6 +179,12 @@ impl SchedulerMetrics {
             "Number of pods added to scheduling queues by event and queue type",
             queue_incoming.clone(),
         );
+        let goroutines = Family::<Labels, Gauge>::default();
+        registry.register(
+            "goroutines",
+            "Number of running goroutines split by the work they do such as binding",
+            goroutines.clone(),
+        );
         Self {
             registry,
             schedule_attempts,
@@ -190,6 +197,7 @@ impl SchedulerMetrics {
             extension_point_duration,
             plugin_duration,
             queue_incoming,
+            goroutines,
             extension_point_handles: HistogramHandles::default(),
             plugin_handles: HistogramHandles::default(),
         }
@@ -243,6 +251,21 @@ impl SchedulerMetrics {
                 ("event", event.to_string()),
             ])
             .inc();
+    }
+
+    /// Work of kind `operation` (`binding`, `prioritizing_extender`) started on its own
+    /// task or thread: `scheduler_goroutines{operation}` goes up.
+    pub fn goroutine_started(&self, operation: &str) {
+        self.goroutines
+            .get_or_create(&vec![("operation", operation.to_string())])
+            .inc();
+    }
+
+    /// Work of kind `operation` finished: `scheduler_goroutines{operation}` goes down.
+    pub fn goroutine_finished(&self, operation: &str) {
+        self.goroutines
+            .get_or_create(&vec![("operation", operation.to_string())])
+            .dec();
     }
 
     /// Total time and sample count of `scheduler_plugin_execution_duration_seconds` per

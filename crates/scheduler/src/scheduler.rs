@@ -1,6 +1,6 @@
 //! The scheduler: event handlers, the scheduling cycle and the binding cycle.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -9,8 +9,8 @@ use kubesched_cache::Cache;
 use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventResource};
 use kubesched_framework::model::{Node, NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, Event, EventType, Framework, Handle, ObjectRef, PodScheduledCondition,
-    PodStatusUpdate, QueuedPodInfo, ScoreTable, Snapshot, Status,
+    Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, ObjectRef,
+    PodScheduledCondition, PodStatusUpdate, QueuedPodInfo, ScoreTable, Snapshot, Status,
 };
 use kubesched_queue::SchedulingQueue;
 use parking_lot::Mutex;
@@ -19,7 +19,8 @@ use crate::changes::{
     ClusterChange, is_assigned, is_terminal, node_update_actions, pod_spec_or_meta_changed,
 };
 use crate::compiled_pods::CompiledPods;
-use crate::explain::{Explanation, NodeExplanation, PluginScoreExplanation};
+use crate::explain::{Explanation, ExtenderExplanation, NodeExplanation, PluginScoreExplanation};
+use crate::extender::cycle::{self as extenders, FilterTrace};
 use crate::fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
 use crate::metrics::{AttemptResult, SchedulerMetrics};
 
@@ -29,6 +30,8 @@ pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
 /// Share of cycles (in percent) whose per-plugin durations are recorded.
 pub const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
+/// The `operation` label of the goroutines gauge for binding cycles in flight.
+pub const BINDING: &str = "binding";
 /// Longest event note upstream allows (`validation.NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
 
@@ -576,7 +579,8 @@ impl Scheduler {
         pod: &Arc<PodInfo>,
         nodes: &[Arc<NodeInfo>],
     ) -> Result<Vec<i64>, CycleError> {
-        if !fw.has_score_plugins() {
+        let exts = self.handle.extenders();
+        if !fw.has_score_plugins() && exts.is_empty() {
             return Ok(vec![1; nodes.len()]);
         }
         let s = fw.run_pre_score_plugins(state, pod, nodes);
@@ -586,7 +590,12 @@ impl Scheduler {
         let table: ScoreTable = fw
             .run_score_plugins(state, pod, nodes)
             .map_err(CycleError::Internal)?;
-        Ok(table.totals)
+        let mut totals = table.totals;
+        if !exts.is_empty() {
+            let scores = extenders::prioritize(exts, pod, nodes, &self.metrics);
+            extenders::add_to_totals(&scores, &mut totals);
+        }
+        Ok(totals)
     }
 
     /// The highest total; ties broken uniformly at random (reservoir sampling over the
@@ -646,6 +655,17 @@ impl Scheduler {
                     std::slice::from_ref(node),
                     usize::MAX,
                 )?;
+                // An extender error here only means the node is not taken at once: the
+                // full pass below asks again (upstream logs it and goes on).
+                let pass = extenders::filter(self.handle.extenders(), pod, feasible);
+                if let Some(s) = &pass.error {
+                    tracing::warn!(pod = %pod.key(), node = nominated, error = %s.message(), "evaluation failed on nominated node");
+                }
+                let feasible = if pass.error.is_some() {
+                    Vec::new()
+                } else {
+                    pass.feasible
+                };
                 if !feasible.is_empty() {
                     return Ok((feasible, diagnosis));
                 }
@@ -678,22 +698,51 @@ impl Scheduler {
         let (feasible, rejected) =
             self.filter_nodes(fw, state, pod, &mut diagnosis, nodes, start)?;
         let processed = feasible.len() + rejected.len();
-        // Per-node statuses only matter when no node fits (PostFilter and the failure
-        // message read them); a pod that fits skips building the map.
-        if feasible.is_empty() {
-            diagnosis.node_to_status.statuses.reserve(rejected.len());
-            for (i, status) in rejected {
-                diagnosis
-                    .node_to_status
-                    .statuses
-                    .insert(nodes[i].name().to_string(), status);
-            }
-        }
         if !all.is_empty() {
             self.next_start_node_index
                 .store((start + processed) % all.len(), Ordering::Relaxed);
         }
+        let mut extender_statuses = Vec::new();
+        let feasible = if self.handle.extenders().is_empty() {
+            feasible
+        } else {
+            let before = feasible.len();
+            let pass = extenders::filter(self.handle.extenders(), pod, feasible);
+            if let Some(s) = pass.error {
+                return Err(CycleError::Internal(s));
+            }
+            if pass.feasible.len() != before {
+                // Extenders register no events: any cluster event may help the pod.
+                diagnosis
+                    .unschedulable_plugins
+                    .insert(EXTENDER_NAME.to_string());
+            }
+            extender_statuses = pass.statuses;
+            pass.feasible
+        };
+        // Per-node statuses only matter when no node fits (PostFilter and the failure
+        // message read them); a pod that fits skips building the map.
+        if feasible.is_empty() {
+            let statuses = &mut diagnosis.node_to_status.statuses;
+            statuses.reserve(rejected.len() + extender_statuses.len());
+            for (i, status) in rejected {
+                statuses.insert(nodes[i].name().to_string(), status);
+            }
+            for (node, status) in extender_statuses {
+                statuses.insert(node, status);
+            }
+        }
         Ok((feasible, diagnosis))
+    }
+
+    /// Whether any extender filters nodes.
+    fn has_extender_filters(&self) -> bool {
+        self.handle.extenders().iter().any(|e| e.is_filter())
+    }
+
+    /// Whether nodes are scored at all: Score plugins, or a prioritizing extender.
+    fn has_scoring(&self, fw: &Framework) -> bool {
+        fw.has_score_plugins() || self.handle.extenders().iter().any(|e| e.is_prioritizer())
     }
 
     /// Filters `nodes` starting at `start` (rotating), in parallel chunks, stopping once
@@ -719,7 +768,7 @@ impl Scheduler {
             .percentage_of_nodes_to_score()
             .unwrap_or(self.options.percentage_of_nodes_to_score);
         let mut to_find = num_feasible_nodes_to_find(pct, n);
-        if !fw.has_score_plugins() {
+        if !self.has_extender_filters() && !self.has_scoring(fw) {
             to_find = 1;
         }
         let start = if start == usize::MAX { 0 } else { start % n };
@@ -791,31 +840,50 @@ impl Scheduler {
             }
             nodes.push(NodeExplanation::from_status(node.name(), &status));
         }
-        if !feasible.is_empty() && fw.has_score_plugins() {
+        let position: HashMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.node.clone(), i))
+            .collect();
+        let exts = self.handle.extenders();
+        let mut extender_failed = false;
+        if !feasible.is_empty() && !exts.is_empty() {
+            let names: Vec<String> = feasible.iter().map(|n| n.name().to_string()).collect();
+            let pass = extenders::filter(exts, pod, feasible);
+            explain_extender_filter(&mut nodes, &position, names, &pass.traces);
+            extender_failed = pass.error.is_some();
+            feasible = pass.feasible;
+        }
+        if !feasible.is_empty() && !extender_failed && (fw.has_score_plugins() || !exts.is_empty())
+        {
             let mut score_state = state.clone();
             let table = fw
                 .run_pre_score_plugins(&mut score_state, pod, &feasible)
                 .is_success()
                 .then(|| fw.run_score_plugins(&score_state, pod, &feasible).ok())
                 .flatten();
-            for (i, node) in feasible.iter().enumerate() {
-                let (Some(table), Some(e)) =
-                    (&table, nodes.iter_mut().find(|e| e.node == node.name()))
-                else {
-                    continue;
-                };
-                e.total_score = Some(table.totals[i]);
-                e.scores = table
-                    .plugins
-                    .iter()
-                    .map(|p| PluginScoreExplanation {
-                        plugin: p.plugin.clone(),
-                        raw: p.raw[i],
-                        normalized: p.normalized[i],
-                        weight: p.weight,
-                        weighted: p.normalized[i] * p.weight,
-                    })
-                    .collect();
+            if let Some(table) = &table {
+                for (i, node) in feasible.iter().enumerate() {
+                    let Some(e) = position.get(node.name()).map(|&k| &mut nodes[k]) else {
+                        continue;
+                    };
+                    e.total_score = Some(table.totals[i]);
+                    e.scores = table
+                        .plugins
+                        .iter()
+                        .map(|p| PluginScoreExplanation {
+                            plugin: p.plugin.clone(),
+                            raw: p.raw[i],
+                            normalized: p.normalized[i],
+                            weight: p.weight,
+                            weighted: p.normalized[i] * p.weight,
+                        })
+                        .collect();
+                }
+                if !exts.is_empty() {
+                    let scores = extenders::prioritize(exts, pod, &feasible, &self.metrics);
+                    explain_extender_scores(&mut nodes, &position, &feasible, &scores);
+                }
             }
         }
         let explanation = Explanation {
@@ -870,9 +938,11 @@ impl Scheduler {
         // The binding cycle runs on its own task so the loop never waits for the API.
         let this = self.clone();
         self.in_flight_bindings.fetch_add(1, Ordering::SeqCst);
+        self.metrics.goroutine_started(BINDING);
         tokio::spawn(async move {
             this.binding_cycle(fw, state, qpi, assumed, host, start, pod_cycle)
                 .await;
+            this.metrics.goroutine_finished(BINDING);
             this.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
         });
     }
@@ -897,7 +967,23 @@ impl Scheduler {
             if !pre_bind.is_success() {
                 pre_bind
             } else {
-                let bind = fw.run_bind_plugins(&state, &assumed, &host).await;
+                let bind = match extenders::bind(self.handle.extenders(), &assumed, &host).await {
+                    Some(Ok(())) => {
+                        // The extender bound it through its own client; a backend the
+                        // extender cannot reach records the binding now.
+                        if let Err(e) = self
+                            .handle
+                            .client()
+                            .bound_by_extender(&assumed, &host)
+                            .await
+                        {
+                            tracing::warn!(pod = %assumed.key(), node = %host, error = %e, "recording the extender's binding");
+                        }
+                        Status::success()
+                    }
+                    Some(Err(e)) => Status::error(e),
+                    None => fw.run_bind_plugins(&state, &assumed, &host).await,
+                };
                 if let Err(e) = self.cache.finish_binding(&assumed.uid) {
                     tracing::warn!(pod = %assumed.key(), error = %e, "finishing binding in the cache");
                 }
@@ -1056,6 +1142,108 @@ impl Scheduler {
                 AttemptOutcome::Error { message }
             };
             o.attempt(&pod, &outcome, start.elapsed());
+        }
+    }
+}
+
+/// Each extender's filter verdict on the nodes it was sent, in the order extenders ran.
+/// `sent` are the nodes the Filter plugins accepted.
+fn explain_extender_filter(
+    nodes: &mut [NodeExplanation],
+    position: &HashMap<String, usize>,
+    mut sent: Vec<String>,
+    traces: &[(String, FilterTrace)],
+) {
+    for (extender, trace) in traces {
+        let mut passed = Vec::new();
+        for name in &sent {
+            let Some(e) = position.get(name).map(|&k| &mut nodes[k]) else {
+                continue;
+            };
+            let (verdict, reason, code) = match trace {
+                FilterTrace::NotInterested => ("NotInterested", None, None),
+                FilterTrace::Failed {
+                    error,
+                    ignored: true,
+                } => ("IgnoredError", Some(error.clone()), None),
+                FilterTrace::Failed { error, .. } => ("Error", Some(error.clone()), None),
+                FilterTrace::Answered(o) => {
+                    if o.nodes.iter().any(|n| n.name() == name) {
+                        ("Passed", None, None)
+                    } else if let Some(m) = o.failed_and_unresolvable.get(name) {
+                        (
+                            "FailedAndUnresolvable",
+                            Some(m.clone()),
+                            Some(Code::UnschedulableAndUnresolvable),
+                        )
+                    } else {
+                        (
+                            "Failed",
+                            o.failed.get(name).cloned(),
+                            Some(Code::Unschedulable),
+                        )
+                    }
+                }
+            };
+            if matches!(
+                trace,
+                FilterTrace::NotInterested | FilterTrace::Failed { ignored: true, .. }
+            ) || verdict == "Passed"
+            {
+                passed.push(name.clone());
+            }
+            if let Some(code) = code {
+                e.feasible = false;
+                e.rejected_by = Some(EXTENDER_NAME.to_string());
+                e.code = Some(code.as_str().to_string());
+                e.reasons = reason.clone().into_iter().collect();
+            }
+            e.extenders.push(ExtenderExplanation {
+                extender: extender.clone(),
+                filter: Some(verdict.to_string()),
+                reason,
+                ..Default::default()
+            });
+        }
+        sent = passed;
+    }
+}
+
+/// Each extender's score on the nodes that passed, added to the nodes' totals.
+fn explain_extender_scores(
+    nodes: &mut [NodeExplanation],
+    position: &HashMap<String, usize>,
+    feasible: &[Arc<NodeInfo>],
+    scores: &[extenders::ExtenderScores],
+) {
+    for s in scores {
+        for (i, node) in feasible.iter().enumerate() {
+            let Some(e) = position.get(node.name()).map(|&k| &mut nodes[k]) else {
+                continue;
+            };
+            let at = match e.extenders.iter().position(|x| x.extender == s.extender) {
+                Some(at) => at,
+                None => {
+                    e.extenders.push(ExtenderExplanation {
+                        extender: s.extender.clone(),
+                        ..Default::default()
+                    });
+                    e.extenders.len() - 1
+                }
+            };
+            let x = &mut e.extenders[at];
+            match &s.result {
+                Ok((raw, weight)) => {
+                    x.weight = Some(*weight);
+                    if let Some(r) = raw[i] {
+                        let w = extenders::ExtenderScores::weighted(r, *weight);
+                        x.score = Some(r);
+                        x.weighted = Some(w);
+                        e.total_score = Some(e.total_score.unwrap_or(0).wrapping_add(w));
+                    }
+                }
+                Err(err) => x.score_error = Some(err.clone()),
+            }
         }
     }
 }

@@ -226,12 +226,17 @@ impl PodLister for SimCluster {
     }
 }
 
-#[async_trait]
-impl ClusterClient for SimCluster {
-    async fn bind(&self, pod: &PodInfo, node_name: &str) -> Result<(), ClientError> {
+impl SimCluster {
+    /// The `binding` subresource: sets the pod's node as the API server would.
+    fn apply_binding(
+        &self,
+        pod: &PodInfo,
+        node_name: &str,
+        inject_failures: bool,
+    ) -> Result<(), ClientError> {
         let key = pod.key();
         let mut s = self.state.lock();
-        if s.failing_binds > 0 {
+        if inject_failures && s.failing_binds > 0 {
             s.failing_binds -= 1;
             return Err(ClientError::Other(format!(
                 "simulated server error binding {key}"
@@ -271,6 +276,19 @@ impl ClusterClient for SimCluster {
         s.changes.push_back(ClusterChange::PodUpdated(old, new));
         s.binds += 1;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl ClusterClient for SimCluster {
+    async fn bind(&self, pod: &PodInfo, node_name: &str) -> Result<(), ClientError> {
+        self.apply_binding(pod, node_name, true)
+    }
+
+    /// The extender bound the pod against an API server this cluster is not: the
+    /// binding it made is applied here, so a what-if sees the pod on its node.
+    async fn bound_by_extender(&self, pod: &PodInfo, node_name: &str) -> Result<(), ClientError> {
+        self.apply_binding(pod, node_name, false)
     }
 
     /// The scheduler deletes only preemption victims: as on a real cluster the victim is

@@ -173,6 +173,9 @@ impl SimReport {
                         n.reasons.join(", ")
                     );
                 }
+                for x in &n.extenders {
+                    let _ = writeln!(out, "    {}", extender_line(x));
+                }
             }
         }
         if !self.problems.is_empty() {
@@ -197,4 +200,22 @@ impl SimReport {
         out.push('\n');
         out
     }
+}
+
+/// One extender's verdict and score on a node, for the table.
+fn extender_line(x: &kubesched_scheduler::ExtenderExplanation) -> String {
+    let mut parts = Vec::new();
+    if let Some(f) = &x.filter {
+        parts.push(match &x.reason {
+            Some(r) => format!("{f}: {r}"),
+            None => f.clone(),
+        });
+    }
+    if let (Some(score), Some(weight), Some(weighted)) = (x.score, x.weight, x.weighted) {
+        parts.push(format!("score {score} x weight {weight} x 10 = {weighted}"));
+    }
+    if let Some(e) = &x.score_error {
+        parts.push(format!("prioritize failed: {e}"));
+    }
+    format!("extender {}: {}", x.extender, parts.join(", "))
 }

@@ -13,11 +13,14 @@
 //! terminate for its grace period on the virtual clock.
 //! "Now" (the start time of victims that have not started) is the framework's clock.
 //!
-//! Left out on purpose: extenders' preempt verb and asynchronous preemption (victims are
-//! evicted before PostFilter returns).
+//! Scheduler extenders with a preempt verb narrow the candidates before one is chosen.
+//!
+//! Left out on purpose: asynchronous preemption (victims are evicted before PostFilter
+//! returns).
 
 mod args;
 mod evaluator;
+mod extenders;
 #[cfg(test)]
 mod tests;
 
@@ -157,12 +160,17 @@ impl DefaultPreemption {
                 Status::unschedulable(msg),
             );
         }
-        let best = if dry.candidates.len() == 1 {
+        let candidates =
+            match extenders::call_extenders(handle, &snapshot, pod, dry.candidates).await {
+                Ok(c) => c,
+                Err(s) => return (None, s),
+            };
+        let best = if candidates.len() == 1 {
             Some(0)
         } else {
-            evaluator::pick_one(&dry.candidates, now)
+            evaluator::pick_one(&candidates, now)
         };
-        let Some(best) = best.and_then(|i| dry.candidates.get(i)) else {
+        let Some(best) = best.and_then(|i| candidates.get(i)) else {
             return (None, Status::unschedulable(NO_CANDIDATE_NODE));
         };
         tracing::debug!(

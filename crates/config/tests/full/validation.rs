@@ -284,7 +284,7 @@ fn extenders() {
     let rows = [
         (
             "extenders:\n- filterVerb: filter\n",
-            "sched.yaml: extenders[0].urlPrefix: required value",
+            "sched.yaml: extenders[0].urlPrefix: required value when a verb is set",
         ),
         (
             "extenders:\n- urlPrefix: http://127.0.0.1/\n  prioritizeVerb: prioritize\n",
