@@ -39,14 +39,14 @@ pub fn handler(f: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Handler {
 #[derive(Clone)]
 struct Shared {
     handlers: Arc<BTreeMap<String, Handler>>,
-    requests: Arc<Mutex<Vec<(String, Value)>>>,
+    requests: Requests,
 }
 
 /// A running extender; stops when dropped.
 pub struct ExtenderServer {
     addr: SocketAddr,
     prefix: String,
-    requests: Arc<Mutex<Vec<(String, Value)>>>,
+    requests: Requests,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -86,22 +86,30 @@ async fn serve_verb(
     }
 }
 
+type Requests = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// `POST /scheduler/<verb>` answered by the handlers, every request recorded.
+fn recording_router(handlers: Vec<(&str, Handler)>) -> (Router, Requests) {
+    let requests: Requests = Arc::new(Mutex::new(Vec::new()));
+    let shared = Shared {
+        handlers: Arc::new(
+            handlers
+                .into_iter()
+                .map(|(verb, h)| (verb.to_string(), h))
+                .collect(),
+        ),
+        requests: requests.clone(),
+    };
+    let app = Router::new()
+        .route("/scheduler/{verb}", post(serve_verb))
+        .with_state(shared);
+    (app, requests)
+}
+
 impl ExtenderServer {
     /// Starts an extender serving `POST /scheduler/<verb>` with the given handlers.
     pub fn start(handlers: Vec<(&str, Handler)>) -> Self {
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let shared = Shared {
-            handlers: Arc::new(
-                handlers
-                    .into_iter()
-                    .map(|(verb, h)| (verb.to_string(), h))
-                    .collect(),
-            ),
-            requests: requests.clone(),
-        };
-        let app = Router::new()
-            .route("/scheduler/{verb}", post(serve_verb))
-            .with_state(shared);
+        let (app, requests) = recording_router(handlers);
         Self::serve(app, "/scheduler", requests)
     }
 
@@ -111,7 +119,67 @@ impl ExtenderServer {
         Self::serve(app, prefix, Arc::new(Mutex::new(Vec::new())))
     }
 
-    fn serve(app: Router, prefix: &str, requests: Arc<Mutex<Vec<(String, Value)>>>) -> Self {
+    /// Like [`ExtenderServer::start`], over HTTPS with the certificate of `extender.test`
+    /// from tests/fixtures/extender-tls; with `client_auth` the client must present a
+    /// certificate signed by the test CA.
+    pub fn start_tls(handlers: Vec<(&str, Handler)>, client_auth: bool) -> Self {
+        let (app, requests) = recording_router(handlers);
+        let tls = tls_server_config(client_auth);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = listener.local_addr().expect("local address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("test-extender-tls".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("extender runtime");
+                runtime.block_on(async move {
+                    let listener =
+                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+                    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+                    let accept_loop = async {
+                        loop {
+                            let Ok((tcp, _)) = listener.accept().await else {
+                                continue;
+                            };
+                            let acceptor = acceptor.clone();
+                            let app = app.clone();
+                            tokio::spawn(async move {
+                                // A client that fails the handshake just goes away.
+                                let Ok(stream) = acceptor.accept(tcp).await else {
+                                    return;
+                                };
+                                let service = hyper_util::service::TowerToHyperService::new(app);
+                                let _ = hyper::server::conn::http1::Builder::new()
+                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                    .await;
+                            });
+                        }
+                    };
+                    tokio::select! {
+                        _ = accept_loop => {}
+                        _ = stopped => {}
+                    }
+                });
+                runtime.shutdown_background();
+            })
+            .expect("extender thread");
+        Self {
+            addr,
+            prefix: "/scheduler".into(),
+            requests,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn serve(app: Router, prefix: &str, requests: Requests) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         listener
             .set_nonblocking(true)
@@ -152,6 +220,11 @@ impl ExtenderServer {
         format!("http://{}{}", self.addr, self.prefix)
     }
 
+    /// The `urlPrefix` of an HTTPS extender.
+    pub fn https_url(&self) -> String {
+        format!("https://{}{}", self.addr, self.prefix)
+    }
+
     /// The bodies received for `verb`, oldest first.
     pub fn requests(&self, verb: &str) -> Vec<Value> {
         self.requests
@@ -185,4 +258,42 @@ pub fn unreachable_url() -> String {
     let addr = listener.local_addr().expect("local address");
     drop(listener);
     format!("http://{addr}/scheduler")
+}
+
+/// A file of the test TLS material (tests/fixtures/extender-tls).
+pub fn tls_fixture(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/extender-tls")
+        .join(name)
+}
+
+fn tls_server_config(client_auth: bool) -> rustls::ServerConfig {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(tls_fixture("server.crt"))
+            .expect("server.crt")
+            .collect::<Result<_, _>>()
+            .expect("server certificate");
+    let key = PrivateKeyDer::from_pem_file(tls_fixture("server.key")).expect("server.key");
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions");
+    let builder = if client_auth {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(tls_fixture("ca.crt")).expect("ca.crt") {
+            roots.add(c.expect("CA certificate")).expect("CA accepted");
+        }
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .expect("client verifier");
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    builder
+        .with_single_cert(chain, key)
+        .expect("server certificate and key")
 }

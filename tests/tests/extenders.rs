@@ -733,3 +733,97 @@ extenders:
     )
     .await;
 }
+
+fn tls_filter(client_auth: bool) -> ExtenderServer {
+    ExtenderServer::start_tls(
+        vec![(
+            "filter",
+            handler(|_| {
+                Reply::Json(json!({"NodeNames": ["n2"], "FailedNodes": {"n1": "no", "n3": "no"}}))
+            }),
+        )],
+        client_auth,
+    )
+}
+
+/// Schedules one pod through an HTTPS filter extender with the given TLS lines; the node
+/// it went to, or the message of its one attempt.
+fn through_tls(ext: &ExtenderServer, tls: &str) -> Result<String, String> {
+    let cfg = config(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n  enableHTTPS: true\n{tls}",
+        ext.https_url()
+    ));
+    let report = simulate(
+        &format!("{NODES}{}", pod("p", "1")),
+        &cfg,
+        None,
+        Run::OneAttempt,
+    );
+    let p = result(&report, "p");
+    p.node
+        .clone()
+        .ok_or_else(|| p.message.clone().unwrap_or_default())
+}
+
+fn fixture(name: &str) -> String {
+    kubesched_tests::extender::tls_fixture(name)
+        .display()
+        .to_string()
+}
+
+fn base64_of(name: &str) -> String {
+    use base64::Engine as _;
+    let bytes = std::fs::read(kubesched_tests::extender::tls_fixture(name)).expect("fixture");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[test]
+fn https_with_the_ca_inline_and_a_server_name_verifies_the_extender() {
+    let ext = tls_filter(false);
+    let tls = format!(
+        "  tlsConfig:\n    caData: {}\n    serverName: extender.test\n",
+        base64_of("ca.crt")
+    );
+    assert_eq!(through_tls(&ext, &tls), Ok("n2".to_string()));
+}
+
+#[test]
+fn https_without_a_ca_skips_verification_as_upstream() {
+    let ext = tls_filter(false);
+    assert_eq!(through_tls(&ext, ""), Ok("n2".to_string()));
+}
+
+#[test]
+fn https_with_a_ca_rejects_a_certificate_for_another_name() {
+    let ext = tls_filter(false);
+    // The certificate names extender.test, the URL 127.0.0.1.
+    let tls = format!("  tlsConfig:\n    caFile: {}\n", fixture("ca.crt"));
+    let err = through_tls(&ext, &tls).expect_err("verification fails");
+    assert!(
+        err.starts_with(&format!("Post \"{}/filter\": ", ext.https_url())),
+        "{err}"
+    );
+    assert!(err.contains("certificate"), "{err}");
+}
+
+#[test]
+fn https_with_a_client_certificate_from_files() {
+    let ext = tls_filter(true);
+    let tls = format!(
+        "  tlsConfig:\n    caFile: {}\n    certFile: {}\n    keyFile: {}\n    serverName: extender.test\n",
+        fixture("ca.crt"),
+        fixture("client.crt"),
+        fixture("client.key")
+    );
+    assert_eq!(through_tls(&ext, &tls), Ok("n2".to_string()));
+    // Without the client certificate the extender hangs up during the handshake.
+    let tls = format!(
+        "  tlsConfig:\n    caFile: {}\n    serverName: extender.test\n",
+        fixture("ca.crt")
+    );
+    let err = through_tls(&ext, &tls).expect_err("client certificate required");
+    assert!(
+        err.starts_with(&format!("Post \"{}/filter\": ", ext.https_url())),
+        "{err}"
+    );
+}

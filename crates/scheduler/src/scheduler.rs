@@ -22,7 +22,7 @@ use crate::compiled_pods::CompiledPods;
 use crate::explain::{Explanation, ExtenderExplanation, NodeExplanation, PluginScoreExplanation};
 use crate::extender::cycle::{self as extenders, FilterTrace};
 use crate::fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
-use crate::metrics::{AttemptResult, SchedulerMetrics};
+use crate::metrics::{AttemptResult, BINDING, SchedulerMetrics};
 
 /// Below this many nodes every node is evaluated.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -30,8 +30,6 @@ pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
 /// Share of cycles (in percent) whose per-plugin durations are recorded.
 pub const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
-/// The `operation` label of the goroutines gauge for binding cycles in flight.
-pub const BINDING: &str = "binding";
 /// Longest event note upstream allows (`validation.NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
 
