@@ -228,16 +228,8 @@ impl Writer {
                 }
                 .to_string(),
             ),
-            regarding: Some(ObjectReference {
-                // Pods and nodes, the only objects the scheduler reports on, are core/v1.
-                api_version: matches!(e.regarding.kind.as_str(), "Pod" | "Node")
-                    .then(|| "v1".to_string()),
-                kind: Some(e.regarding.kind.clone()),
-                namespace: Some(e.regarding.namespace.clone()).filter(|n| !n.is_empty()),
-                name: Some(e.regarding.name.clone()),
-                uid: Some(e.regarding.uid.clone()).filter(|u| !u.is_empty()),
-                ..Default::default()
-            }),
+            regarding: Some(object_reference(&e.regarding)),
+            related: e.related.as_ref().map(object_reference),
             reporting_instance: Some(format!("{controller}-{}", self.host)),
             reporting_controller: Some(controller),
             ..Default::default()
@@ -353,5 +345,17 @@ async fn write_once(
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+fn object_reference(r: &ObjectRef) -> ObjectReference {
+    ObjectReference {
+        // Pods and nodes, the only objects the scheduler reports on, are core/v1.
+        api_version: matches!(r.kind.as_str(), "Pod" | "Node").then(|| "v1".to_string()),
+        kind: Some(r.kind.clone()),
+        namespace: Some(r.namespace.clone()).filter(|n| !n.is_empty()),
+        name: Some(r.name.clone()),
+        uid: Some(r.uid.clone()).filter(|u| !u.is_empty()),
+        ..Default::default()
     }
 }

@@ -65,6 +65,8 @@ pub struct Event {
     pub action: String,
     /// The human-readable message.
     pub note: String,
+    /// A second object the event involves: the preemptor, on a `Preempted` event.
+    pub related: Option<ObjectRef>,
 }
 
 /// The `PodScheduled` condition the scheduler sets on a pod.

@@ -15,6 +15,7 @@ mod client;
 pub mod clock;
 mod cycle_state;
 pub mod events;
+mod explain;
 mod extender;
 mod handle;
 pub mod metrics;
@@ -35,6 +36,9 @@ pub use client::{
     PodStatusUpdate,
 };
 pub use cycle_state::{CycleState, StateData};
+pub use explain::{
+    CandidateExplanation, PreemptionCriterion, PreemptionExplainer, PreemptionExplanation,
+    RejectedPreemptionNode, VictimExplanation,
 pub use extender::{
     EXTENDER_NAME, Extender, ExtenderError, ExtenderFilterOutcome, FailedNodesMap, HostPriority,
     Victims,

@@ -1,7 +1,7 @@
 //! Per-node Filter results and per-plugin scores of one attempt, with each extender's
 //! verdict and score, for `--explain`.
 
-use kubesched_framework::Status;
+use kubesched_framework::{PreemptionExplanation, Status};
 use serde::Serialize;
 
 /// One Score plugin's contribution on one node.
@@ -98,4 +98,7 @@ pub struct Explanation {
     pub profile: String,
     /// Every node, in the order they are tried.
     pub nodes: Vec<NodeExplanation>,
+    /// What preemption considered when no node fit: candidates, victims, the choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionExplanation>,
 }

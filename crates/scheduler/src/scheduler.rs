@@ -10,7 +10,8 @@ use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventRe
 use kubesched_framework::model::{Node, NodeInfo, PodInfo};
 use kubesched_framework::{
     Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, ObjectRef,
-    PodScheduledCondition, PodStatusUpdate, QueuedPodInfo, ScoreTable, Snapshot, Status,
+    PodScheduledCondition, PodStatusUpdate, PreemptionExplainer, QueuedPodInfo, ScoreTable,
+    Snapshot, Status,
 };
 use kubesched_queue::SchedulingQueue;
 use parking_lot::Mutex;
@@ -73,11 +74,16 @@ pub enum AttemptOutcome {
     Unschedulable {
         /// The message.
         message: String,
+        /// The node the pod is nominated to after this attempt (PostFilter's choice, or
+        /// an earlier nomination it kept).
+        nominated_node: Option<String>,
     },
     /// An internal error.
     Error {
         /// The message.
         message: String,
+        /// The node the pod is nominated to after this attempt.
+        nominated_node: Option<String>,
     },
 }
 
@@ -95,7 +101,8 @@ pub trait AttemptObserver: Send + Sync {
     fn wants_explanation(&self, _pod: &PodInfo) -> bool {
         false
     }
-    /// The explanation of one attempt, when asked for.
+    /// The explanation of one attempt, when asked for (after PostFilter, so it includes
+    /// what preemption considered).
     fn explanation(&self, _pod: &PodInfo, _explanation: Explanation) {}
 }
 
@@ -120,6 +127,8 @@ pub struct Scheduler {
     next_start_node_index: AtomicUsize,
     rng: Mutex<fastrand::Rng>,
     observer: Mutex<Option<Arc<dyn AttemptObserver>>>,
+    /// The explanation of the attempt in progress, completed after PostFilter.
+    explaining: Mutex<Option<Explanation>>,
     pod_lister: Mutex<Option<Arc<dyn PodLister>>>,
     in_flight_bindings: Arc<AtomicUsize>,
     compiled_pods: CompiledPods,
@@ -157,6 +166,7 @@ impl Scheduler {
             next_start_node_index: AtomicUsize::new(0),
             rng: Mutex::new(rng),
             observer: Mutex::new(None),
+            explaining: Mutex::new(None),
             pod_lister: Mutex::new(None),
             in_flight_bindings: Arc::new(AtomicUsize::new(0)),
             compiled_pods: CompiledPods::default(),
@@ -454,6 +464,7 @@ impl Scheduler {
                 reason: "FailedScheduling".into(),
                 action: "Scheduling".into(),
                 note: format!("skip schedule deleting pod: {}/{}", pod.namespace, pod.name),
+                related: None,
             });
             self.queue.done(&pod.uid);
             return;
@@ -504,7 +515,8 @@ impl Scheduler {
             .handle
             .parallelizer()
             .install(|| self.schedule_pod(fw, state, pod));
-        match outcome {
+        let mut explanation = self.explaining.lock().take();
+        let result = match outcome {
             Ok(r) => Ok(r),
             Err(CycleError::NoNodes) => {
                 Err((Status::unresolvable(NO_NODES_AVAILABLE), None, Some(None)))
@@ -517,9 +529,18 @@ impl Scheduler {
                 let mut nominated = None;
                 if fw.has_post_filter_plugins() {
                     self.metrics.preemption_attempt();
+                    let explainer = explanation.as_ref().map(|_| {
+                        let explainer = PreemptionExplainer::default();
+                        state.write(explainer.clone());
+                        explainer
+                    });
                     let (result, status) = fw
                         .run_post_filter_plugins(state, pod, &fit.diagnosis.node_to_status)
                         .await;
+                    if let (Some(e), Some(explainer)) = (explanation.as_mut(), explainer) {
+                        e.preemption = explainer.take().into_iter().next();
+                        state.delete::<PreemptionExplainer>();
+                    }
                     fit.diagnosis.post_filter_msg = status.message();
                     if status.code() == Code::Error {
                         tracing::error!(pod = %pod.key(), status = %status, "running PostFilter plugins");
@@ -529,7 +550,13 @@ impl Scheduler {
                 let status = Status::unschedulable(fit.message());
                 Err((status, Some(fit.diagnosis), nominated))
             }
+        };
+        if let Some(e) = explanation
+            && let Some(o) = self.observer.lock().clone()
+        {
+            o.explanation(pod, e);
         }
+        result
     }
 
     fn schedule_pod(
@@ -884,14 +911,13 @@ impl Scheduler {
                 }
             }
         }
-        let explanation = Explanation {
+        // Sent by the scheduling cycle once PostFilter has added what preemption considered.
+        *self.explaining.lock() = Some(Explanation {
             pod: pod.key(),
             profile: fw.profile_name().to_string(),
             nodes,
-        };
-        if let Some(o) = self.observer.lock().clone() {
-            o.explanation(pod, explanation);
-        }
+            preemption: None,
+        });
     }
 
     async fn after_schedule(
@@ -1002,6 +1028,7 @@ impl Scheduler {
                     "Successfully assigned {}/{} to {}",
                     assumed.namespace, assumed.name, host
                 ),
+                related: None,
             });
             self.metrics
                 .attempt(AttemptResult::Scheduled, fw.profile_name(), start.elapsed());
@@ -1102,6 +1129,14 @@ impl Scheduler {
             (Some(latest), None) => nominator.add(latest.clone(), None),
             (None, _) | (Some(_), Some(None)) => nominator.remove(&pod.uid),
         }
+        let nominated_after = match &nominated {
+            Some(n) => n.clone(),
+            None => self
+                .handle
+                .nominator()
+                .node_of(&pod.uid)
+                .or_else(|| pod.nominated_node_name.clone()),
+        };
         let note = truncate_message(&message);
         self.handle.client().record_event(Event {
             regarding: ObjectRef::pod(&pod),
@@ -1109,6 +1144,7 @@ impl Scheduler {
             reason: "FailedScheduling".into(),
             action: "Scheduling".into(),
             note,
+            related: None,
         });
         let nominated_update = match nominated {
             Some(n) if n.as_deref() != pod.nominated_node_name.as_deref() => Some(n),
@@ -1135,9 +1171,15 @@ impl Scheduler {
         });
         if let Some(o) = self.observer.lock().clone() {
             let outcome = if rejected {
-                AttemptOutcome::Unschedulable { message }
+                AttemptOutcome::Unschedulable {
+                    message,
+                    nominated_node: nominated_after,
+                }
             } else {
-                AttemptOutcome::Error { message }
+                AttemptOutcome::Error {
+                    message,
+                    nominated_node: nominated_after,
+                }
             };
             o.attempt(&pod, &outcome, start.elapsed());
         }

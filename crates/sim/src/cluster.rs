@@ -25,6 +25,8 @@ struct State {
     nodes: BTreeMap<String, Arc<api::Node>>,
     changes: VecDeque<ClusterChange>,
     events: Vec<Event>,
+    /// The last version of each pod the scheduler deleted (preemption victims).
+    evicted: BTreeMap<String, Arc<api::Pod>>,
     binds: u64,
     failing_binds: u32,
     /// Pods terminating gracefully, by key: when each one is gone.
@@ -202,6 +204,11 @@ impl SimCluster {
         self.state.lock().nodes.len()
     }
 
+    /// The last version of a pod the scheduler deleted (a preemption victim), by key.
+    pub fn evicted_pod(&self, key: &str) -> Option<Arc<api::Pod>> {
+        self.state.lock().evicted.get(key).cloned()
+    }
+
     /// Every recorded event, oldest first.
     pub fn events(&self) -> Vec<Event> {
         self.state.lock().events.clone()
@@ -310,6 +317,8 @@ impl ClusterClient for SimCluster {
                 "pod {key} was replaced (UID changed)"
             )));
         }
+        // Remembered for the report: where it ran and what it was nominated to.
+        s.evicted.insert(key.clone(), old.clone());
         if s.terminating.contains_key(&key) {
             return Ok(());
         }

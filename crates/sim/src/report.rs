@@ -1,14 +1,19 @@
 //! The result of a simulation and its renderings (table, JSON, YAML).
 //!
-//! The JSON/YAML shape is stable: `pods: [{namespace, name, node, status, message,
-//! attempts}]`, `summary: {pods, scheduled, unschedulable, pending, attempts, nodes,
-//! duration_seconds, pods_per_second, latency_ms_p50, latency_ms_p99}`, `explanations`,
-//! `problems: [{file, object, field, message}]`. Only the timing fields of the summary
-//! depend on the machine; everything else is reproducible with a seed.
+//! The JSON/YAML shape is stable (docs/report.schema.json describes it): `pods:
+//! [{namespace, name, node, status, message, attempts, nominated_node, victims,
+//! preempted_by, history: [{attempt, result, node, nominated_node, message}]}]`, `summary:
+//! {pods, scheduled, unschedulable, pending, preempted, attempts, nodes, duration_seconds,
+//! pods_per_second, latency_ms_p50, latency_ms_p99}`, `events: [{reason, type, action,
+//! regarding: {namespace, name}, related, note}]`, `explanations`, `problems: [{file,
+//! object, field, message}]`. Only the timing fields of the summary depend on the machine;
+//! everything else is reproducible with a seed.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
+use kubesched_framework::PreemptionExplanation;
 use kubesched_scheduler::Explanation;
 use serde::Serialize;
 
@@ -23,6 +28,10 @@ pub enum PodState {
     Unschedulable,
     /// Never attempted (gated, or waiting).
     Pending,
+    /// Evicted by preemption to make room for a higher-priority pod.
+    Preempted,
+    /// Evicted by preemption, its termination grace period still running.
+    Terminating,
 }
 
 impl PodState {
@@ -31,8 +40,47 @@ impl PodState {
             Self::Scheduled => "Scheduled",
             Self::Unschedulable => "Unschedulable",
             Self::Pending => "Pending",
+            Self::Preempted => "Preempted",
+            Self::Terminating => "Terminating",
         }
     }
+}
+
+/// How one scheduling attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AttemptResult {
+    /// Bound to a node.
+    Scheduled,
+    /// No node fits (or a plugin rejected the chosen one).
+    Unschedulable,
+    /// An internal error.
+    Error,
+}
+
+impl AttemptResult {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Self::Scheduled => "Scheduled",
+            Self::Unschedulable => "Unschedulable",
+            Self::Error => "Error",
+        }
+    }
+}
+
+/// One scheduling attempt of a pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// How it ended.
+    pub result: AttemptResult,
+    /// The node it was bound to, or null.
+    pub node: Option<String>,
+    /// The node it was nominated to after this attempt, or null.
+    pub nominated_node: Option<String>,
+    /// The event's message: FailedScheduling's for a failure, Scheduled's otherwise.
+    /// Shared between consecutive attempts that failed the same way.
+    pub message: Arc<str>,
 }
 
 /// One pod's outcome.
@@ -42,14 +90,22 @@ pub struct PodResult {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// The node, or null.
+    /// The node, or null (for a preempted pod: the node it was evicted from).
     pub node: Option<String>,
-    /// Scheduled, Unschedulable or Pending.
+    /// Scheduled, Unschedulable, Pending, Preempted or Terminating.
     pub status: PodState,
-    /// The FailedScheduling message (or why it is pending).
+    /// The last FailedScheduling message (or why it is pending, or the Preempted event's).
     pub message: Option<String>,
     /// Scheduling attempts.
     pub attempts: u32,
+    /// `status.nominatedNodeName`: where preemption made room for it, or null.
+    pub nominated_node: Option<String>,
+    /// `namespace/name` of each pod preempted on its behalf, in eviction order.
+    pub victims: Vec<String>,
+    /// For a preempted pod, the `namespace/name` of the pod it made room for; else null.
+    pub preempted_by: Option<String>,
+    /// Every scheduling attempt, oldest first.
+    pub history: Vec<Attempt>,
 }
 
 /// Totals of a run.
@@ -63,6 +119,8 @@ pub struct Summary {
     pub unschedulable: usize,
     /// Never attempted.
     pub pending: usize,
+    /// Pods evicted by preemption (running pods of the input included).
+    pub preempted: usize,
     /// Scheduling attempts.
     pub attempts: u64,
     /// Nodes in the cluster.
@@ -77,13 +135,44 @@ pub struct Summary {
     pub latency_ms_p99: f64,
 }
 
+/// The object an event is about, as events.k8s.io/v1 names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventObject {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// An event the scheduler wrote, shaped like an events.k8s.io/v1 Event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportEvent {
+    /// `Scheduled`, `FailedScheduling` or `Preempted`.
+    pub reason: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// `Binding`, `Scheduling` or `Preempting`.
+    pub action: String,
+    /// The pod it is about.
+    pub regarding: EventObject,
+    /// The other pod involved: the preemptor of a `Preempted` event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub related: Option<EventObject>,
+    /// The message.
+    pub note: String,
+}
+
 /// Everything a simulation found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
-    /// Every pod, in input order.
+    /// Pods this scheduler was responsible for, in input order, then running pods of the
+    /// input that were preempted, in eviction order.
     pub pods: Vec<PodResult>,
     /// Totals.
     pub summary: Summary,
+    /// The events the scheduler wrote, oldest first.
+    pub events: Vec<ReportEvent>,
     /// Explanations asked for with `--explain`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub explanations: Vec<Explanation>,
@@ -102,6 +191,10 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 impl SimReport {
     /// JSON, pretty-printed.
     pub fn to_json(&self) -> String {
@@ -113,9 +206,43 @@ impl SimReport {
         serde_saphyr::to_string(self).unwrap_or_else(|e| format!("error: {e}\n"))
     }
 
-    /// A table for people: pods, then explanations, problems and the summary.
+    /// A table for people: pods (with every attempt of the pods tried more than once),
+    /// preempted pods, explanations, problems and the summary.
     pub fn to_table(&self, with_timing: bool) -> String {
         let mut out = String::new();
+        self.write_pods(&mut out);
+        self.write_preempted(&mut out);
+        for e in &self.explanations {
+            write_explanation(&mut out, e);
+        }
+        if !self.problems.is_empty() {
+            let _ = writeln!(out, "\nInput problems (these objects were left out):");
+            for p in &self.problems {
+                let _ = writeln!(out, "  {p}");
+            }
+        }
+        let s = &self.summary;
+        let _ = write!(
+            out,
+            "\nSummary: {} pods on {} nodes: {} scheduled, {} unschedulable, {} pending",
+            s.pods, s.nodes, s.scheduled, s.unschedulable, s.pending
+        );
+        if s.preempted > 0 {
+            let _ = write!(out, ", {} preempted", s.preempted);
+        }
+        let _ = write!(out, "; {} attempts", s.attempts);
+        if with_timing {
+            let _ = write!(
+                out,
+                "; {:.0} pods/s, latency p50 {:.3} ms, p99 {:.3} ms",
+                s.pods_per_second, s.latency_ms_p50, s.latency_ms_p99
+            );
+        }
+        out.push('\n');
+        out
+    }
+
+    fn write_pods(&self, out: &mut String) {
         let pod_w = self
             .pods
             .iter()
@@ -130,75 +257,186 @@ impl SimReport {
             .max()
             .unwrap_or(4)
             .max(4);
+        // The NOMINATED column appears only when preemption nominated someone, so tables
+        // of runs without preemption keep their shape.
+        let nominated_w = self
+            .pods
+            .iter()
+            .filter_map(|p| p.nominated_node.as_deref())
+            .map(str::len)
+            .max()
+            .map(|w| w.max("NOMINATED".len()));
+        let nominated_col = |value: &str| match nominated_w {
+            Some(w) => format!("{value:<w$}  "),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:<pod_w$}  {:<13}  {:<node_w$}  MESSAGE",
-            "POD", "STATUS", "NODE"
+            "{:<pod_w$}  {:<13}  {:<node_w$}  {}MESSAGE",
+            "POD",
+            "STATUS",
+            "NODE",
+            nominated_col("NOMINATED")
         );
         for p in &self.pods {
             let _ = writeln!(
                 out,
-                "{:<pod_w$}  {:<13}  {:<node_w$}  {}",
+                "{:<pod_w$}  {:<13}  {:<node_w$}  {}{}",
                 format!("{}/{}", p.namespace, p.name),
                 p.status.as_str(),
                 p.node.as_deref().unwrap_or("-"),
+                nominated_col(p.nominated_node.as_deref().unwrap_or("-")),
                 p.message.as_deref().unwrap_or("")
             );
-        }
-        for e in &self.explanations {
-            let _ = writeln!(out, "\nExplanation for {} (profile {}):", e.pod, e.profile);
-            for n in &e.nodes {
-                if n.feasible {
-                    match n.total_score {
-                        Some(t) => {
-                            let _ = writeln!(out, "  {}: feasible, total score {t}", n.node);
-                        }
-                        None => {
-                            let _ = writeln!(out, "  {}: feasible", n.node);
-                        }
+            if p.history.len() > 1 {
+                for a in &p.history {
+                    let mut line = format!("  attempt {}: {}", a.attempt, a.result.as_str());
+                    if let Some(n) = &a.nominated_node {
+                        let _ = write!(line, ", nominated to {n}");
                     }
-                    for s in &n.scores {
-                        let _ = writeln!(
-                            out,
-                            "    {:<34} raw {:>4}  normalized {:>3}  x weight {:>2} = {:>4}",
-                            s.plugin, s.raw, s.normalized, s.weight, s.weighted
-                        );
-                    }
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "  {}: rejected by {}: {}",
-                        n.node,
-                        n.rejected_by.as_deref().unwrap_or("?"),
-                        n.reasons.join(", ")
-                    );
+                    let _ = writeln!(out, "{line}: {}", a.message);
                 }
                 for x in &n.extenders {
                     let _ = writeln!(out, "    {}", extender_line(x));
                 }
             }
         }
-        if !self.problems.is_empty() {
-            let _ = writeln!(out, "\nInput problems (these objects were left out):");
-            for p in &self.problems {
-                let _ = writeln!(out, "  {p}");
-            }
+    }
+
+    fn write_preempted(&self, out: &mut String) {
+        let rows: Vec<(String, &str, &str)> = self
+            .pods
+            .iter()
+            .filter(|p| matches!(p.status, PodState::Preempted | PodState::Terminating))
+            .map(|p| {
+                (
+                    format!("{}/{}", p.namespace, p.name),
+                    p.node.as_deref().unwrap_or("-"),
+                    p.preempted_by.as_deref().unwrap_or("-"),
+                )
+            })
+            .collect();
+        if rows.is_empty() {
+            return;
         }
-        let s = &self.summary;
-        let _ = write!(
+        let victim_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(6);
+        let node_w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(4);
+        let _ = writeln!(out, "\nPreempted:");
+        let _ = writeln!(
             out,
-            "\nSummary: {} pods on {} nodes: {} scheduled, {} unschedulable, {} pending; {} attempts",
-            s.pods, s.nodes, s.scheduled, s.unschedulable, s.pending, s.attempts
+            "  {:<victim_w$}  {:<node_w$}  PREEMPTOR",
+            "VICTIM", "NODE"
         );
-        if with_timing {
-            let _ = write!(
+        for (victim, node, preemptor) in rows {
+            let _ = writeln!(out, "  {victim:<victim_w$}  {node:<node_w$}  {preemptor}");
+        }
+    }
+}
+
+fn write_explanation(out: &mut String, e: &Explanation) {
+    let _ = writeln!(out, "\nExplanation for {} (profile {}):", e.pod, e.profile);
+    for n in &e.nodes {
+        if n.feasible {
+            match n.total_score {
+                Some(t) => {
+                    let _ = writeln!(out, "  {}: feasible, total score {t}", n.node);
+                }
+                None => {
+                    let _ = writeln!(out, "  {}: feasible", n.node);
+                }
+            }
+            for s in &n.scores {
+                let _ = writeln!(
+                    out,
+                    "    {:<34} raw {:>4}  normalized {:>3}  x weight {:>2} = {:>4}",
+                    s.plugin, s.raw, s.normalized, s.weight, s.weighted
+                );
+            }
+        } else {
+            let _ = writeln!(
                 out,
-                "; {:.0} pods/s, latency p50 {:.3} ms, p99 {:.3} ms",
-                s.pods_per_second, s.latency_ms_p50, s.latency_ms_p99
+                "  {}: rejected by {}: {}",
+                n.node,
+                n.rejected_by.as_deref().unwrap_or("?"),
+                n.reasons.join(", ")
             );
         }
-        out.push('\n');
-        out
+    }
+    if let Some(p) = &e.preemption {
+        write_preemption(out, p);
+    }
+}
+
+fn write_preemption(out: &mut String, p: &PreemptionExplanation) {
+    let _ = writeln!(out, "  Preemption ({}):", p.plugin);
+    if let Some(why) = &p.not_eligible {
+        let _ = writeln!(out, "    {why}");
+        return;
+    }
+    for c in &p.candidates {
+        let verdict = match c.eliminated_by {
+            Some(criterion) => format!("lost on {criterion}"),
+            None => "chosen".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "    candidate {}: {}, {}, highest priority {}, priority sum {}, earliest start {}; {verdict}",
+            c.node,
+            plural(c.victims.len(), "victim", "victims"),
+            plural(c.pdb_violations, "PDB violation", "PDB violations"),
+            c.highest_priority,
+            c.priority_sum,
+            c.earliest_start_of_highest_priority
+                .as_deref()
+                .unwrap_or("not started"),
+        );
+        for v in &c.victims {
+            let _ = writeln!(
+                out,
+                "      victim {} (priority {}, started {}){}",
+                v.pod,
+                v.priority,
+                v.start_time.as_deref().unwrap_or("never"),
+                if v.violates_pdb {
+                    ", violates a PodDisruptionBudget"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    for r in &p.rejected {
+        let _ = writeln!(
+            out,
+            "    no candidate on {}: {}",
+            r.node,
+            r.reasons.join(", ")
+        );
+    }
+    if p.not_helpful > 0 {
+        let _ = writeln!(
+            out,
+            "    {} where preemption cannot help (Filter said so)",
+            plural(p.not_helpful, "node", "nodes")
+        );
+    }
+    if p.not_tried > 0 {
+        let _ = writeln!(
+            out,
+            "    {} not tried: enough candidates were found",
+            plural(p.not_tried, "node", "nodes")
+        );
+    }
+    match (&p.chosen, p.decided_by) {
+        (Some(node), Some(criterion)) => {
+            let _ = writeln!(out, "    chosen: {node}, decided by {criterion}");
+        }
+        (Some(node), None) => {
+            let _ = writeln!(out, "    chosen: {node}");
+        }
+        (None, _) => {
+            let _ = writeln!(out, "    no node: preemption cannot make room");
+        }
     }
 }
 

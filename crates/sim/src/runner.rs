@@ -18,7 +18,10 @@ use parking_lot::Mutex;
 
 use crate::cluster::{SimCluster, pod_key};
 use crate::load::{InputProblem, Manifests, apply_other, event_resource, resolve_priority};
-use crate::report::{PodResult, PodState, SimReport, Summary, percentile};
+use crate::report::{
+    Attempt, AttemptResult, EventObject, PodResult, PodState, ReportEvent, SimReport, Summary,
+    percentile,
+};
 use crate::workload::{
     CsiNodeTemplate, Op, Workload, node_template, pod_template, volume_templates,
 };
@@ -54,11 +57,29 @@ pub enum SimError {
 /// The most virtual time one `settle` lets pass while pods keep backing off.
 pub const MAX_SETTLE_VIRTUAL_TIME: Duration = Duration::from_secs(15 * 60);
 
+/// One attempt as recorded; the report adds the words of a success.
+#[derive(Debug, Clone)]
+struct AttemptRecord {
+    result: AttemptResult,
+    node: Option<String>,
+    nominated_node: Option<String>,
+    /// The failure's message; consecutive identical ones share one allocation.
+    message: Option<Arc<str>>,
+}
+
 #[derive(Debug, Clone, Default)]
 struct PodRecord {
-    attempts: u32,
-    last: Option<AttemptOutcome>,
+    history: Vec<AttemptRecord>,
     measured: bool,
+}
+
+impl PodRecord {
+    fn failed_last(&self) -> Option<&str> {
+        self.history
+            .last()
+            .filter(|a| a.result != AttemptResult::Scheduled)
+            .map(|a| a.message.as_deref().unwrap_or_default())
+    }
 }
 
 /// Records every attempt the scheduler reports.
@@ -77,8 +98,41 @@ impl AttemptObserver for Recorder {
         let key = pod.key();
         let mut pods = self.pods.lock();
         let rec = pods.entry(key).or_default();
-        rec.attempts += 1;
-        rec.last = Some(outcome.clone());
+        let (result, node, nominated_node, failure) = match outcome {
+            AttemptOutcome::Scheduled { node } => {
+                (AttemptResult::Scheduled, Some(node.clone()), None, None)
+            }
+            AttemptOutcome::Unschedulable {
+                message,
+                nominated_node,
+            } => (
+                AttemptResult::Unschedulable,
+                None,
+                nominated_node.clone(),
+                Some(message),
+            ),
+            AttemptOutcome::Error {
+                message,
+                nominated_node,
+            } => (
+                AttemptResult::Error,
+                None,
+                nominated_node.clone(),
+                Some(message),
+            ),
+        };
+        let message = failure.map(
+            |m| match rec.history.last().and_then(|a| a.message.as_ref()) {
+                Some(prev) if **prev == **m => prev.clone(),
+                _ => Arc::from(m.as_str()),
+            },
+        );
+        rec.history.push(AttemptRecord {
+            result,
+            node,
+            nominated_node,
+            message,
+        });
         self.latencies.lock().push(latency);
         if rec.measured {
             self.measured_latencies.lock().push(latency);
@@ -466,7 +520,7 @@ impl Simulation {
                 .pods
                 .lock()
                 .values()
-                .filter(|r| r.last.is_some())
+                .filter(|r| !r.history.is_empty())
                 .count() as u64;
             p(Progress {
                 done,
@@ -563,10 +617,7 @@ impl Simulation {
             match self.cluster.pod(key) {
                 Some(p) if kubesched_scheduler::is_assigned(&p) => scheduled += 1,
                 Some(_) => {
-                    if matches!(
-                        pods.get(key).and_then(|r| r.last.as_ref()),
-                        Some(AttemptOutcome::Unschedulable { .. } | AttemptOutcome::Error { .. })
-                    ) {
+                    if pods.get(key).and_then(PodRecord::failed_last).is_some() {
                         unschedulable += 1;
                     }
                 }
@@ -742,9 +793,10 @@ impl Simulation {
         )
     }
 
-    /// Where every pod this scheduler is responsible for ended up.
+    /// Where every pod this scheduler is responsible for ended up, with the running pods
+    /// that preemption evicted and the events the scheduler wrote.
     pub fn report(&self) -> SimReport {
-        let records = self.recorder.pods.lock().clone();
+        let records = self.recorder.pods.lock();
         let pending = self.scheduler.queue().pending_pods();
         let gated: BTreeMap<String, String> = pending
             .iter()
@@ -759,59 +811,121 @@ impl Simulation {
                 (p.key(), msg)
             })
             .collect();
+        let events: Vec<ReportEvent> = self.cluster.events().iter().map(report_event).collect();
+        // Preempted events, first per victim: who it made room for, and the note.
+        let mut evictions: BTreeMap<String, (Option<String>, String)> = BTreeMap::new();
+        let mut eviction_order: Vec<String> = Vec::new();
+        let mut victims_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for e in events.iter().filter(|e| e.reason == PREEMPTED_REASON) {
+            let victim = format!("{}/{}", e.regarding.namespace, e.regarding.name);
+            if evictions.contains_key(&victim) {
+                continue;
+            }
+            let preemptor = e
+                .related
+                .as_ref()
+                .map(|r| format!("{}/{}", r.namespace, r.name));
+            if let Some(p) = &preemptor {
+                victims_of
+                    .entry(p.clone())
+                    .or_default()
+                    .push(victim.clone());
+            }
+            evictions.insert(victim.clone(), (preemptor, e.note.clone()));
+            eviction_order.push(victim);
+        }
         let mut pods = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
-        for key in &self.tracked {
+        let mut tracked_rows = 0;
+        let keys = self
+            .tracked
+            .iter()
+            .map(|k| (k, true))
+            .chain(eviction_order.iter().map(|k| (k, false)));
+        for (key, tracked) in keys {
             if !seen.insert(key.clone()) {
                 continue;
             }
-            let Some(pod) = self.cluster.pod(key) else {
+            let live = self.cluster.pod(key);
+            let Some(pod) = live.clone().or_else(|| self.cluster.evicted_pod(key)) else {
                 continue;
             };
             let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
-            let rec = records.get(key).cloned().unwrap_or_default();
+            let history: Vec<Attempt> = records
+                .get(key)
+                .map(|r| {
+                    r.history
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| attempt(key, i, a))
+                        .collect()
+                })
+                .unwrap_or_default();
             let node = pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty());
-            let (state, message) = match (&node, &rec.last) {
-                (Some(_), _) => (PodState::Scheduled, None),
-                (None, Some(AttemptOutcome::Unschedulable { message }))
-                | (None, Some(AttemptOutcome::Error { message })) => {
-                    (PodState::Unschedulable, Some(message.clone()))
+            let eviction = evictions.get(key);
+            let (state, message) = match (eviction, &live) {
+                (Some((_, note)), None) => (PodState::Preempted, Some(note.clone())),
+                (Some((_, note)), Some(p)) if p.metadata.deletion_timestamp.is_some() => {
+                    (PodState::Terminating, Some(note.clone()))
                 }
-                _ => (
-                    PodState::Pending,
-                    gated.get(key).cloned().filter(|m| !m.is_empty()),
-                ),
+                // Rejected while waiting at Permit instead of deleted: it goes on.
+                _ if node.is_some() => (PodState::Scheduled, None),
+                _ => match records.get(key).and_then(PodRecord::failed_last) {
+                    Some(m) => (PodState::Unschedulable, Some(m.to_string())),
+                    None => (
+                        PodState::Pending,
+                        gated.get(key).cloned().filter(|m| !m.is_empty()),
+                    ),
+                },
             };
+            if tracked {
+                tracked_rows += 1;
+            }
             pods.push(PodResult {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
                 node,
                 status: state,
                 message,
-                attempts: rec.attempts,
+                attempts: history.len() as u32,
+                nominated_node: pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.nominated_node_name.clone())
+                    .filter(|n| !n.is_empty()),
+                victims: victims_of.remove(key).unwrap_or_default(),
+                preempted_by: eviction.and_then(|(by, _)| by.clone()),
+                history,
             });
         }
-        let scheduled = pods
+        drop(records);
+        let count = |state: PodState| {
+            pods[..tracked_rows]
+                .iter()
+                .filter(|p| p.status == state)
+                .count()
+        };
+        let scheduled = count(PodState::Scheduled);
+        let unschedulable = count(PodState::Unschedulable);
+        let pending = count(PodState::Pending);
+        let preempted = pods
             .iter()
-            .filter(|p| p.status == PodState::Scheduled)
-            .count();
-        let unschedulable = pods
-            .iter()
-            .filter(|p| p.status == PodState::Unschedulable)
+            .filter(|p| matches!(p.status, PodState::Preempted | PodState::Terminating))
             .count();
         let attempts: u64 = pods.iter().map(|p| u64::from(p.attempts)).sum();
         let elapsed = self.started.elapsed();
         let mut latencies = self.recorder.latencies.lock().clone();
         latencies.sort();
         let summary = Summary {
-            pods: pods.len(),
+            pods: tracked_rows,
             scheduled,
             unschedulable,
-            pending: pods.len() - scheduled - unschedulable,
+            pending,
+            preempted,
             attempts,
             nodes: self.cluster.node_count(),
             duration_seconds: elapsed.as_secs_f64(),
@@ -826,6 +940,7 @@ impl Simulation {
         SimReport {
             pods,
             summary,
+            events,
             explanations: self.recorder.explanations.lock().clone(),
             problems: self.problems.clone(),
         }
@@ -835,4 +950,42 @@ impl Simulation {
 /// A node's name.
 fn name_of(node: &api::Node) -> String {
     node.metadata.name.clone().unwrap_or_default()
+}
+
+/// The reason of the event a preemption victim gets (upstream's and DefaultPreemption's).
+const PREEMPTED_REASON: &str = "Preempted";
+
+fn attempt(key: &str, index: usize, a: &AttemptRecord) -> Attempt {
+    let message = match (&a.message, &a.node) {
+        (Some(m), _) => m.clone(),
+        // The Scheduled event's words.
+        (None, Some(node)) => Arc::from(format!("Successfully assigned {key} to {node}")),
+        (None, None) => Arc::from(""),
+    };
+    Attempt {
+        attempt: index as u32 + 1,
+        result: a.result,
+        node: a.node.clone(),
+        nominated_node: a.nominated_node.clone(),
+        message,
+    }
+}
+
+fn report_event(e: &kubesched_framework::Event) -> ReportEvent {
+    let object = |r: &kubesched_framework::ObjectRef| EventObject {
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+    };
+    ReportEvent {
+        reason: e.reason.clone(),
+        event_type: match e.event_type {
+            kubesched_framework::EventType::Normal => "Normal",
+            kubesched_framework::EventType::Warning => "Warning",
+        }
+        .to_string(),
+        action: e.action.clone(),
+        regarding: object(&e.regarding),
+        related: e.related.as_ref().map(object),
+        note: e.note.clone(),
+    }
 }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use kubesched_framework::model::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubesched_framework::model::{LabelSelector, NodeInfo, PodInfo};
 use kubesched_framework::{
-    ClientError, Code, CycleState, Event, EventType, Framework, Handle, NodeToStatus, ObjectRef,
-    PodStatusUpdate, Snapshot, Status,
+    CandidateExplanation, ClientError, Code, CycleState, Event, EventType, Framework, Handle,
+    NodeToStatus, ObjectRef, PodStatusUpdate, PreemptionCriterion, Snapshot, Status,
+    VictimExplanation,
 };
 
 use crate::{
@@ -32,6 +33,8 @@ pub(crate) struct Candidate {
     pub victims: Vec<Arc<PodInfo>>,
     /// How many victims' eviction would violate a PodDisruptionBudget.
     pub num_pdb_violations: usize,
+    /// UIDs of the victims counted in `num_pdb_violations` (empty, unallocated, when none).
+    pub pdb_violating: Vec<String>,
 }
 
 /// A PodDisruptionBudget reduced to what victim selection reads.
@@ -219,7 +222,7 @@ fn add_to(
 }
 
 /// SelectVictimsOnNode: the fewest pods to evict from `node` (a copy) so that `pod` fits,
-/// with the number of them whose eviction violates a budget. `state` is a copy too.
+/// with the UIDs of those whose eviction violates a budget. `state` is a copy too.
 pub(crate) fn select_victims_on_node(
     fw: &Framework,
     state: &mut CycleState,
@@ -227,7 +230,7 @@ pub(crate) fn select_victims_on_node(
     node: &mut NodeInfo,
     budgets: &[Budget],
     now: i128,
-) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
+) -> Result<(Vec<Arc<PodInfo>>, Vec<String>), Status> {
     // First remove every lower-priority pod and see whether the pod fits at all.
     let mut potential: Vec<Arc<PodInfo>> = node
         .pods
@@ -252,7 +255,7 @@ pub(crate) fn select_victims_on_node(
     potential.sort_by(|a, b| importance(a, b, now));
     let (violating, non_violating) = split_by_pdb_violation(&potential, budgets);
     let mut victims = Vec::new();
-    let mut num_violating = 0;
+    let mut violating_uids: Vec<String> = Vec::new();
     let reprieve = |p: &Arc<PodInfo>,
                     state: &mut CycleState,
                     node: &mut NodeInfo,
@@ -270,7 +273,7 @@ pub(crate) fn select_victims_on_node(
     };
     for p in &violating {
         if !reprieve(p, state, node, &mut victims)? {
-            num_violating += 1;
+            violating_uids.push(p.uid.clone());
         }
     }
     for p in &non_violating {
@@ -279,7 +282,7 @@ pub(crate) fn select_victims_on_node(
     if !violating.is_empty() && !non_violating.is_empty() {
         victims.sort_by(|a, b| importance(a, b, now));
     }
-    Ok((victims, num_violating))
+    Ok((victims, violating_uids))
 }
 
 /// What the dry run learned.
@@ -291,6 +294,8 @@ pub(crate) struct DryRun {
     pub statuses: BTreeMap<String, Status>,
     /// Internal errors met on the way, in node order.
     pub errors: Vec<String>,
+    /// Potential nodes whose dry run was looked at before enough candidates were found.
+    pub tried: usize,
 }
 
 /// What every dry run of one preemption shares.
@@ -310,7 +315,7 @@ pub(crate) struct DryRunInput<'a> {
 fn check_node(input: &DryRunInput<'_>, node: &NodeInfo) -> Result<Candidate, Status> {
     let mut node_copy = node.clone();
     let mut state_copy = input.state.clone();
-    let (victims, num_pdb_violations) = select_victims_on_node(
+    let (victims, pdb_violating) = select_victims_on_node(
         input.fw,
         &mut state_copy,
         input.pod,
@@ -327,7 +332,8 @@ fn check_node(input: &DryRunInput<'_>, node: &NodeInfo) -> Result<Candidate, Sta
     Ok(Candidate {
         name: node.name().to_string(),
         victims,
-        num_pdb_violations,
+        num_pdb_violations: pdb_violating.len(),
+        pdb_violating,
     })
 }
 
@@ -354,6 +360,7 @@ pub(crate) fn dry_run(
             (node.name().to_string(), check_node(input, node))
         });
         for (name, result) in results {
+            out.tried += 1;
             match result {
                 Ok(c) => {
                     let list = if c.num_pdb_violations == 0 {
@@ -398,10 +405,34 @@ pub(crate) fn potential_nodes(snapshot: &Snapshot, statuses: &NodeToStatus) -> V
 /// budget violations, lowest highest-victim priority, lowest sum of priorities, fewest
 /// victims, latest start of the highest-priority victims; then the first.
 pub(crate) fn pick_one(candidates: &[Candidate], now: i128) -> Option<usize> {
+    pick(candidates, now, None).map(|(i, _)| i)
+}
+
+/// [`pick_one`] for an explanation: the chosen index, the criterion that settled the choice,
+/// and for each candidate the criterion on which it lost (None for the chosen one).
+pub(crate) fn pick_one_explained(
+    candidates: &[Candidate],
+    now: i128,
+) -> Option<(usize, PreemptionCriterion, Vec<Option<PreemptionCriterion>>)> {
+    let mut lost_on = vec![None; candidates.len()];
+    let (i, decided_by) = pick(candidates, now, Some(&mut lost_on))?;
+    Some((i, decided_by, lost_on))
+}
+
+fn pick(
+    candidates: &[Candidate],
+    now: i128,
+    mut lost_on: Option<&mut [Option<PreemptionCriterion>]>,
+) -> Option<(usize, PreemptionCriterion)> {
     if candidates.is_empty() {
         return None;
     }
+    if candidates.len() == 1 {
+        return Some((0, PreemptionCriterion::OnlyCandidate));
+    }
     let highest_priority = |c: &Candidate| c.victims.first().map_or(0, |p| p.priority);
+    // Each scores a candidate; the highest score stays in the running. Same order as
+    // PreemptionCriterion::ORDER.
     let criteria: [&dyn Fn(&Candidate) -> i128; 5] = [
         &|c| -(c.num_pdb_violations as i128),
         &|c| -i128::from(highest_priority(c)),
@@ -417,18 +448,71 @@ pub(crate) fn pick_one(candidates: &[Candidate], now: i128) -> Option<usize> {
         &|c| earliest_start_of_highest_priority(c, now),
     ];
     let mut remaining: Vec<usize> = (0..candidates.len()).collect();
-    for score in criteria {
+    for (criterion, score) in PreemptionCriterion::ORDER.into_iter().zip(criteria) {
         let best = remaining
             .iter()
             .map(|&i| score(&candidates[i]))
             .max()
             .unwrap_or(i128::MIN);
-        remaining.retain(|&i| score(&candidates[i]) == best);
+        remaining.retain(|&i| {
+            let stays = score(&candidates[i]) == best;
+            if !stays && let Some(lost) = lost_on.as_deref_mut() {
+                lost[i] = Some(criterion);
+            }
+            stays
+        });
         if remaining.len() == 1 {
-            break;
+            return Some((remaining[0], criterion));
         }
     }
-    remaining.first().copied()
+    let first = remaining[0];
+    if let Some(lost) = lost_on {
+        for &i in &remaining[1..] {
+            lost[i] = Some(PreemptionCriterion::FirstCandidate);
+        }
+    }
+    Some((first, PreemptionCriterion::FirstCandidate))
+}
+
+/// A candidate as an explanation shows it.
+pub(crate) fn explain_candidate(
+    c: &Candidate,
+    eliminated_by: Option<PreemptionCriterion>,
+) -> CandidateExplanation {
+    let started = |p: &PodInfo| {
+        p.pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0)
+    };
+    let highest = c.victims.first().map_or(0, |p| p.priority);
+    let max = c.victims.iter().map(|p| p.priority).max();
+    CandidateExplanation {
+        node: c.name.clone(),
+        victims: c
+            .victims
+            .iter()
+            .map(|p| VictimExplanation {
+                pod: p.key(),
+                priority: p.priority,
+                start_time: started(p).map(|t| t.to_string()),
+                violates_pdb: c.pdb_violating.contains(&p.uid),
+            })
+            .collect(),
+        pdb_violations: c.num_pdb_violations,
+        highest_priority: highest,
+        priority_sum: c.victims.iter().map(|p| i64::from(p.priority)).sum(),
+        // A victim that has not started counts as starting now: later than any that has.
+        earliest_start_of_highest_priority: c
+            .victims
+            .iter()
+            .filter(|p| Some(p.priority) == max)
+            .filter_map(|p| started(p))
+            .min()
+            .map(|t| t.to_string()),
+        eliminated_by,
+    }
 }
 
 /// The earliest start time among the candidate's highest-priority victims.
@@ -534,6 +618,7 @@ pub(crate) async fn prepare_candidate(
                 "Preempted by pod {} on node {}",
                 preemptor.uid, candidate.name
             ),
+            related: Some(ObjectRef::pod(preemptor)),
         });
     }
     let nominator = handle.nominator();

@@ -30,7 +30,8 @@ use kubesched_framework::model::PodInfo;
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
     Code, CycleState, Framework, Handle, NodeToStatus, Plugin, PluginError, PostFilterPlugin,
-    PostFilterResult, Status, async_trait,
+    PostFilterResult, PreemptionExplainer, PreemptionExplanation, RejectedPreemptionNode, Status,
+    async_trait,
 };
 use parking_lot::Mutex;
 
@@ -109,18 +110,23 @@ impl DefaultPreemption {
         (offset, self.args.num_candidates(n))
     }
 
-    /// Upstream's Evaluator.Preempt, without the message prefix.
+    /// Upstream's Evaluator.Preempt, without the message prefix. `explained` is filled in
+    /// when the attempt is being explained.
     async fn preempt(
         &self,
         fw: &Framework,
         state: &CycleState,
         pod: &Arc<PodInfo>,
         statuses: &NodeToStatus,
+        mut explained: Option<&mut PreemptionExplanation>,
     ) -> (Option<PostFilterResult>, Status) {
         let handle = fw.handle();
         let snapshot = handle.snapshot();
         if let Err(msg) = evaluator::eligible_to_preempt(handle, &snapshot, pod, statuses) {
             tracing::debug!(pod = %pod.key(), reason = msg, "pod is not eligible for preemption");
+            if let Some(e) = explained {
+                e.not_eligible = Some(msg.to_string());
+            }
             return (None, Status::unschedulable(msg));
         }
         let num_all_nodes = snapshot.num_nodes();
@@ -128,6 +134,9 @@ impl DefaultPreemption {
             return (None, Status::error(NO_NODES_AVAILABLE));
         }
         let potential = evaluator::potential_nodes(&snapshot, statuses);
+        if let Some(e) = explained.as_deref_mut() {
+            e.not_helpful = num_all_nodes - potential.len();
+        }
         // The framework's clock: a simulation's victims started on its virtual clock.
         let now = nanos_since_epoch(handle.clock().wall_now());
         let dry = if potential.is_empty() {
@@ -146,6 +155,17 @@ impl DefaultPreemption {
             };
             evaluator::dry_run(&input, &potential, offset, wanted)
         };
+        if let Some(e) = explained.as_deref_mut() {
+            e.not_tried = potential.len().saturating_sub(dry.tried);
+            e.rejected = dry
+                .statuses
+                .iter()
+                .map(|(node, s)| RejectedPreemptionNode {
+                    node: node.clone(),
+                    reasons: s.reasons().to_vec(),
+                })
+                .collect();
+        }
         if dry.candidates.is_empty() {
             if !dry.errors.is_empty() {
                 return (None, Status::error(evaluator::aggregate(&dry.errors)));
@@ -165,10 +185,25 @@ impl DefaultPreemption {
                 Ok(c) => c,
                 Err(s) => return (None, s),
             };
-        let best = if candidates.len() == 1 {
-            Some(0)
-        } else {
-            evaluator::pick_one(&candidates, now)
+        let best = match explained.as_deref_mut() {
+            Some(e) => {
+                let picked = evaluator::pick_one_explained(&candidates, now);
+                let lost_on = picked.as_ref().map(|(_, _, l)| l.as_slice()).unwrap_or(&[]);
+                e.candidates = candidates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        evaluator::explain_candidate(c, lost_on.get(i).copied().flatten())
+                    })
+                    .collect();
+                picked.map(|(i, decided_by, _)| {
+                    e.chosen = candidates.get(i).map(|c| c.name.clone());
+                    e.decided_by = Some(decided_by);
+                    i
+                })
+            }
+            None if candidates.len() == 1 => Some(0),
+            None => evaluator::pick_one(&candidates, now),
         };
         let Some(best) = best.and_then(|i| candidates.get(i)) else {
             return (None, Status::unschedulable(NO_CANDIDATE_NODE));
@@ -223,7 +258,18 @@ impl PostFilterPlugin for DefaultPreemption {
         pod: &Arc<PodInfo>,
         statuses: &NodeToStatus,
     ) -> (Option<PostFilterResult>, Status) {
-        let (result, status) = self.preempt(framework, state, pod, statuses).await;
+        // Only an explained attempt carries an explainer; the others build nothing extra.
+        let explainer = PreemptionExplainer::requested(state).cloned();
+        let mut explained = explainer.as_ref().map(|_| PreemptionExplanation {
+            plugin: NAME.to_string(),
+            ..Default::default()
+        });
+        let (result, status) = self
+            .preempt(framework, state, pod, statuses, explained.as_mut())
+            .await;
+        if let (Some(explainer), Some(e)) = (explainer, explained) {
+            explainer.record(e);
+        }
         let msg = status.message();
         if msg.is_empty() {
             return (result, status);

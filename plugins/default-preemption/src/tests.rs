@@ -966,6 +966,7 @@ fn candidate(name: &str, victims: &[(i32, Option<i64>)], violations: usize) -> C
             })
             .collect(),
         num_pdb_violations: violations,
+        pdb_violating: Vec::new(),
     }
 }
 
