@@ -298,9 +298,9 @@ fn the_schema_check_catches_a_missing_or_mistyped_field() {
     assert_eq!(
         errors,
         [
+            "$.events[0].type: \"Fatal\" is not one of [String(\"Normal\"), String(\"Warning\")]",
             "$.pods[0]: missing history",
             "$.pods[1].nominated_node: expected [\"string\", \"null\"], got 3",
-            "$.events[0].type: \"Fatal\" is not one of [String(\"Normal\"), String(\"Warning\")]",
         ],
     );
 }

@@ -83,7 +83,8 @@ struct SimulateArgs {
     /// A workload file of operations (create nodes, create pods, ...), run after the manifests.
     #[arg(long)]
     workload: Option<PathBuf>,
-    /// Explain one pod: every node's Filter verdict and every Score plugin's scores.
+    /// Explain one pod: every node's Filter verdict, every Score plugin's scores, and when no
+    /// node fits, what preemption considered (candidates, victims, the deciding criterion).
     #[arg(long, value_name = "NAMESPACE/POD")]
     explain: Option<String>,
     /// Output format.

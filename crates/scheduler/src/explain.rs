@@ -96,6 +96,9 @@ pub struct Explanation {
     pub pod: String,
     /// The profile that scheduled it.
     pub profile: String,
+    /// Which attempt of the pod this is (1 for the first), when the observer counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
     /// Every node, in the order they are tried.
     pub nodes: Vec<NodeExplanation>,
     /// What preemption considered when no node fit: candidates, victims, the choice.

@@ -915,6 +915,7 @@ impl Scheduler {
         *self.explaining.lock() = Some(Explanation {
             pod: pod.key(),
             profile: fw.profile_name().to_string(),
+            attempt: None,
             nodes,
             preemption: None,
         });

@@ -334,7 +334,15 @@ impl SimReport {
 }
 
 fn write_explanation(out: &mut String, e: &Explanation) {
-    let _ = writeln!(out, "\nExplanation for {} (profile {}):", e.pod, e.profile);
+    let attempt = e
+        .attempt
+        .map(|a| format!(", attempt {a}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\nExplanation for {} (profile {}{attempt}):",
+        e.pod, e.profile
+    );
     for n in &e.nodes {
         if n.feasible {
             match n.total_score {

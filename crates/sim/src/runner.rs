@@ -146,7 +146,14 @@ impl AttemptObserver for Recorder {
         self.explain.as_deref() == Some(pod.key().as_str())
     }
 
-    fn explanation(&self, _pod: &PodInfo, explanation: Explanation) {
+    fn explanation(&self, pod: &PodInfo, mut explanation: Explanation) {
+        // Explanations arrive before their attempt's outcome.
+        let attempts = self
+            .pods
+            .lock()
+            .get(&pod.key())
+            .map_or(0, |r| r.history.len());
+        explanation.attempt = Some(attempts as u32 + 1);
         self.explanations.lock().push(explanation);
     }
 }
