@@ -19,14 +19,17 @@ use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
     ClientError, ClusterClient, Code, CycleState, Event, ExtensionPoint, FilterPlugin, Framework,
     Handle, NodeToStatus, Nominator, ObjectStore, Plugin, PluginRef, PodStatusUpdate,
-    PostFilterResult, PreFilterExtensions, PreFilterPlugin, PreFilterResult, ProfileSpec, Snapshot,
-    Status, async_trait, metrics::NoMetrics, registry,
+    PostFilterResult, PreFilterExtensions, PreFilterPlugin, PreFilterResult, PreemptionCriterion,
+    PreemptionExplainer, PreemptionExplanation, ProfileSpec, Snapshot, Status, async_trait,
+    metrics::NoMetrics, registry,
 };
 use kubesched_testing::{NodeBuilder, PodBuilder, node_infos, selector};
 use serde::Serialize;
 
 use super::*;
-use crate::evaluator::{Candidate, aggregate, fit_error_message, pick_one, split_by_pdb_violation};
+use crate::evaluator::{
+    Candidate, aggregate, fit_error_message, pick_one, pick_one_explained, split_by_pdb_violation,
+};
 
 const LOW: i32 = 0;
 const MID: i32 = 100;
@@ -270,6 +273,8 @@ struct Env {
     refuse_delete: Option<ClientError>,
     /// The framework's clock (the machine's when None).
     clock: Option<FakeClock>,
+    /// Ask the plugin to explain itself, as `simulate --explain` does.
+    explain: bool,
 }
 
 impl Env {
@@ -287,6 +292,7 @@ impl Env {
             seed: 1,
             refuse_delete: None,
             clock: None,
+            explain: false,
         }
     }
 }
@@ -306,6 +312,9 @@ struct Outcome {
     rejected_waiting: Vec<String>,
     /// Pods the nominator still holds after the call, as `pod@node`.
     nominations: Vec<String>,
+    /// What the plugin recorded, when asked to explain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explanation: Option<PreemptionExplanation>,
 }
 
 async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
@@ -372,9 +381,14 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         }
         m
     });
+    if env.explain {
+        state.write(PreemptionExplainer::default());
+    }
     let (result, status) = fw
         .run_post_filter_plugins(&state, &preemptor, &statuses)
         .await;
+    let explanation =
+        PreemptionExplainer::requested(&state).and_then(|x| x.take().into_iter().next());
     let mut rejected_waiting = Vec::new();
     for wp in waiting {
         let s = tokio::time::timeout(Duration::from_millis(50), wp.wait()).await;
@@ -419,6 +433,7 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
             .collect(),
         rejected_waiting,
         nominations,
+        explanation,
     }
 }
 
@@ -1044,8 +1059,97 @@ fn pick_one_node_table() {
     for (name, cands, want) in cases {
         let i = pick_one(&cands, now).expect("a candidate");
         assert_eq!(cands[i].name, want, "{name}");
+        // The explained choice is the same choice.
+        let (j, _, _) = pick_one_explained(&cands, now).expect("a candidate");
+        assert_eq!(i, j, "{name}");
     }
     assert_eq!(pick_one(&[], now), None);
+    assert!(pick_one_explained(&[], now).is_none());
+}
+
+#[test]
+fn explained_choice_names_the_deciding_criterion_and_where_each_candidate_lost() {
+    use kubesched_framework::PreemptionCriterion as C;
+    let now = 1_000_000_000_000_000_000;
+    let cases: Vec<(&str, Vec<Candidate>, C, Vec<Option<C>>)> = vec![
+        (
+            "one candidate",
+            vec![candidate("a", &[(LOW, None)], 0)],
+            C::OnlyCandidate,
+            vec![None],
+        ),
+        (
+            "budget violations first, then the highest victim",
+            vec![
+                candidate("a", &[(LOW, None)], 1),
+                candidate("b", &[(MID, None)], 0),
+                candidate("c", &[(LOW, None)], 0),
+            ],
+            C::LowestHighestPriority,
+            vec![
+                Some(C::FewestPdbViolations),
+                Some(C::LowestHighestPriority),
+                None,
+            ],
+        ),
+        (
+            "sum of priorities",
+            vec![
+                candidate("a", &[(MID, None), (MID, None)], 0),
+                candidate("b", &[(MID, None), (LOW, None)], 0),
+            ],
+            C::LowestPrioritySum,
+            vec![Some(C::LowestPrioritySum), None],
+        ),
+        // Fewest victims never decides: with every priority shifted to >= 0 by 2^31, a
+        // candidate with more victims always has the larger sum (as upstream).
+        (
+            "more victims lose on the sum already",
+            vec![
+                candidate("a", &[(MID, None), (-MID, None)], 0),
+                candidate("b", &[(MID, None)], 0),
+            ],
+            C::LowestPrioritySum,
+            vec![Some(C::LowestPrioritySum), None],
+        ),
+        (
+            "start time",
+            vec![
+                candidate("a", &[(MID, Some(10))], 0),
+                candidate("b", &[(MID, Some(20))], 0),
+            ],
+            C::LatestStartTime,
+            vec![Some(C::LatestStartTime), None],
+        ),
+        (
+            "full tie",
+            vec![
+                candidate("a", &[(MID, Some(10))], 0),
+                candidate("b", &[(MID, Some(10))], 0),
+            ],
+            C::FirstCandidate,
+            vec![None, Some(C::FirstCandidate)],
+        ),
+    ];
+    for (name, cands, decided, lost) in cases {
+        let (_, got_decided, got_lost) = pick_one_explained(&cands, now).expect("a candidate");
+        assert_eq!((got_decided, got_lost), (decided, lost), "{name}");
+    }
+}
+
+#[test]
+fn explained_candidate_marks_budget_violating_victims() {
+    let mut c = candidate("a", &[(MID, Some(20)), (LOW, Some(10)), (LOW, None)], 1);
+    c.pdb_violating = vec![c.victims[1].uid.clone()];
+    let e = evaluator::explain_candidate(&c, None);
+    assert_eq!(
+        e.victims.iter().map(|v| v.violates_pdb).collect::<Vec<_>>(),
+        [false, true, false]
+    );
+    assert_eq!((e.highest_priority, e.priority_sum), (MID, i64::from(MID)));
+    assert_eq!(e.pdb_violations, 1);
+    assert!(e.earliest_start_of_highest_priority.is_some());
+    assert_eq!(e.victims[2].start_time, None);
 }
 
 #[test]
@@ -1303,4 +1407,77 @@ async fn snapshot() {
     )
     .await;
     insta::assert_yaml_snapshot!(out);
+}
+
+#[tokio::test]
+async fn an_explained_preemption_decides_the_same_and_says_why() {
+    let env = |explain| Env {
+        pdbs: vec![pdb("guard", &[("app", "guarded")], 0)],
+        explain,
+        ..Env::new(
+            vec![
+                node("node1", "1", "1"),
+                node("node2", "1", "1"),
+                node("node3", "1", "1"),
+            ],
+            vec![
+                bound("p1", LOW, "node1").label("app", "guarded"),
+                bound("p2", MID, "node2"),
+                bound("p3", VERY_HIGH, "node3"),
+            ],
+        )
+    };
+    let plain = run(env(false), pod("p", HIGH)).await;
+    let mut explained = run(env(true), pod("p", HIGH)).await;
+    let e = explained.explanation.take().expect("an explanation");
+    assert_eq!(explained, plain);
+    assert_eq!(plain.nominated, nominated("node2"));
+    assert_eq!(e.plugin, NAME);
+    assert_eq!(e.chosen.as_deref(), Some("node2"));
+    assert_eq!(e.decided_by, Some(PreemptionCriterion::FewestPdbViolations));
+    let mut verdicts: Vec<(String, Vec<String>, usize, Option<PreemptionCriterion>)> = e
+        .candidates
+        .iter()
+        .map(|c| {
+            let victims = c
+                .victims
+                .iter()
+                .map(|v| format!("{}{}", v.pod, if v.violates_pdb { " (PDB)" } else { "" }))
+                .collect();
+            (c.node.clone(), victims, c.pdb_violations, c.eliminated_by)
+        })
+        .collect();
+    verdicts.sort();
+    assert_eq!(
+        verdicts,
+        [
+            (
+                "node1".to_string(),
+                vec!["default/p1 (PDB)".to_string()],
+                1,
+                Some(PreemptionCriterion::FewestPdbViolations)
+            ),
+            ("node2".to_string(), vec!["default/p2".to_string()], 0, None),
+        ]
+    );
+    // The VERY_HIGH pod cannot be evicted: node3 was tried and gave no candidate.
+    assert_eq!(e.rejected.len(), 1);
+    assert_eq!(e.rejected[0].node, "node3");
+    assert_eq!(e.rejected[0].reasons, [ERR_REASON_NO_VICTIMS]);
+    assert_eq!((e.not_helpful, e.not_tried, e.not_eligible), (0, 0, None));
+}
+
+#[tokio::test]
+async fn an_explained_never_pod_says_it_may_not_preempt() {
+    let env = Env {
+        explain: true,
+        ..Env::new(
+            vec![node("node1", "1", "1")],
+            vec![bound("p1", LOW, "node1")],
+        )
+    };
+    let out = run(env, pod("p", HIGH).preemption_never()).await;
+    let e = out.explanation.expect("an explanation");
+    assert_eq!(e.not_eligible.as_deref(), Some(NOT_ELIGIBLE_NEVER));
+    assert!(e.candidates.is_empty() && e.chosen.is_none());
 }
