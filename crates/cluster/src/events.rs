@@ -63,7 +63,8 @@ impl std::fmt::Debug for EventRecorder {
 }
 
 enum Command {
-    Record(Event),
+    // Boxed: an event is much larger than a flush request.
+    Record(Box<Event>),
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
@@ -90,7 +91,7 @@ impl EventRecorder {
 
     /// Queues an event; drops it (with a warning) when the queue is full.
     pub fn record(&self, event: Event) {
-        match self.tx.try_send(Command::Record(event)) {
+        match self.tx.try_send(Command::Record(Box::new(event))) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::warn!("event queue is full; dropping an event");
@@ -146,7 +147,7 @@ impl Writer {
         loop {
             tokio::select! {
                 cmd = rx.recv() => match cmd {
-                    Some(Command::Record(e)) => self.on_event(e),
+                    Some(Command::Record(e)) => self.on_event(*e),
                     Some(Command::Flush(done)) => {
                         while self.writes.join_next().await.is_some() {}
                         let _ = done.send(());

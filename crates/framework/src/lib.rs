@@ -4,7 +4,9 @@
 //! [`Handle`] plugins reach the cluster view through, the link-time plugin
 //! [registry], the [`Framework`] runtime that runs one profile's plugins with
 //! upstream kube-scheduler's semantics, [`NodeTally`], the per-node results a plugin
-//! keeps from one cycle to the next, and the [`Extender`] contract of scheduler extenders. It must not hold scheduling policy of its own
+//! keeps from one cycle to the next, the [`Extender`] contract of scheduler extenders, and
+//! [`PreemptionExplanation`], what a preemption plugin reports when an attempt is explained.
+//! It must not hold scheduling policy of its own
 //! (that lives in plugins) nor talk to an API server directly (that is the
 //! [`ClusterClient`] implementations' job).
 //!

@@ -623,12 +623,10 @@ impl Simulation {
         for key in &self.tracked {
             match self.cluster.pod(key) {
                 Some(p) if kubesched_scheduler::is_assigned(&p) => scheduled += 1,
-                Some(_) => {
-                    if pods.get(key).and_then(PodRecord::failed_last).is_some() {
-                        unschedulable += 1;
-                    }
+                Some(_) if pods.get(key).and_then(PodRecord::failed_last).is_some() => {
+                    unschedulable += 1;
                 }
-                None => {}
+                Some(_) | None => {}
             }
         }
         (scheduled, unschedulable)

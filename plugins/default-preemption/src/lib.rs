@@ -6,12 +6,16 @@
 //! extensions and Filter plugins), PodDisruptionBudget-aware victim selection, the
 //! choice of one candidate node, and the victims' eviction through the cluster client.
 //! It must not bind or touch the queue: its only writes are victim deletions (or Permit
-//! rejections), `Preempted` events and cleared nominations, all through the handle.
+//! rejections), `Preempted` events (with the preemptor as the related object) and cleared
+//! nominations, all through the handle.
 //! Deleting a victim through the cluster client marks it first with a `DisruptionTarget`
 //! condition (reason `PreemptionByScheduler`), as upstream: the kube backend patches the
 //! condition before the delete; the simulator's cluster sets it too and lets the victim
 //! terminate for its grace period on the virtual clock.
 //! "Now" (the start time of victims that have not started) is the framework's clock.
+//! When the attempt is being explained (a `PreemptionExplainer` in the cycle state) it also
+//! records its candidates, their victims and budget violations, and the criterion that chose
+//! the node; otherwise it builds nothing.
 //!
 //! Scheduler extenders with a preempt verb narrow the candidates before one is chosen.
 //!
@@ -185,7 +189,7 @@ impl DefaultPreemption {
                 Ok(c) => c,
                 Err(s) => return (None, s),
             };
-        let best = match explained.as_deref_mut() {
+        let best = match explained {
             Some(e) => {
                 let picked = evaluator::pick_one_explained(&candidates, now);
                 let lost_on = picked.as_ref().map(|(_, _, l)| l.as_slice()).unwrap_or(&[]);

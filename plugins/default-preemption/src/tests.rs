@@ -1071,7 +1071,9 @@ fn pick_one_node_table() {
 fn explained_choice_names_the_deciding_criterion_and_where_each_candidate_lost() {
     use kubesched_framework::PreemptionCriterion as C;
     let now = 1_000_000_000_000_000_000;
-    let cases: Vec<(&str, Vec<Candidate>, C, Vec<Option<C>>)> = vec![
+    // name, candidates, the deciding criterion, where each candidate lost.
+    type Row = (&'static str, Vec<Candidate>, C, Vec<Option<C>>);
+    let cases: Vec<Row> = vec![
         (
             "one candidate",
             vec![candidate("a", &[(LOW, None)], 0)],
