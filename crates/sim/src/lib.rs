@@ -16,7 +16,7 @@ mod workload;
 pub use cluster::{SimCluster, pod_key};
 pub use load::{InputProblem, Manifests, load_paths, load_text, resolve_priority};
 pub use report::{
-    Attempt, AttemptResult, EventObject, PodResult, PodState, ReportEvent, SimReport, Summary,
+    Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,
 };
 pub use runner::{Progress, SimError, Simulation, SimulationOptions};

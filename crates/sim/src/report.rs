@@ -137,7 +137,7 @@ pub struct Summary {
 
 /// The object an event is about, as events.k8s.io/v1 names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EventObject {
+pub struct EventRef {
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -155,10 +155,10 @@ pub struct ReportEvent {
     /// `Binding`, `Scheduling` or `Preempting`.
     pub action: String,
     /// The pod it is about.
-    pub regarding: EventObject,
+    pub regarding: EventRef,
     /// The other pod involved: the preemptor of a `Preempted` event.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub related: Option<EventObject>,
+    pub related: Option<EventRef>,
     /// The message.
     pub note: String,
 }

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use crate::cluster::{SimCluster, pod_key};
 use crate::load::{InputProblem, Manifests, apply_other, event_resource, resolve_priority};
 use crate::report::{
-    Attempt, AttemptResult, EventObject, PodResult, PodState, ReportEvent, SimReport, Summary,
+    Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,
 };
 use crate::workload::{
@@ -977,7 +977,7 @@ fn attempt(key: &str, index: usize, a: &AttemptRecord) -> Attempt {
 }
 
 fn report_event(e: &kubesched_framework::Event) -> ReportEvent {
-    let object = |r: &kubesched_framework::ObjectRef| EventObject {
+    let object = |r: &kubesched_framework::ObjectRef| EventRef {
         namespace: r.namespace.clone(),
         name: r.name.clone(),
     };
