@@ -129,6 +129,42 @@ fn preemptor_shows_nomination_victims_and_every_attempt() {
 }
 
 #[test]
+fn a_victim_within_its_grace_period_is_terminating() {
+    let (manifests, _) = load_paths(&[example_dir()]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let report = runtime.block_on(async {
+        let mut sim = Simulation::new(
+            &kubesched_config::default_config(),
+            SimulationOptions {
+                seed: Some(0),
+                explain: None,
+                progress: None,
+            },
+        )
+        .expect("simulation");
+        sim.load(manifests, "examples/preemption");
+        // Less than the victims' 30 s grace period.
+        sim.advance_clock(std::time::Duration::from_secs(5)).await;
+        sim.report()
+    });
+    let nightly = pod(&report, "batch/nightly-1");
+    assert_eq!(nightly.status, PodState::Terminating);
+    assert_eq!(nightly.preempted_by.as_deref(), Some("ml/train-1"));
+    let train1 = pod(&report, "ml/train-1");
+    assert_eq!(train1.status, PodState::Unschedulable);
+    assert_eq!(train1.nominated_node.as_deref(), Some("node-2"));
+    assert_eq!(train1.victims, ["batch/nightly-1"]);
+    assert!(
+        report
+            .to_table(false)
+            .contains("batch/nightly-1  node-2  ml/train-1")
+    );
+}
+
+#[test]
 fn global_default_never_is_copied_to_pods_without_a_class() {
     let report = example(None);
     let weekly = pod(&report, "shop/weekly-report");
