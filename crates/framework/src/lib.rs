@@ -41,6 +41,7 @@ pub use cycle_state::{CycleState, StateData};
 pub use explain::{
     CandidateExplanation, PreemptionCriterion, PreemptionExplainer, PreemptionExplanation,
     RejectedPreemptionNode, VictimExplanation,
+};
 pub use extender::{
     EXTENDER_NAME, Extender, ExtenderError, ExtenderFilterOutcome, FailedNodesMap, HostPriority,
     Victims,
