@@ -296,9 +296,6 @@ impl SimReport {
                     }
                     let _ = writeln!(out, "{line}: {}", a.message);
                 }
-                for x in &n.extenders {
-                    let _ = writeln!(out, "    {}", extender_line(x));
-                }
             }
         }
     }
@@ -368,6 +365,9 @@ fn write_explanation(out: &mut String, e: &Explanation) {
                 n.rejected_by.as_deref().unwrap_or("?"),
                 n.reasons.join(", ")
             );
+        }
+        for x in &n.extenders {
+            let _ = writeln!(out, "    {}", extender_line(x));
         }
     }
     if let Some(p) = &e.preemption {

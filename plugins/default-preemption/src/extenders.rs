@@ -73,10 +73,18 @@ pub(crate) async fn call_extenders(
     let mut out: Vec<Candidate> = Vec::with_capacity(victims.len());
     for c in &candidates {
         if let Some(v) = victims.remove(&c.name) {
+            // The dry run's violators that the extender kept, for explanations.
+            let pdb_violating = c
+                .pdb_violating
+                .iter()
+                .filter(|uid| v.pods.iter().any(|p| &p.uid == *uid))
+                .cloned()
+                .collect();
             out.push(Candidate {
                 name: c.name.clone(),
                 victims: v.pods,
                 num_pdb_violations: usize::try_from(v.num_pdb_violations).unwrap_or(0),
+                pdb_violating,
             });
         }
     }
@@ -85,6 +93,7 @@ pub(crate) async fn call_extenders(
             name,
             victims: v.pods,
             num_pdb_violations: usize::try_from(v.num_pdb_violations).unwrap_or(0),
+            pdb_violating: Vec::new(),
         });
     }
     Ok(out)
