@@ -328,6 +328,7 @@ async fn other_kinds_fill_the_object_store() {
                 .await
         );
         assert!(!requests_to(&server, "GET", "/api/v1/persistentvolumeclaims").is_empty());
+        assert!(!requests_to(&server, "GET", "/apis/storage.k8s.io/v1/csistoragecapacities").is_empty());
         runner.stop();
         runner.wait().await.expect("clean stop");
     })

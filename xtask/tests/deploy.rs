@@ -30,6 +30,7 @@ use kubesched_plugin_priority_sort as _;
 use kubesched_plugin_scheduling_gates as _;
 use kubesched_plugin_selector_spread as _;
 use kubesched_plugin_taint_toleration as _;
+use kubesched_plugin_volume_binding as _;
 use kubesched_plugin_volume_restrictions as _;
 use kubesched_plugin_volume_zone as _;
 
@@ -467,6 +468,18 @@ fn the_rbac_table_covers_what_the_kube_backend_uses() {
             "coordination.k8s.io",
             "leases",
             &["get", "create", "update"],
+        ),
+        (
+            "Api::<PersistentVolume>::all",
+            "",
+            "persistentvolumes",
+            &["update"],
+        ),
+        (
+            "Api::<PersistentVolumeClaim>::namespaced",
+            "",
+            "persistentvolumeclaims",
+            &["update"],
         ),
     ];
     for (needle, group, resource, verbs) in writes {

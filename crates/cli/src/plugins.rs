@@ -42,6 +42,8 @@ use kubesched_plugin_scheduling_gates as _;
 use kubesched_plugin_selector_spread as _;
 #[cfg(feature = "plugin-taint-toleration")]
 use kubesched_plugin_taint_toleration as _;
+#[cfg(feature = "plugin-volume-binding")]
+use kubesched_plugin_volume_binding as _;
 #[cfg(feature = "plugin-volume-restrictions")]
 use kubesched_plugin_volume_restrictions as _;
 #[cfg(feature = "plugin-volume-zone")]

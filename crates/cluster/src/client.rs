@@ -1,11 +1,14 @@
 //! [`KubeClient`]: the scheduler's writes through kube-rs — binding through the
 //! `pods/binding` subresource, the `PodScheduled` condition and `nominatedNodeName` as a
-//! strategic merge patch of the pod status, victim deletion, and events.
+//! strategic merge patch of the pod status, victim deletion, events, and the volume
+//! bindings VolumeBinding's PreBind makes (PersistentVolume and claim updates).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{
+    Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -296,6 +299,29 @@ impl ClusterClient for KubeClient {
 
     fn record_event(&self, event: Event) {
         self.events.record(event);
+    }
+
+    async fn update_persistent_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<PersistentVolume, ClientError> {
+        let name = pv.metadata.name.as_deref().unwrap_or_default();
+        Api::<PersistentVolume>::all(self.client.clone())
+            .replace(name, &PostParams::default(), pv)
+            .await
+            .map_err(|e| client_error(e, &format!("updating PersistentVolume {name}")))
+    }
+
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, ClientError> {
+        let ns = pvc.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pvc.metadata.name.as_deref().unwrap_or_default();
+        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns)
+            .replace(name, &PostParams::default(), pvc)
+            .await
+            .map_err(|e| client_error(e, &format!("updating PersistentVolumeClaim {ns}/{name}")))
     }
 }
 

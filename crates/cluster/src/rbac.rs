@@ -28,8 +28,9 @@ pub const RULES: &[Rule] = &[
     Rule { api_group: "", resource: "namespaces", verbs: READ },
     Rule { api_group: "", resource: "services", verbs: READ },
     Rule { api_group: "", resource: "replicationcontrollers", verbs: READ },
-    Rule { api_group: "", resource: "persistentvolumes", verbs: READ },
-    Rule { api_group: "", resource: "persistentvolumeclaims", verbs: READ },
+    // VolumeBinding's PreBind updates a volume's claimRef and a claim's selected node.
+    Rule { api_group: "", resource: "persistentvolumes", verbs: &["get", "list", "watch", "update"] },
+    Rule { api_group: "", resource: "persistentvolumeclaims", verbs: &["get", "list", "watch", "update"] },
     Rule { api_group: "apps", resource: "replicasets", verbs: READ },
     Rule { api_group: "apps", resource: "statefulsets", verbs: READ },
     Rule { api_group: "storage.k8s.io", resource: "storageclasses", verbs: READ },

@@ -2,6 +2,7 @@
 //! kube-rs backend (crates/cluster) and the in-memory backend (crates/sim).
 
 use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kubesched_model::PodInfo;
 
 /// Why a write to the cluster failed.
@@ -110,6 +111,22 @@ pub trait ClusterClient: Send + Sync {
     async fn bound_by_extender(&self, _pod: &PodInfo, _node_name: &str) -> Result<(), ClientError> {
         Ok(())
     }
+
+    /// Replaces a PersistentVolume (VolumeBinding's PreBind writes the `claimRef` of a
+    /// static binding this way). Conflict when `metadata.resourceVersion` is stale.
+    /// Returns the volume as stored.
+    async fn update_persistent_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<PersistentVolume, ClientError>;
+
+    /// Replaces a PersistentVolumeClaim (VolumeBinding's PreBind sets
+    /// `volume.kubernetes.io/selected-node` this way to have a claim provisioned).
+    /// Conflict when `metadata.resourceVersion` is stale. Returns the claim as stored.
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, ClientError>;
 }
 
 /// A client that accepts every write and remembers nothing: for tests and dry runs.
@@ -128,4 +145,16 @@ impl ClusterClient for NoopClient {
         Ok(())
     }
     fn record_event(&self, _: Event) {}
+    async fn update_persistent_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<PersistentVolume, ClientError> {
+        Ok(pv.clone())
+    }
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, ClientError> {
+        Ok(pvc.clone())
+    }
 }

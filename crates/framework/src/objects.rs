@@ -21,13 +21,28 @@ use parking_lot::RwLock;
 #[derive(Debug)]
 pub struct Store<K> {
     items: RwLock<BTreeMap<String, Arc<K>>>,
+    /// Counts the changes, so a plugin waiting for the cluster (e.g. for a volume to be
+    /// bound) wakes up on the next change instead of polling.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl<K> Default for Store<K> {
     fn default() -> Self {
         Self {
             items: RwLock::new(BTreeMap::new()),
+            changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+}
+
+impl<K> Store<K> {
+    /// A receiver that sees every later change of this store (`changed().await`).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -43,6 +58,7 @@ impl<K: Metadata<Ty = ObjectMeta>> Store<K> {
     pub fn upsert(&self, obj: K) {
         let key = key_of(obj.metadata());
         self.items.write().insert(key, Arc::new(obj));
+        self.changed();
     }
 
     /// Removes an object; returns it if it was there.
@@ -51,7 +67,11 @@ impl<K: Metadata<Ty = ObjectMeta>> Store<K> {
             Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
             _ => name.to_string(),
         };
-        self.items.write().remove(&key)
+        let removed = self.items.write().remove(&key);
+        if removed.is_some() {
+            self.changed();
+        }
+        removed
     }
 
     /// One object.
@@ -96,6 +116,7 @@ impl<K: Metadata<Ty = ObjectMeta>> Store<K> {
             .map(|o| (key_of(o.metadata()), Arc::new(o)))
             .collect();
         *self.items.write() = map;
+        self.changed();
     }
 }
 

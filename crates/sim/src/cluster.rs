@@ -12,12 +12,15 @@ use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kubesched_framework::clock::{Clock, FakeClock};
+use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::{
     ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, async_trait,
 };
 use kubesched_scheduler::{ClusterChange, PodLister};
 use parking_lot::Mutex;
+
+use crate::volumes::VolumeController;
 
 #[derive(Default)]
 struct State {
@@ -31,6 +34,11 @@ struct State {
     failing_binds: u32,
     /// Pods terminating gracefully, by key: when each one is gone.
     terminating: BTreeMap<String, Instant>,
+    /// The last resourceVersion given to an object the cluster wrote.
+    resource_version: u64,
+    /// Storage objects changed outside the cluster's own writes: the PV controller must
+    /// look before the next changes are delivered.
+    volumes_dirty: bool,
 }
 
 /// The grace period of a pod that sets none (the API server's default).
@@ -176,17 +184,68 @@ impl SimCluster {
 
     /// Records a change of another kind (the object store was updated by the caller).
     pub fn push_change(&self, change: ClusterChange) {
-        self.state.lock().changes.push_back(change);
+        let mut s = self.state.lock();
+        if let ClusterChange::Other { resource, .. } = &change
+            && matches!(
+                resource,
+                EventResource::PersistentVolume
+                    | EventResource::PersistentVolumeClaim
+                    | EventResource::StorageClass
+            )
+        {
+            s.volumes_dirty = true;
+        }
+        s.changes.push_back(change);
     }
 
-    /// Takes every change not yet delivered, oldest first.
+    /// Takes every change not yet delivered, oldest first, after the PV controller caught
+    /// up with storage objects added from outside.
     pub fn drain_changes(&self) -> Vec<ClusterChange> {
-        self.state.lock().changes.drain(..).collect()
+        let mut s = self.state.lock();
+        if s.volumes_dirty {
+            s.volumes_dirty = false;
+            self.sync_volumes(&mut s);
+        }
+        s.changes.drain(..).collect()
     }
 
     /// Whether changes wait to be delivered.
     pub fn has_changes(&self) -> bool {
-        !self.state.lock().changes.is_empty()
+        let s = self.state.lock();
+        s.volumes_dirty || !s.changes.is_empty()
+    }
+
+    /// Runs the PV controller (see [`crate::volumes`]) over the current objects.
+    fn sync_volumes(&self, s: &mut State) {
+        let State {
+            nodes,
+            changes,
+            resource_version,
+            ..
+        } = s;
+        VolumeController {
+            objects: &self.objects,
+            nodes,
+            resource_version,
+            changes,
+        }
+        .sync();
+    }
+
+    /// The PersistentVolume, if the cluster has it.
+    pub fn persistent_volume(&self, name: &str) -> Option<Arc<api::PersistentVolume>> {
+        self.objects.persistent_volumes.get(None, name)
+    }
+
+    /// The claim `namespace/name`, if the cluster has it.
+    pub fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<api::PersistentVolumeClaim>> {
+        self.objects
+            .persistent_volume_claims
+            .get(Some(namespace), name)
     }
 
     /// Every pod, sorted by key.
@@ -406,6 +465,102 @@ impl ClusterClient for SimCluster {
     fn record_event(&self, event: Event) {
         self.state.lock().events.push(event);
     }
+
+    async fn update_persistent_volume(
+        &self,
+        pv: &api::PersistentVolume,
+    ) -> Result<api::PersistentVolume, ClientError> {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        let mut s = self.state.lock();
+        let old = self.objects.persistent_volumes.get(None, &name);
+        let new = replaced(
+            &mut s,
+            "persistentvolumes",
+            &name,
+            old.as_deref(),
+            pv,
+            |o| o.status.clone(),
+            |n, st| n.status = st,
+        )?;
+        self.objects.persistent_volumes.upsert(new.clone());
+        s.changes.push_back(ClusterChange::Other {
+            resource: EventResource::PersistentVolume,
+            action: ActionType::UPDATE,
+            old: old.map(EventObject::object),
+            new: Some(EventObject::object(Arc::new(new.clone()))),
+        });
+        // The PV controller answers at once: the binding completes before PreBind looks.
+        self.sync_volumes(&mut s);
+        Ok(new)
+    }
+
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &api::PersistentVolumeClaim,
+    ) -> Result<api::PersistentVolumeClaim, ClientError> {
+        let ns = pvc.metadata.namespace.clone().unwrap_or_default();
+        let name = pvc.metadata.name.clone().unwrap_or_default();
+        let mut s = self.state.lock();
+        let old = self.objects.persistent_volume_claims.get(Some(&ns), &name);
+        let new = replaced(
+            &mut s,
+            "persistentvolumeclaims",
+            &name,
+            old.as_deref(),
+            pvc,
+            |o| o.status.clone(),
+            |n, st| n.status = st,
+        )?;
+        self.objects.persistent_volume_claims.upsert(new.clone());
+        s.changes.push_back(ClusterChange::Other {
+            resource: EventResource::PersistentVolumeClaim,
+            action: ActionType::UPDATE,
+            old: old.map(EventObject::object),
+            new: Some(EventObject::object(Arc::new(new.clone()))),
+        });
+        // The provisioner and the PV controller answer at once.
+        self.sync_volumes(&mut s);
+        Ok(new)
+    }
+}
+
+/// An update (PUT) of an object as the API server does it: NotFound when it does not exist,
+/// Conflict when the resourceVersion given is not the current one; the status stays (it has
+/// its own subresource) and the object gets a new resourceVersion.
+#[allow(clippy::too_many_arguments)]
+fn replaced<
+    K: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> + Clone,
+    S,
+>(
+    s: &mut State,
+    resource: &str,
+    name: &str,
+    old: Option<&K>,
+    new: &K,
+    status_of: impl Fn(&K) -> S,
+    set_status: impl Fn(&mut K, S),
+) -> Result<K, ClientError> {
+    let Some(old) = old else {
+        return Err(ClientError::NotFound(format!(
+            "{resource} {name:?} not found"
+        )));
+    };
+    let current = old.metadata().resource_version.clone();
+    if let Some(given) = new.metadata().resource_version.as_deref()
+        && !given.is_empty()
+        && current.as_deref() != Some(given)
+    {
+        return Err(ClientError::Conflict(format!(
+            "Operation cannot be fulfilled on {resource} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+        )));
+    }
+    let mut out = new.clone();
+    set_status(&mut out, status_of(old));
+    let current = current.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    s.resource_version = s.resource_version.max(current) + 1;
+    out.metadata_mut().resource_version = Some(s.resource_version.to_string());
+    out.metadata_mut().uid = old.metadata().uid.clone();
+    Ok(out)
 }
 
 fn jiff_seconds(seconds: i64) -> k8s_openapi::jiff::SignedDuration {

@@ -11,6 +11,7 @@ mod cluster;
 mod load;
 mod report;
 mod runner;
+mod volumes;
 mod workload;
 
 pub use cluster::{SimCluster, pod_key};

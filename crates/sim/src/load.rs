@@ -372,7 +372,16 @@ pub fn apply_other(
         "ReplicationController" => put!(api::ReplicationController, o.replication_controllers),
         "PersistentVolume" => put!(api::PersistentVolume, o.persistent_volumes),
         "PersistentVolumeClaim" => put!(api::PersistentVolumeClaim, o.persistent_volume_claims),
-        "StorageClass" => put!(StorageClass, o.storage_classes),
+        "StorageClass" => {
+            let mut v = decode::<StorageClass>(doc, file, &object, problems)?;
+            // The API server's defaults, which hand-written manifests leave out.
+            v.volume_binding_mode
+                .get_or_insert_with(|| "Immediate".into());
+            v.reclaim_policy.get_or_insert_with(|| "Delete".into());
+            let event = EventObject::object(std::sync::Arc::new(v.clone()));
+            o.storage_classes.upsert(v);
+            Some(event)
+        }
         "CSINode" => put!(CSINode, o.csi_nodes),
         "CSIDriver" => put!(CSIDriver, o.csi_drivers),
         "CSIStorageCapacity" => put!(CSIStorageCapacity, o.csi_storage_capacities),

@@ -1,17 +1,27 @@
 //! Builders for the storage objects volume plugins read: claims, volumes, classes, CSI
-//! nodes and volume attachments, plus pod volumes of every kind those plugins look at.
+//! drivers, nodes and storage capacities, volume attachments, plus pod volumes of every kind
+//! those plugins look at.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::storage::v1 as storage;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 
 use crate::PodBuilder;
 
 /// The annotation that marks a claim's binding as complete.
 pub const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// The annotation the scheduler sets on a claim to provision.
+const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
+/// A deletion timestamp.
+fn deleting() -> Time {
+    Time("2024-01-01T00:00:00Z".parse().expect("timestamp"))
+}
 
 impl PodBuilder {
     /// Adds any volume.
@@ -147,6 +157,69 @@ impl PvcBuilder {
         self
     }
 
+    /// Sets `metadata.uid`.
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.pvc.metadata.uid = Some(uid.into());
+        self
+    }
+
+    /// Removes the storage request.
+    pub fn no_request(mut self) -> Self {
+        self.spec().resources = None;
+        self
+    }
+
+    /// Sets `spec.volumeMode`.
+    pub fn volume_mode(mut self, mode: &str) -> Self {
+        self.spec().volume_mode = Some(mode.into());
+        self
+    }
+
+    /// Sets `spec.selector` to these `matchLabels`.
+    pub fn selector(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.spec().selector = Some(crate::selector(pairs));
+        self
+    }
+
+    /// Sets `spec.selector` as given.
+    pub fn raw_selector(mut self, selector: LabelSelector) -> Self {
+        self.spec().selector = Some(selector);
+        self
+    }
+
+    /// Sets `volume.kubernetes.io/selected-node`.
+    pub fn selected_node(self, node: &str) -> Self {
+        self.annotation(SELECTED_NODE, node)
+    }
+
+    /// Adds an annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.pvc
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets `status.phase`.
+    pub fn phase(mut self, phase: &str) -> Self {
+        self.pvc.status.get_or_insert_with(Default::default).phase = Some(phase.into());
+        self
+    }
+
+    /// Marks the claim for deletion.
+    pub fn deleting(mut self) -> Self {
+        self.pvc.metadata.deletion_timestamp = Some(deleting());
+        self
+    }
+
+    /// Sets `metadata.resourceVersion`.
+    pub fn resource_version(mut self, rv: &str) -> Self {
+        self.pvc.metadata.resource_version = Some(rv.into());
+        self
+    }
+
     /// Applies any change.
     pub fn with(mut self, f: impl FnOnce(&mut api::PersistentVolumeClaim)) -> Self {
         f(&mut self.pvc);
@@ -254,6 +327,86 @@ impl PvBuilder {
         self
     }
 
+    /// Sets `spec.capacity.storage`.
+    pub fn capacity(mut self, size: &str) -> Self {
+        self.spec().capacity = Some(BTreeMap::from([(
+            "storage".to_string(),
+            Quantity(size.into()),
+        )]));
+        self
+    }
+
+    /// Sets the access modes.
+    pub fn access_modes(mut self, modes: &[&str]) -> Self {
+        self.spec().access_modes = Some(modes.iter().map(|m| m.to_string()).collect());
+        self
+    }
+
+    /// Sets `spec.volumeMode`.
+    pub fn volume_mode(mut self, mode: &str) -> Self {
+        self.spec().volume_mode = Some(mode.into());
+        self
+    }
+
+    /// Sets `status.phase`.
+    pub fn phase(mut self, phase: &str) -> Self {
+        self.pv.status.get_or_insert_with(Default::default).phase = Some(phase.into());
+        self
+    }
+
+    /// A volume the PV controller made Available (no claim).
+    pub fn available(self) -> Self {
+        self.phase("Available")
+    }
+
+    /// Records the claim the volume is bound to, with the claim's UID (None: by name only).
+    pub fn claim_ref_uid(mut self, namespace: &str, name: &str, uid: Option<&str>) -> Self {
+        self.spec().claim_ref = Some(api::ObjectReference {
+            kind: Some("PersistentVolumeClaim".into()),
+            api_version: Some("v1".into()),
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            uid: uid.map(str::to_string),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Bound to the claim: its claimRef with the UID, and phase Bound.
+    pub fn bound_to(self, namespace: &str, name: &str, uid: &str) -> Self {
+        self.claim_ref_uid(namespace, name, Some(uid))
+            .phase("Bound")
+    }
+
+    /// Adds a required node affinity term.
+    pub fn node_term(mut self, term: api::NodeSelectorTerm) -> Self {
+        self.spec()
+            .node_affinity
+            .get_or_insert_with(Default::default)
+            .required
+            .get_or_insert_with(Default::default)
+            .node_selector_terms
+            .push(term);
+        self
+    }
+
+    /// Adds the node affinity term `key In values`.
+    pub fn affinity(self, key: &str, values: &[&str]) -> Self {
+        self.node_term(crate::node_term(key, "In", values))
+    }
+
+    /// Sets `metadata.resourceVersion`.
+    pub fn resource_version(mut self, rv: &str) -> Self {
+        self.pv.metadata.resource_version = Some(rv.into());
+        self
+    }
+
+    /// Marks the volume for deletion.
+    pub fn deleting(mut self) -> Self {
+        self.pv.metadata.deletion_timestamp = Some(deleting());
+        self
+    }
+
     /// Applies any change.
     pub fn with(mut self, f: impl FnOnce(&mut api::PersistentVolume)) -> Self {
         f(&mut self.pv);
@@ -331,5 +484,97 @@ pub fn volume_attachment(
             },
         },
         status: None,
+    }
+}
+
+/// Builds a `storage.k8s.io/v1` StorageClass. Defaults: binding mode Immediate, reclaim
+/// policy Delete (the API server's defaults).
+#[derive(Debug, Clone)]
+pub struct StorageClassBuilder {
+    sc: storage::StorageClass,
+}
+
+impl StorageClassBuilder {
+    /// A class named `name` provisioned by `provisioner`.
+    pub fn new(name: &str, provisioner: &str) -> Self {
+        Self {
+            sc: storage::StorageClass {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                provisioner: provisioner.into(),
+                volume_binding_mode: Some("Immediate".into()),
+                reclaim_policy: Some("Delete".into()),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// `volumeBindingMode: WaitForFirstConsumer`.
+    pub fn wait_for_first_consumer(mut self) -> Self {
+        self.sc.volume_binding_mode = Some("WaitForFirstConsumer".into());
+        self
+    }
+
+    /// Adds an allowed topology term `key In values`.
+    pub fn allowed_topology(mut self, key: &str, values: &[&str]) -> Self {
+        self.sc
+            .allowed_topologies
+            .get_or_insert_with(Default::default)
+            .push(api::TopologySelectorTerm {
+                match_label_expressions: Some(vec![api::TopologySelectorLabelRequirement {
+                    key: key.into(),
+                    values: values.iter().map(|v| v.to_string()).collect(),
+                }]),
+            });
+        self
+    }
+
+    /// Applies any change.
+    pub fn with(mut self, f: impl FnOnce(&mut storage::StorageClass)) -> Self {
+        f(&mut self.sc);
+        self
+    }
+
+    /// The API object.
+    pub fn build(self) -> storage::StorageClass {
+        self.sc
+    }
+}
+
+/// A CSIDriver, with `storageCapacity` as given.
+pub fn csi_driver(name: &str, storage_capacity: bool) -> storage::CSIDriver {
+    storage::CSIDriver {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: storage::CSIDriverSpec {
+            storage_capacity: Some(storage_capacity),
+            ..Default::default()
+        },
+    }
+}
+
+/// A CSIStorageCapacity in `kube-system` for `class`, reachable from nodes with the
+/// `topology` labels (None: from no node).
+pub fn csi_storage_capacity(
+    name: &str,
+    class: &str,
+    capacity: Option<&str>,
+    maximum_volume_size: Option<&str>,
+    topology: Option<&[(&str, &str)]>,
+) -> storage::CSIStorageCapacity {
+    storage::CSIStorageCapacity {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        storage_class_name: class.into(),
+        capacity: capacity.map(|c| Quantity(c.into())),
+        maximum_volume_size: maximum_volume_size.map(|c| Quantity(c.into())),
+        node_topology: topology.map(crate::selector),
     }
 }

@@ -90,6 +90,24 @@ mod tests {
             Ok(())
         }
         fn record_event(&self, _: Event) {}
+        async fn update_persistent_volume(
+            &self,
+            pv: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume,
+        ) -> Result<
+            kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume,
+            ClientError,
+        > {
+            Ok(pv.clone())
+        }
+        async fn update_persistent_volume_claim(
+            &self,
+            pvc: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
+        ) -> Result<
+            kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
+            ClientError,
+        > {
+            Ok(pvc.clone())
+        }
     }
 
     fn binder(client: Arc<RecordingClient>) -> DefaultBinder {

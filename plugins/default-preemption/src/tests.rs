@@ -174,6 +174,22 @@ impl ClusterClient for Recorder {
     fn record_event(&self, event: Event) {
         self.events.lock().unwrap().push(event);
     }
+    async fn update_persistent_volume(
+        &self,
+        pv: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume,
+    ) -> Result<kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume, ClientError>
+    {
+        Ok(pv.clone())
+    }
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    ) -> Result<
+        kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
+        ClientError,
+    > {
+        Ok(pvc.clone())
+    }
 }
 
 fn framework(handle: Handle, plugin: DefaultPreemption) -> Framework {
