@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kubesched::framework::registry;
+use kubesched::framework::{FeatureGates, registry};
 use kubesched_config::LoadedConfig;
 use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
 
@@ -25,6 +25,11 @@ struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
+    /// Feature gates as kube-scheduler v1.34 takes them (`Name=true,Other=false`; repeat or
+    /// separate with commas). Unknown gates are refused; `kubesched config defaults` lists
+    /// every gate with its value in effect.
+    #[arg(long, value_name = "NAME=BOOL,...", global = true)]
+    feature_gates: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -138,6 +143,20 @@ fn main() -> ExitCode {
     if let Err(e) = registry::check_unique() {
         return fail(&e.to_string());
     }
+    let gates = match FeatureGates::parse(cli.feature_gates.iter().map(String::as_str)) {
+        Ok(g) => g,
+        Err(e) => return fail(&e.to_string()),
+    };
+    for name in gates.set_but_graduated() {
+        warn(&format!(
+            "setting GA or deprecated feature gate {name}; it will be removed in a future release"
+        ));
+    }
+    for name in gates.without_effect() {
+        warn(&format!(
+            "feature gate {name} is set away from its default, but kubesched does not change its behaviour for it"
+        ));
+    }
     match cli.command {
         Command::Plugins => {
             print(&plugins_listing());
@@ -160,14 +179,25 @@ fn main() -> ExitCode {
             ConfigCommand::Defaults => {
                 let loaded = kubesched_config::default_config();
                 report_absent(&loaded);
+                print(&gates_comment(&gates));
                 print(&kubesched_config::to_yaml(&loaded.config));
                 ExitCode::SUCCESS
             }
         },
-        Command::Simulate(args) => simulate(args),
+        Command::Simulate(args) => simulate(args, gates),
         Command::Bench(args) => bench(args),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(args, gates),
     }
+}
+
+/// The feature gates in effect as YAML comments (they are flags, not configuration, so the
+/// printed file stays a valid configuration).
+fn gates_comment(gates: &FeatureGates) -> String {
+    let mut out = String::from("# Feature gates in effect (set with --feature-gates):\n");
+    for (name, on) in gates.effective() {
+        out.push_str(&format!("#   {name}={on}\n"));
+    }
+    out
 }
 
 fn plugins_listing() -> String {
@@ -196,7 +226,7 @@ fn report_absent(loaded: &LoadedConfig) {
     }
 }
 
-fn simulate(args: SimulateArgs) -> ExitCode {
+fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     if args.paths.is_empty() && args.workload.is_none() {
         return fail(
             "give manifest files or folders, or --workload FILE (try: kubesched simulate examples/cluster)",
@@ -209,10 +239,11 @@ fn simulate(args: SimulateArgs) -> ExitCode {
         (None, Some((file, text))) => kubesched_config::load_str(text, file),
         (None, None) => Ok(kubesched_config::default_config()),
     };
-    let loaded = match loaded {
+    let mut loaded = match loaded {
         Ok(l) => l,
         Err(e) => return fail(&e.to_string()),
     };
+    loaded.feature_gates = gates;
     report_absent(&loaded);
     let workload = match &args.workload {
         Some(path) => match Workload::from_file(path) {
@@ -522,15 +553,16 @@ struct RunArgs {
     shutdown_timeout: u64,
 }
 
-fn run(args: RunArgs) -> ExitCode {
+fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
     let loaded = match &args.config {
         Some(path) => kubesched_config::load_file(path),
         None => Ok(kubesched_config::default_config()),
     };
-    let loaded = match loaded {
+    let mut loaded = match loaded {
         Ok(l) => l,
         Err(e) => return fail(&e.to_string()),
     };
+    loaded.feature_gates = gates;
     report_absent(&loaded);
     let mut options = kubesched_cluster::RunOptions::new(loaded);
     options.kubeconfig = args.kubeconfig;

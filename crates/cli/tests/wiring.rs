@@ -172,9 +172,80 @@ fn config_defaults_prints_a_valid_configuration() {
         stdout.contains("kind: KubeSchedulerConfiguration"),
         "{stdout}"
     );
+    // The feature gates in effect head the output, as comments.
+    assert!(
+        stdout.contains("#   SchedulerAsyncPreemption=true\n"),
+        "{stdout}"
+    );
     let (ok, out, err) = kubesched(
         &["config", "validate", "defaults.yaml"],
         Some(("defaults.yaml", &stdout)),
     );
     assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn feature_gates_are_parsed_shown_and_checked() {
+    let (ok, stdout, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--feature-gates",
+            "SchedulerAsyncPreemption=false,SchedulerPopFromBackoffQ=false",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("#   SchedulerAsyncPreemption=false\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   SchedulerPopFromBackoffQ=false\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   SchedulerQueueingHints=true\n"),
+        "{stdout}"
+    );
+    assert!(
+        !stderr.contains("feature gate"),
+        "both gates take effect: {stderr}"
+    );
+    // Unknown and locked gates are refused, as upstream refuses them.
+    let (ok, _, stderr) = kubesched(
+        &["config", "defaults", "--feature-gates", "Bogus=true"],
+        None,
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("unrecognized feature gate: Bogus"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--feature-gates",
+            "SchedulerQueueingHints=false",
+        ],
+        None,
+    );
+    assert!(!ok);
+    assert!(stderr.contains("locked to true"), "{stderr}");
+    // A known gate kubesched cannot act on is accepted with a warning.
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--feature-gates",
+            "DRAPrioritizedList=false",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("DRAPrioritizedList is set away from its default, but kubesched does not change its behaviour for it"),
+        "{stderr}"
+    );
 }

@@ -134,7 +134,12 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 async fn configz(State(s): State<AppState>) -> Response {
-    let body = serde_json::json!({ "componentconfig": *s.configz });
+    // The feature gates in effect beside the configuration: upstream takes them on the
+    // command line, so they are not part of componentconfig.
+    let body = serde_json::json!({
+        "componentconfig": *s.configz,
+        "featureGates": s.scheduler.handle().features().effective(),
+    });
     (
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),

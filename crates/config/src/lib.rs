@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 pub use error::{ConfigError, FieldError};
-pub use kubesched_framework::{PluginRef, ProfileSpec};
+pub use kubesched_framework::{FeatureGates, PluginRef, ProfileSpec};
 pub use plugins::{
     DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, PLUGIN_FEATURES, REMOVED_PLUGINS, UPSTREAM_PLUGINS,
     default_multi_point,
@@ -38,6 +38,9 @@ pub struct LoadedConfig {
     /// Upstream default plugins that are not compiled into this binary (left out of the
     /// default profile; the binary reports them at start-up).
     pub absent_default_plugins: Vec<String>,
+    /// The feature gates in effect (v1.34's defaults unless `--feature-gates` set some).
+    /// Not part of the file: upstream takes them on the command line only.
+    pub feature_gates: FeatureGates,
 }
 
 impl LoadedConfig {
@@ -132,6 +135,7 @@ fn resolve(mut cfg: KubeSchedulerConfiguration) -> (LoadedConfig, Vec<FieldError
         config: cfg,
         profiles: specs,
         absent_default_plugins: absent,
+        feature_gates: FeatureGates::defaults(),
     };
     (loaded, problems)
 }

@@ -199,6 +199,8 @@ pub mod internal {
     pub const POD_UPDATE: &str = "PodUpdate";
     /// A scheduling attempt failed.
     pub const SCHEDULE_ATTEMPT_FAILURE: &str = "ScheduleAttemptFailure";
+    /// activeQ was empty and a pod was taken from backoffQ (SchedulerPopFromBackoffQ).
+    pub const POP_FROM_BACKOFF_Q: &str = "PopFromBackoffQ";
 }
 
 /// The objects of an event, as queueing hints see them.

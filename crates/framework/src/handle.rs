@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 use crate::client::{ClusterClient, NoopClient};
 use crate::clock::{Clock, RealClock};
 use crate::extender::Extender;
+use crate::features::FeatureGates;
 use crate::nominator::Nominator;
 use crate::objects::ObjectStore;
 use crate::parallel::Parallelizer;
@@ -30,8 +31,12 @@ struct HandleInner {
     waiting_pods: Arc<WaitingPods>,
     parallelizer: Parallelizer,
     clock: Arc<dyn Clock>,
+    features: FeatureGates,
     activator: RwLock<Option<Arc<dyn PodActivator>>>,
     extenders: Vec<Arc<dyn Extender>>,
+    /// Work plugins started outside the scheduling cycle (asynchronous preemption) and not
+    /// finished yet.
+    background: Arc<AtomicUsize>,
 }
 
 /// Shared access to the cluster view and the scheduler's services. Cheap to clone.
@@ -109,6 +114,30 @@ impl Handle {
         &self.inner.clock
     }
 
+    /// The feature gates in effect.
+    pub fn features(&self) -> &FeatureGates {
+        &self.inner.features
+    }
+
+    /// Runs `work` on the async runtime outside the scheduling cycle, counted in
+    /// [`Handle::background_tasks`] until it ends (a simulation waits for it).
+    pub fn spawn_background<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let counter = Arc::clone(&self.inner.background);
+        counter.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            work.await;
+            counter.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    /// Background work started by plugins and still running.
+    pub fn background_tasks(&self) -> usize {
+        self.inner.background.load(Ordering::SeqCst)
+    }
+
     /// Sets who activates pods (the queue, once it exists).
     pub fn set_activator(&self, activator: Arc<dyn PodActivator>) {
         *self.inner.activator.write() = Some(activator);
@@ -139,6 +168,7 @@ pub struct HandleBuilder {
     caller_joins_pool: bool,
     clock: Arc<dyn Clock>,
     extenders: Vec<Arc<dyn Extender>>,
+    features: FeatureGates,
 }
 
 impl Default for HandleBuilder {
@@ -153,6 +183,7 @@ impl Default for HandleBuilder {
             caller_joins_pool: false,
             clock: Arc::new(RealClock),
             extenders: Vec::new(),
+            features: FeatureGates::defaults(),
         }
     }
 }
@@ -204,6 +235,11 @@ impl HandleBuilder {
         self.extenders = extenders;
         self
     }
+    /// The feature gates.
+    pub fn features(mut self, features: FeatureGates) -> Self {
+        self.features = features;
+        self
+    }
     /// The handle.
     pub fn build(self) -> Handle {
         Handle {
@@ -220,8 +256,10 @@ impl HandleBuilder {
                     Parallelizer::new(self.parallelism)
                 },
                 clock: self.clock,
+                features: self.features,
                 activator: RwLock::new(None),
                 extenders: self.extenders,
+                background: Arc::new(AtomicUsize::new(0)),
             }),
         }
     }

@@ -19,6 +19,7 @@ mod cycle_state;
 pub mod events;
 mod explain;
 mod extender;
+pub mod features;
 mod handle;
 pub mod metrics;
 mod node_tally;
@@ -46,6 +47,7 @@ pub use extender::{
     EXTENDER_NAME, Extender, ExtenderError, ExtenderFilterOutcome, FailedNodesMap, HostPriority,
     Victims,
 };
+pub use features::{Feature, FeatureGates};
 pub use handle::{Handle, HandleBuilder, PodActivator};
 pub use node_tally::{NodeTally, TallyCache};
 pub use nominator::Nominator;

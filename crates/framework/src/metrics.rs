@@ -18,6 +18,9 @@ pub trait MetricsSink: Send + Sync {
     );
     /// One plugin call (only in cycles that sample plugin metrics).
     fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration);
+    /// Preemption chose a node and is evicting this many victims
+    /// (`scheduler_preemption_victims`).
+    fn preemption_victims(&self, _victims: usize) {}
 }
 
 /// Discards every timing.

@@ -211,6 +211,11 @@ pub fn implemented_points(p: &dyn Plugin) -> Vec<ExtensionPoint> {
 }
 
 impl Framework {
+    /// Where this framework reports its metrics.
+    pub fn metrics(&self) -> &Arc<dyn MetricsSink> {
+        &self.metrics
+    }
+
     /// Instantiates the profile's plugins from the registry.
     pub fn new(spec: ProfileSpec, handle: Handle) -> Result<Self, PluginError> {
         Self::with_metrics(spec, handle, Arc::new(NoMetrics))

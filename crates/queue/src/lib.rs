@@ -30,8 +30,13 @@
 //!
 //! A rejection by plugins that answered Pending skips backoff when their hint says Queue; a
 //! pod that failed with an error (no rejecting plugin) always retries after backoff.
-//! Upstream's SchedulerPopFromBackoffQ (popping from backoffQ when activeQ is empty) and its
-//! one-second ordering windows are not implemented: backoff is always waited out in full.
+//!
+//! With SchedulerPopFromBackoffQ (v1.34's default, [`QueueConfig::pop_from_backoff`]) a pop
+//! that finds activeQ empty takes the head of backoffQ instead of waiting: backoffQ is then
+//! ordered by backoff expiry rounded up to the next one-second window (counted from the
+//! queue's creation; upstream counts whole wall-clock seconds), and by QueueSort within a
+//! window. Pods that failed with an error wait in a backoff heap of their own and are never
+//! popped early, as upstream's podErrorBackoffQ.
 
 mod events;
 mod heap;
@@ -68,7 +73,12 @@ pub struct QueueConfig {
     /// How long a pod may wait in unschedulablePods before the periodic flush sends it back
     /// (default 5 min).
     pub max_in_unschedulable: Duration,
+    /// The SchedulerPopFromBackoffQ feature gate (on by default in v1.34).
+    pub pop_from_backoff: bool,
 }
+
+/// The width of backoffQ's ordering windows with SchedulerPopFromBackoffQ.
+pub const BACKOFF_ORDERING_WINDOW: Duration = Duration::from_secs(1);
 
 impl Default for QueueConfig {
     fn default() -> Self {
@@ -76,6 +86,7 @@ impl Default for QueueConfig {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(10),
             max_in_unschedulable: Duration::from_secs(5 * 60),
+            pop_from_backoff: true,
         }
     }
 }
@@ -170,10 +181,90 @@ enum InFlight {
     },
 }
 
+/// backoffQ: pods rejected by plugins, and apart from them pods that failed with an error
+/// (never popped before their backoff is over).
+#[derive(Debug, Default)]
+struct BackoffQ {
+    rejected: PodHeap,
+    errors: PodHeap,
+}
+
+/// A pod that failed without any rejecting or pending plugin: an error.
+fn failed_with_error(q: &QueuedPodInfo) -> bool {
+    q.unschedulable_plugins.is_empty() && q.pending_plugins.is_empty()
+}
+
+impl BackoffQ {
+    fn len(&self) -> usize {
+        self.rejected.len() + self.errors.len()
+    }
+
+    fn contains(&self, uid: &str) -> bool {
+        self.rejected.contains(uid) || self.errors.contains(uid)
+    }
+
+    fn get(&self, uid: &str) -> Option<&QueuedPodInfo> {
+        self.rejected.get(uid).or_else(|| self.errors.get(uid))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &QueuedPodInfo> {
+        self.rejected.iter().chain(self.errors.iter())
+    }
+
+    fn push(&mut self, info: QueuedPodInfo, less: heap::Less<'_>) {
+        if failed_with_error(&info) {
+            self.errors.push(info, less);
+        } else {
+            self.rejected.push(info, less);
+        }
+    }
+
+    fn remove(&mut self, uid: &str, less: heap::Less<'_>) -> Option<QueuedPodInfo> {
+        self.rejected
+            .remove(uid, less)
+            .or_else(|| self.errors.remove(uid, less))
+    }
+
+    fn update(
+        &mut self,
+        uid: &str,
+        less: heap::Less<'_>,
+        change: impl FnOnce(&mut QueuedPodInfo),
+    ) -> bool {
+        if self.rejected.contains(uid) {
+            self.rejected.update(uid, less, change)
+        } else {
+            self.errors.update(uid, less, change)
+        }
+    }
+
+    /// The head of both heaps that comes first.
+    fn peek(&self, less: heap::Less<'_>) -> Option<&QueuedPodInfo> {
+        match (self.rejected.peek(), self.errors.peek()) {
+            (Some(a), Some(b)) => Some(if less(b, a) { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Pops the head that comes first.
+    fn pop(&mut self, less: heap::Less<'_>) -> Option<QueuedPodInfo> {
+        let from_errors = match (self.rejected.peek(), self.errors.peek()) {
+            (Some(a), Some(b)) => less(b, a),
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if from_errors {
+            self.errors.pop(less)
+        } else {
+            self.rejected.pop(less)
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     active: PodHeap,
-    backoff: PodHeap,
+    backoff: BackoffQ,
     unschedulable: BTreeMap<String, QueuedPodInfo>,
     gated: usize,
     /// Popped pods and the events received since, in arrival order.
@@ -199,6 +290,8 @@ pub struct SchedulingQueue {
     metrics: Option<Arc<dyn QueueMetrics>>,
     state: Mutex<State>,
     notify: Notify,
+    /// Where backoffQ's ordering windows are counted from.
+    epoch: Instant,
 }
 
 impl std::fmt::Debug for SchedulingQueue {
@@ -260,6 +353,7 @@ impl SchedulingQueue {
                 (name, profile)
             })
             .collect();
+        let epoch = clock.now();
         Self {
             profiles,
             queue_sort,
@@ -267,6 +361,7 @@ impl SchedulingQueue {
             objects,
             clock,
             config,
+            epoch,
             metrics,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
@@ -577,7 +672,7 @@ impl SchedulingQueue {
         loop {
             let done = st
                 .backoff
-                .peek()
+                .peek(&backoff_less)
                 .is_some_and(|q| self.backoff_expiry(q).is_none_or(|e| e <= now));
             if !done {
                 break;
@@ -618,7 +713,8 @@ impl SchedulingQueue {
     /// clock there.
     pub fn next_backoff_expiry(&self) -> Option<Instant> {
         let st = self.state.lock();
-        let head = st.backoff.peek()?;
+        let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
+        let head = st.backoff.peek(&backoff_less)?;
         Some(self.backoff_expiry(head).unwrap_or(head.timestamp))
     }
 
@@ -629,7 +725,15 @@ impl SchedulingQueue {
         let mut active: Vec<&QueuedPodInfo> = st.active.iter().collect();
         active.sort_by(|a, b| self.order(a, b));
         let mut backoff: Vec<&QueuedPodInfo> = st.backoff.iter().collect();
-        backoff.sort_by_key(|q| self.backoff_expiry(q));
+        backoff.sort_by(|a, b| {
+            if self.backoff_less(a, b) {
+                Ordering::Less
+            } else if self.backoff_less(b, a) {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        });
         let mut out = Vec::with_capacity(active.len() + backoff.len() + st.unschedulable.len());
         out.extend(
             active
@@ -704,12 +808,32 @@ impl SchedulingQueue {
     }
 
     /// When the pod's backoff ends; None for a pod never attempted (no backoff at all).
+    /// With SchedulerPopFromBackoffQ the end is moved to the end of its one-second window,
+    /// as upstream aligns it, so pods of one window are ordered by QueueSort.
     fn backoff_expiry(&self, q: &QueuedPodInfo) -> Option<Instant> {
-        (q.attempts > 0).then(|| q.timestamp + self.backoff_duration(q.attempts))
+        (q.attempts > 0).then(|| {
+            let end = q.timestamp + self.backoff_duration(q.attempts);
+            if self.config.pop_from_backoff {
+                self.align_to_window(end)
+            } else {
+                end
+            }
+        })
     }
 
+    /// The end of the ordering window `t` falls in (always the next window boundary).
+    fn align_to_window(&self, t: Instant) -> Instant {
+        let since = t.saturating_duration_since(self.epoch);
+        let window = BACKOFF_ORDERING_WINDOW.as_nanos();
+        let start = since.as_nanos() / window * window;
+        let end = u64::try_from(start + window).unwrap_or(u64::MAX);
+        self.epoch + Duration::from_nanos(end)
+    }
+
+    /// backoffQ's order: earlier backoff end first, then as activeQ orders.
     fn backoff_less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
-        self.backoff_expiry(a) < self.backoff_expiry(b)
+        let (ea, eb) = (self.backoff_expiry(a), self.backoff_expiry(b));
+        ea < eb || (ea == eb && self.less(a, b))
     }
 
     fn is_backing_off(&self, q: &QueuedPodInfo) -> bool {
@@ -819,8 +943,13 @@ impl SchedulingQueue {
         let uid = info.pod_info.uid.clone();
         self.take_unschedulable(st, &uid);
         let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
+        let poppable = self.config.pop_from_backoff && !failed_with_error(&info);
         st.backoff.push(info, &backoff_less);
         self.record(SubQueue::Backoff, event);
+        if poppable {
+            // A pop waiting on an empty activeQ can take it now.
+            self.notify.notify_waiters();
+        }
     }
 
     /// Puts a pod where `strategy` says; returns where it went.
@@ -861,8 +990,19 @@ impl SchedulingQueue {
             return None;
         }
         let less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.less(a, b);
+        let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
         loop {
-            let mut info = st.active.pop(&less)?;
+            let mut info = match st.active.pop(&less) {
+                Some(info) => info,
+                // SchedulerPopFromBackoffQ: rather than idle, retry the pod whose backoff
+                // ends first (never one that failed with an error).
+                None if self.config.pop_from_backoff => {
+                    let info = st.backoff.rejected.pop(&backoff_less)?;
+                    self.record(SubQueue::Active, internal::POP_FROM_BACKOFF_Q);
+                    info
+                }
+                None => return None,
+            };
             let uid = info.pod_info.uid.clone();
             if st.in_flight_pods.contains_key(&uid) {
                 tracing::error!(pod = %info.pod_info.key(), "the same pod is tracked in multiple places in the scheduler; discarding the popped one");

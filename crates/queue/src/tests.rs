@@ -255,6 +255,17 @@ struct Env {
 }
 
 fn env_with(sort: Option<bool>) -> Env {
+    // Most tests pin the queue without SchedulerPopFromBackoffQ: backoff is waited out.
+    env_configured(
+        sort,
+        QueueConfig {
+            pop_from_backoff: false,
+            ..QueueConfig::default()
+        },
+    )
+}
+
+fn env_configured(sort: Option<bool>, config: QueueConfig) -> Env {
     let clock = FakeClock::new();
     let nominator = Arc::new(Nominator::new());
     let handle = Handle::builder()
@@ -271,7 +282,7 @@ fn env_with(sort: Option<bool>) -> Env {
         profiles,
         nominator.clone(),
         Arc::new(clock.clone()),
-        QueueConfig::default(),
+        config,
         Some(metrics.clone() as Arc<dyn QueueMetrics>),
     );
     Env {
@@ -450,6 +461,7 @@ fn custom_backoff_bounds() {
             initial_backoff: Duration::from_secs(3),
             max_backoff: Duration::from_secs(20),
             max_in_unschedulable: Duration::from_secs(60),
+            pop_from_backoff: false,
         },
         None,
     );
@@ -462,6 +474,102 @@ fn custom_backoff_bounds() {
     }
     assert_eq!(q.backoff_duration(0), Duration::ZERO);
     assert_eq!(q.backoff_duration(u32::MAX), Duration::from_secs(20));
+}
+
+// ---- SchedulerPopFromBackoffQ -------------------------------------------------------------
+
+fn env_popping() -> Env {
+    env_configured(Some(false), QueueConfig::default())
+}
+
+/// Pops `name`, then fails it rejected by Fit with a Node/Add arriving meanwhile, which sends
+/// it to backoffQ.
+fn fail_into_backoff(e: &Env, name: &str) {
+    let mut qpi = e.q.pop().expect("a pod");
+    assert_eq!(qpi.pod_info.name, name);
+    let cycle = e.q.scheduling_cycle();
+    e.q.move_all_to_active_or_backoff(node_event(ActionType::ADD), None, Some(&node_obj(&[])));
+    qpi.unschedulable_plugins = BTreeSet::from([FIT.to_string()]);
+    e.q.add_unschedulable_if_not_present(qpi, cycle).unwrap();
+    assert_eq!(e.sub_queue(name), Some(SubQueue::Backoff));
+}
+
+#[test]
+fn an_empty_active_queue_pops_from_backoff() {
+    let e = env_popping();
+    e.add(pod("p"));
+    fail_into_backoff(&e, "p");
+    e.incoming();
+    // Still backing off, but nothing else is ready: it is tried again at once.
+    let again = e.q.pop().expect("popped from backoffQ");
+    assert_eq!(again.pod_info.name, "p");
+    assert_eq!(again.attempts, 2);
+    assert_eq!(e.incoming(), [("active".into(), "PopFromBackoffQ".into())]);
+    // Without the gate the pod waits its backoff out.
+    let e = env();
+    e.add(pod("p"));
+    fail_into_backoff(&e, "p");
+    assert!(e.q.pop().is_none());
+}
+
+#[test]
+fn active_pods_and_errors_are_not_overtaken() {
+    let e = env_popping();
+    e.add(pod("rejected"));
+    e.add(pod("broken"));
+    fail_into_backoff(&e, "rejected");
+    // An error waits in its own heap and is never popped early.
+    e.pop_and_fail(&[], &[]);
+    assert_eq!(e.sub_queue("broken"), Some(SubQueue::Backoff));
+    e.add(pod("fresh"));
+    assert_eq!(e.popped_order(), ["fresh", "rejected"]);
+    assert_eq!(e.sub_queue("broken"), Some(SubQueue::Backoff));
+    assert!(e.q.pop().is_none());
+    // Its backoff over, the error is flushed as usual.
+    e.clock.advance(Duration::from_secs(2));
+    e.q.flush_backoff_completed();
+    assert_eq!(e.popped_order(), ["broken"]);
+}
+
+#[test]
+fn backoff_ends_are_rounded_up_to_one_second_windows_ordered_by_priority() {
+    let e = env_popping();
+    // Both fail within the same second: their backoffs end in the same window, so the
+    // higher priority pops first although it failed later.
+    e.add(PodBuilder::new("low").priority(1).info());
+    e.add(PodBuilder::new("high").priority(10).info());
+    e.clock.advance(Duration::from_millis(100));
+    // high pops first (priority); fail it, then low 300 ms later.
+    fail_into_backoff(&e, "high");
+    e.clock.advance(Duration::from_millis(300));
+    fail_into_backoff(&e, "low");
+    let pending: Vec<String> =
+        e.q.pending_pods()
+            .into_iter()
+            .map(|(p, _)| p.name.clone())
+            .collect();
+    assert_eq!(pending, ["high", "low"]);
+    // The window ends at the next whole second after the 1 s backoff, not before.
+    let end = e.q.next_backoff_expiry().expect("backing off");
+    let since_start = end.duration_since(e.q.epoch);
+    assert_eq!(since_start.subsec_nanos(), 0, "{since_start:?}");
+    assert_eq!(since_start, Duration::from_secs(2));
+
+    // Same failures the other way round: low fails first, high 300 ms later in the same
+    // window; high still comes first.
+    let e = env_popping();
+    e.add(PodBuilder::new("low").priority(1).info());
+    let low = e.q.pop().expect("low");
+    e.add(PodBuilder::new("high").priority(10).info());
+    let high = e.q.pop().expect("high");
+    for (mut q, wait) in [(low, 0), (high, 300)] {
+        e.clock.advance(Duration::from_millis(wait));
+        let cycle = e.q.scheduling_cycle();
+        e.q.move_all_to_active_or_backoff(node_event(ActionType::ADD), None, Some(&node_obj(&[])));
+        q.unschedulable_plugins = BTreeSet::from([FIT.to_string()]);
+        e.q.add_unschedulable_if_not_present(q, cycle).unwrap();
+    }
+    assert_eq!(e.popped_order(), ["high", "low"]);
 }
 
 // ---- events and hints -------------------------------------------------------------------

@@ -67,6 +67,7 @@ pub fn build_scheduler(
         .caller_joins_pool(parts.caller_joins_pool)
         .clock(parts.clock.clone())
         .extenders(extenders)
+        .features(loaded.feature_gates.clone())
         .build();
     let mut profiles = BTreeMap::new();
     for spec in &specs {
@@ -87,6 +88,9 @@ pub fn build_scheduler(
             initial_backoff: Duration::from_secs(cfg.pod_initial_backoff_seconds.max(1) as u64),
             max_backoff: Duration::from_secs(cfg.pod_max_backoff_seconds.max(1) as u64),
             max_in_unschedulable: Duration::from_secs(5 * 60),
+            pop_from_backoff: loaded
+                .feature_gates
+                .enabled(kubesched_framework::Feature::SchedulerPopFromBackoffQ),
         },
         Some(metrics.clone() as Arc<dyn kubesched_queue::QueueMetrics>),
     ));

@@ -239,12 +239,6 @@ impl SchedulerMetrics {
         self.preemption_attempts.inc();
     }
 
-    /// A preemption attempt and its victims.
-    pub fn preemption(&self, victims: usize) {
-        self.preemption_attempts.inc();
-        self.preemption_victims.observe(victims as f64);
-    }
-
     /// Sets the pending pods gauge of one queue.
     pub fn set_pending(&self, queue: &str, count: usize) {
         self.pending_pods
@@ -391,6 +385,10 @@ impl MetricsSink for SchedulerMetrics {
                     ])
                     .clone()
             });
+    }
+
+    fn preemption_victims(&self, victims: usize) {
+        self.preemption_victims.observe(victims as f64);
     }
 
     fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration) {

@@ -505,11 +505,14 @@ impl Simulation {
 
     async fn let_tasks_run(&self) {
         // On the current-thread runtime spawned binding and status tasks run only when we
-        // yield; keep yielding until every binding cycle has ended.
+        // yield; keep yielding until every binding cycle (and background work such as an
+        // asynchronous preemption) has ended.
         let mut spins = 0u32;
         loop {
             tokio::task::yield_now().await;
-            if self.scheduler.in_flight_bindings() == 0 {
+            if self.scheduler.in_flight_bindings() == 0
+                && self.scheduler.handle().background_tasks() == 0
+            {
                 break;
             }
             spins += 1;

@@ -577,53 +577,69 @@ pub(crate) async fn prepare_candidate(
     candidate: &Candidate,
     preemptor: &PodInfo,
 ) -> Result<(), Status> {
-    let client = handle.client();
     for victim in &candidate.victims {
-        if victim.terminating {
-            // Graceful deletion already started: nothing to send.
-            continue;
-        }
-        if let Some(waiting) = handle.waiting_pods().get(&victim.uid) {
-            waiting.reject(NAME, "preempted");
-        } else {
-            match client.delete_pod(victim).await {
-                Ok(()) => {}
-                Err(ClientError::NotFound(_)) => {
-                    tracing::debug!(victim = %victim.key(), "preemption victim is already deleted");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(
-                        victim = %victim.key(),
-                        preemptor = %preemptor.key(),
-                        error = %e,
-                        "deleting preemption victim"
-                    );
-                    return Err(Status::error(e));
-                }
+        preempt_victim(handle, &candidate.name, victim, preemptor).await?;
+    }
+    clear_lower_nominations(handle, &candidate.name, preemptor).await;
+    Ok(())
+}
+
+/// Evicts one victim: a pod waiting at Permit is rejected there, any other is deleted
+/// through the client (which marks it `DisruptionTarget` first); then a `Preempted` event.
+pub(crate) async fn preempt_victim(
+    handle: &Handle,
+    node: &str,
+    victim: &PodInfo,
+    preemptor: &PodInfo,
+) -> Result<(), Status> {
+    if victim.terminating {
+        // Graceful deletion already started: nothing to send.
+        return Ok(());
+    }
+    let client = handle.client();
+    if let Some(waiting) = handle.waiting_pods().get(&victim.uid) {
+        waiting.reject(NAME, "preempted");
+    } else {
+        match client.delete_pod(victim).await {
+            Ok(()) => {}
+            Err(ClientError::NotFound(_)) => {
+                tracing::debug!(victim = %victim.key(), "preemption victim is already deleted");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::error!(
+                    victim = %victim.key(),
+                    preemptor = %preemptor.key(),
+                    error = %e,
+                    "deleting preemption victim"
+                );
+                return Err(Status::error(e));
             }
         }
-        tracing::debug!(
-            preemptor = %preemptor.key(),
-            victim = %victim.key(),
-            node = %candidate.name,
-            "preempted victim"
-        );
-        client.record_event(Event {
-            regarding: ObjectRef::pod(victim),
-            event_type: EventType::Normal,
-            reason: PREEMPTED_REASON.into(),
-            action: PREEMPTED_ACTION.into(),
-            note: format!(
-                "Preempted by pod {} on node {}",
-                preemptor.uid, candidate.name
-            ),
-            related: Some(ObjectRef::pod(preemptor)),
-        });
     }
+    tracing::debug!(
+        preemptor = %preemptor.key(),
+        victim = %victim.key(),
+        node = %node,
+        "preempted victim"
+    );
+    client.record_event(Event {
+        regarding: ObjectRef::pod(victim),
+        event_type: EventType::Normal,
+        reason: PREEMPTED_REASON.into(),
+        action: PREEMPTED_ACTION.into(),
+        note: format!("Preempted by pod {} on node {}", preemptor.uid, node),
+        related: Some(ObjectRef::pod(preemptor)),
+    });
+    Ok(())
+}
+
+/// Lower-priority pods nominated to `node` may no longer fit there: their nomination is
+/// cleared (in memory and in status) so they look elsewhere.
+pub(crate) async fn clear_lower_nominations(handle: &Handle, node: &str, preemptor: &PodInfo) {
     let nominator = handle.nominator();
     let lower: Vec<Arc<PodInfo>> = nominator
-        .pods_for_node(&candidate.name)
+        .pods_for_node(node)
         .into_iter()
         .filter(|p| p.priority < preemptor.priority)
         .collect();
@@ -634,9 +650,8 @@ pub(crate) async fn prepare_candidate(
             nominated_node_name: Some(None),
         };
         // Not critical: the pod keeps a stale nomination at worst.
-        if let Err(e) = client.update_pod_status(&p, &update).await {
+        if let Err(e) = handle.client().update_pod_status(&p, &update).await {
             tracing::warn!(pod = %p.key(), error = %e, "clearing nominatedNodeName");
         }
     }
-    Ok(())
 }

@@ -19,8 +19,11 @@
 //!
 //! Scheduler extenders with a preempt verb narrow the candidates before one is chosen.
 //!
-//! Left out on purpose: asynchronous preemption (victims are evicted before PostFilter
-//! returns).
+//! With the SchedulerAsyncPreemption feature gate (on by default, as in v1.34) PostFilter
+//! only chooses the node: the victims are evicted by a background task, and the preemptor
+//! is held at PreEnqueue (`waiting for the preemption for this pod to be finished`) until
+//! the last eviction is about to be sent; a pod deletion re-checks it. Without the gate the
+//! victims are evicted before PostFilter returns.
 
 mod args;
 mod evaluator;
@@ -28,14 +31,18 @@ mod extenders;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
-    Code, CycleState, Framework, Handle, NodeToStatus, Plugin, PluginError, PostFilterPlugin,
-    PostFilterResult, PreemptionExplainer, PreemptionExplanation, RejectedPreemptionNode, Status,
-    async_trait,
+    Code, CycleState, EnqueueExtensions, Feature, Framework, Handle, NodeToStatus, Plugin,
+    PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionExplainer,
+    PreemptionExplanation, RejectedPreemptionNode, Status, async_trait,
 };
 use parking_lot::Mutex;
 
@@ -69,6 +76,8 @@ pub const PREEMPTED_ACTION: &str = "Preempting";
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// The `DisruptionTarget` reason the scheduler sets on its victims.
 pub const REASON_PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
+/// PreEnqueue's reason while a pod's asynchronous preemption is still evicting.
+pub const WAITING_FOR_PREEMPTION: &str = "waiting for the preemption for this pod to be finished";
 
 /// Seed of the offset at which dry runs start; fixed so runs are reproducible.
 const DEFAULT_OFFSET_SEED: u64 = 0x6b75_6265_7363_6864;
@@ -80,16 +89,79 @@ pub struct DefaultPreemption {
     /// Picks where in the list of potential nodes a dry run starts, so that preemption
     /// does not always fall on the first nodes.
     offsets: Mutex<fastrand::Rng>,
+    /// SchedulerAsyncPreemption.
+    async_preemption: bool,
+    /// Preemptors whose victims are still being evicted in the background, by UID.
+    preempting: Arc<Mutex<HashSet<String>>>,
 }
 
 impl DefaultPreemption {
     /// Builds the plugin; the args are validated again so direct construction is safe.
-    pub fn new(args: &DefaultPreemptionArgs, _handle: &Handle) -> Result<Self, PluginError> {
+    pub fn new(args: &DefaultPreemptionArgs, handle: &Handle) -> Result<Self, PluginError> {
         args.validate().map_err(PluginError)?;
         Ok(Self {
             args: args.clone(),
             offsets: Mutex::new(fastrand::Rng::with_seed(DEFAULT_OFFSET_SEED)),
+            async_preemption: handle.features().enabled(Feature::SchedulerAsyncPreemption),
+            preempting: Arc::default(),
         })
+    }
+
+    /// Whether this pod's victims are still being evicted in the background.
+    pub fn is_preempting(&self, uid: &str) -> bool {
+        self.preempting.lock().contains(uid)
+    }
+
+    /// prepareCandidateAsync: evicts the victims on a background task. The preemptor is
+    /// held at PreEnqueue until every eviction but the last is done; it is let go just
+    /// before the last one, whose deletion event then re-checks it (were it let go after,
+    /// that event could come first and leave it waiting).
+    fn prepare_candidate_async(
+        &self,
+        handle: &Handle,
+        candidate: evaluator::Candidate,
+        preemptor: Arc<PodInfo>,
+    ) {
+        let preempting = Arc::clone(&self.preempting);
+        preempting.lock().insert(preemptor.uid.clone());
+        let task_handle = handle.clone();
+        handle.spawn_background(async move {
+            let handle = task_handle;
+            tracing::debug!(
+                preemptor = %preemptor.key(),
+                node = %candidate.name,
+                victims = candidate.victims.len(),
+                "starting the preemption asynchronously"
+            );
+            evaluator::clear_lower_nominations(&handle, &candidate.name, &preemptor).await;
+            let mut failed = false;
+            let (last, rest) = match candidate.victims.split_last() {
+                Some((last, rest)) => (Some(last), rest),
+                None => (None, &[][..]),
+            };
+            for victim in rest {
+                if evaluator::preempt_victim(&handle, &candidate.name, victim, &preemptor)
+                    .await
+                    .is_err()
+                {
+                    failed = true;
+                    break;
+                }
+            }
+            preempting.lock().remove(&preemptor.uid);
+            if !failed
+                && let Some(last) = last
+                && evaluator::preempt_victim(&handle, &candidate.name, last, &preemptor)
+                    .await
+                    .is_err()
+            {
+                failed = true;
+            }
+            if failed {
+                // The pod could wait in unschedulablePods for an event that never comes.
+                handle.activate(std::slice::from_ref(&preemptor.uid));
+            }
+        });
     }
 
     /// Reseeds the dry-run start offsets (simulations and tests use this to vary or pin
@@ -218,7 +290,10 @@ impl DefaultPreemption {
             victims = best.victims.len(),
             "the target node for the preemption is determined"
         );
-        if let Err(s) = evaluator::prepare_candidate(handle, best, pod).await {
+        fw.metrics().preemption_victims(best.victims.len());
+        if self.async_preemption {
+            self.prepare_candidate_async(handle, best.clone(), pod.clone());
+        } else if let Err(s) = evaluator::prepare_candidate(handle, best, pod).await {
             return (None, s);
         }
         (
@@ -239,14 +314,53 @@ fn nanos_since_epoch(t: std::time::SystemTime) -> i128 {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PostFilter],
+    extension_points: [PreEnqueue, PostFilter, EnqueueExtensions],
     args: DefaultPreemptionArgs,
     factory: DefaultPreemption::new,
+}
+
+impl PreEnqueuePlugin for DefaultPreemption {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if self.async_preemption && self.is_preempting(&pod.uid) {
+            return Status::unresolvable(WAITING_FOR_PREEMPTION);
+        }
+        Status::success()
+    }
+}
+
+/// Never a reason to requeue by itself: registering pod deletions only makes the queue
+/// re-run PreEnqueue for the pods this plugin holds back.
+fn after_pod_deletion(
+    _pod: &PodInfo,
+    _old: Option<&EventObject>,
+    _new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    Ok(QueueingHint::Skip)
+}
+
+impl EnqueueExtensions for DefaultPreemption {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        if !self.async_preemption {
+            // PreEnqueue never holds a pod back then.
+            return Vec::new();
+        }
+        vec![ClusterEventWithHint::with_hint(
+            EventResource::Pod,
+            ActionType::DELETE,
+            after_pod_deletion,
+        )]
+    }
 }
 
 impl Plugin for DefaultPreemption {
     fn name(&self) -> &str {
         NAME
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
     }
     fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         Some(self)

@@ -23,6 +23,7 @@ use kubesched_framework::{
     PreemptionExplainer, PreemptionExplanation, ProfileSpec, Snapshot, Status, async_trait,
     metrics::NoMetrics, registry,
 };
+use kubesched_framework::{Feature, FeatureGates};
 use kubesched_testing::{NodeBuilder, PodBuilder, node_infos, selector};
 use serde::Serialize;
 
@@ -196,6 +197,7 @@ fn framework(handle: Handle, plugin: DefaultPreemption) -> Framework {
     let plugins = BTreeMap::from([
         (ExtensionPoint::PreFilter, vec![PluginRef::new(FIT)]),
         (ExtensionPoint::Filter, vec![PluginRef::new(FIT)]),
+        (ExtensionPoint::PreEnqueue, vec![PluginRef::new(NAME)]),
         (ExtensionPoint::PostFilter, vec![PluginRef::new(NAME)]),
     ]);
     let instances: BTreeMap<String, Arc<dyn Plugin>> = BTreeMap::from([
@@ -291,6 +293,9 @@ struct Env {
     clock: Option<FakeClock>,
     /// Ask the plugin to explain itself, as `simulate --explain` does.
     explain: bool,
+    /// SchedulerAsyncPreemption (off here unless a test is about it: victims are then
+    /// evicted before PostFilter returns, which most tests look at).
+    async_preemption: bool,
 }
 
 impl Env {
@@ -309,6 +314,7 @@ impl Env {
             refuse_delete: None,
             clock: None,
             explain: false,
+            async_preemption: false,
         }
     }
 }
@@ -331,6 +337,12 @@ struct Outcome {
     /// What the plugin recorded, when asked to explain.
     #[serde(skip_serializing_if = "Option::is_none")]
     explanation: Option<PreemptionExplanation>,
+    /// Victims deleted before PostFilter returned (all of them unless asynchronous).
+    #[serde(skip)]
+    deleted_during_post_filter: Vec<String>,
+    /// Why PreEnqueue held the preemptor back right after PostFilter, if it did.
+    #[serde(skip)]
+    held_at_pre_enqueue: Option<String>,
 }
 
 async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
@@ -357,7 +369,12 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         .client(recorder.clone())
         .objects(Arc::new(objects))
         .nominator(nominator.clone())
-        .parallelism(env.parallelism);
+        .parallelism(env.parallelism)
+        .features(
+            FeatureGates::defaults()
+                .with(Feature::SchedulerAsyncPreemption, env.async_preemption)
+                .expect("not locked"),
+        );
     if let Some(clock) = env.clock {
         builder = builder.clock(Arc::new(clock));
     }
@@ -405,6 +422,14 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         .await;
     let explanation =
         PreemptionExplainer::requested(&state).and_then(|x| x.take().into_iter().next());
+    let deleted_during_post_filter = recorder.deleted.lock().unwrap().clone();
+    let held = fw.run_pre_enqueue_plugins(&preemptor);
+    let held_at_pre_enqueue =
+        (!held.is_success()).then(|| format!("{}: {}", held.code().as_str(), held.message()));
+    // Asynchronous preemption: let the background evictions run to the end.
+    while handle.background_tasks() > 0 {
+        tokio::task::yield_now().await;
+    }
     let mut rejected_waiting = Vec::new();
     for wp in waiting {
         let s = tokio::time::timeout(Duration::from_millis(50), wp.wait()).await;
@@ -423,6 +448,8 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         .collect();
     nominations.sort();
     Outcome {
+        deleted_during_post_filter,
+        held_at_pre_enqueue,
         nominated: result.map(|r: PostFilterResult| r.nominated_node_name),
         code: status.code().as_str().to_string(),
         message: status.message(),
@@ -1286,16 +1313,42 @@ fn decode(value: Option<serde_json::Value>) -> Result<serde_json::Value, String>
 #[test]
 fn registered_once_with_its_points_and_args() {
     let desc = registry::find(NAME).expect("registered");
-    assert_eq!(desc.extension_points, &[ExtensionPoint::PostFilter]);
+    assert_eq!(
+        desc.extension_points,
+        &[
+            ExtensionPoint::PreEnqueue,
+            ExtensionPoint::PostFilter,
+            ExtensionPoint::EnqueueExtensions
+        ]
+    );
     assert_eq!(desc.args.kind, Some("DefaultPreemptionArgs"));
     let plugin = DefaultPreemption::new(&DefaultPreemptionArgs::default(), &Handle::default())
         .expect("default args are valid");
     assert_eq!(
         kubesched_framework::implemented_points(&plugin),
-        vec![ExtensionPoint::PostFilter]
+        vec![
+            ExtensionPoint::PreEnqueue,
+            ExtensionPoint::PostFilter,
+            ExtensionPoint::EnqueueExtensions
+        ]
     );
-    // No cluster events: PostFilter never rejects a pod on its own.
-    assert!(plugin.as_enqueue_extensions().is_none());
+    // PostFilter never rejects a pod on its own: the only event (with the async gate,
+    // on by default) re-checks pods PreEnqueue holds back, and its hint always skips.
+    let events = plugin
+        .as_enqueue_extensions()
+        .expect("registered")
+        .events_to_register();
+    assert_eq!(events.len(), 1);
+    let hint = events[0].hint.as_ref().expect("a hint");
+    let p = PodBuilder::new("p").info();
+    assert_eq!(
+        hint(
+            &p,
+            Some(&kubesched_framework::events::EventObject::Pod(p.clone())),
+            None
+        ),
+        Ok(kubesched_framework::events::QueueingHint::Skip)
+    );
 }
 
 #[test]
@@ -1355,6 +1408,73 @@ fn args_defaults_round_trip_and_validation() {
     }
     let err = decode(Some(serde_json::json!({"minCandidateNodes": 1}))).expect_err("unknown field");
     assert!(err.contains("minCandidateNodes"), "{err}");
+}
+
+#[tokio::test]
+async fn asynchronous_preemption_evicts_after_post_filter_and_holds_the_preemptor() {
+    let env = |async_preemption| Env {
+        async_preemption,
+        nominated: vec![(pod("queued", LOW), "node1")],
+        ..Env::new(
+            vec![node("node1", "2", "110")],
+            vec![
+                bound("v1", LOW, "node1").container(&[("cpu", "1")]),
+                bound("v2", LOW, "node1").container(&[("cpu", "1")]),
+            ],
+        )
+    };
+    let preemptor = || pod("critical", HIGH).container(&[("cpu", "2")]);
+    let sync = run(env(false), preemptor()).await;
+    let asynchronous = run(env(true), preemptor()).await;
+    // The same decision, the same evictions and cleared nominations in the end...
+    let in_the_end = |o: &Outcome| Outcome {
+        deleted_during_post_filter: Vec::new(),
+        held_at_pre_enqueue: None,
+        ..o.clone()
+    };
+    assert_eq!(in_the_end(&asynchronous), in_the_end(&sync));
+    assert_eq!(sync.nominated, Some(Some("node1".to_string())));
+    assert_eq!(sync.deleted.len(), 2);
+    assert_eq!(sync.cleared, vec!["queued".to_string()]);
+    // ...but without the gate they happen inside PostFilter, and nothing holds the pod.
+    assert_eq!(sync.deleted_during_post_filter, sync.deleted);
+    assert_eq!(sync.held_at_pre_enqueue, None);
+    // With it, PostFilter returns first; the pod waits at PreEnqueue meanwhile.
+    assert!(asynchronous.deleted_during_post_filter.is_empty());
+    assert_eq!(
+        asynchronous.held_at_pre_enqueue.as_deref(),
+        Some(
+            "UnschedulableAndUnresolvable: waiting for the preemption for this pod to be finished"
+        )
+    );
+}
+
+#[test]
+fn asynchronous_preemption_registers_pod_deletions_only_with_the_gate() {
+    let handle = |on| {
+        Handle::builder()
+            .features(
+                FeatureGates::defaults()
+                    .with(Feature::SchedulerAsyncPreemption, on)
+                    .expect("not locked"),
+            )
+            .build()
+    };
+    let plugin =
+        |on| DefaultPreemption::new(&DefaultPreemptionArgs::default(), &handle(on)).expect("valid");
+    let events: Vec<String> = plugin(true)
+        .events_to_register()
+        .iter()
+        .map(|e| e.event.label())
+        .collect();
+    assert_eq!(events, ["PodDelete"]);
+    assert!(plugin(false).events_to_register().is_empty());
+    // Nothing is held back when no preemption runs.
+    assert!(
+        plugin(true)
+            .pre_enqueue(&pod("p", HIGH).info())
+            .is_success()
+    );
 }
 
 #[tokio::test]
