@@ -1,6 +1,8 @@
 //! Malformed objects in a list or a watch stream are logged (with the object and the
 //! field) and skipped, and a broken line in a watch stream is survived, while the other
-//! pods keep being scheduled.
+//! pods keep being scheduled. Objects that decode but have parts kubesched cannot compile
+//! never leave the cache: a bound pod still counts on its node, and a pending pod is told
+//! which field stops it.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -9,7 +11,9 @@ use std::time::Duration;
 
 use kubesched_cluster::Runner;
 use kubesched_tests::apiserver::TestApiServer;
-use kubesched_tests::apiserver::fixtures::{bounded, node, node_of, options, pod, requests_to};
+use kubesched_tests::apiserver::fixtures::{
+    bounded, events_of, node, node_of, options, pod, requests_to, running_pod,
+};
 use serde_json::json;
 
 #[derive(Clone, Default)]
@@ -96,10 +100,14 @@ async fn malformed_objects_are_logged_and_skipped() {
         )
         .unwrap_or_else(|| panic!("no log for broken-watch:\n{text}"));
         assert!(line.contains("spec.containers[0].ports"), "{line}");
+        // A quantity kubesched cannot read: the pod is refused with the field named.
         assert!(
-            log_line_with(&text, &["skipping malformed pod", "bad-quantity"]).is_some(),
-            "no log for bad-quantity:\n{text}"
+            server
+                .wait_until(Duration::from_secs(10), |s| !events_of(s, "FailedScheduling", "bad-quantity").is_empty())
+                .await
         );
+        let note = events_of(&server, "FailedScheduling", "bad-quantity")[0]["note"].clone();
+        assert!(note.as_str().unwrap_or("").contains("spec.containers[0].resources[cpu]"), "{note}");
         assert!(
             log_line_with(&text, &["watch error"]).is_some(),
             "no log for the broken line:\n{text}"
@@ -112,6 +120,102 @@ async fn malformed_objects_are_logged_and_skipped() {
             assert!(requests_to(&server, "POST", &format!("/pods/{name}/binding")).is_empty());
         }
         assert_eq!(requests_to(&server, "POST", "/binding").len(), 2);
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+/// The PodScheduled condition of a pod, as the API server holds it.
+fn pod_scheduled(server: &TestApiServer, name: &str) -> Option<serde_json::Value> {
+    server.get("pods", "default", name).and_then(|p| {
+        p.pointer("/status/conditions")
+            .and_then(|c| c.as_array())
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled").cloned())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_with_parts_that_do_not_compile_stay_in_the_cache() {
+    bounded(60, "lenient compilation", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        server.create("nodes", node("n2", "2"));
+        // Bound, with a node affinity the API accepts but that no integer reads: it must
+        // still fill n1.
+        let mut full = running_pod("full", "2", "n1");
+        full["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["five"]}]}]
+        }}});
+        server.create("pods", full);
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        server.create("pods", pod("next", "2"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "next").is_some())
+                .await
+        );
+        assert_eq!(node_of(&server, "next").as_deref(), Some("n2"), "n1 is full");
+
+        // Pending with a preferred term that does not compile: refused, the field named.
+        let mut preferred = pod("preferred", "100m");
+        preferred["spec"]["affinity"] = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "gen", "operator": "Lt", "values": ["?"]}]}}
+        ]}});
+        server.create("pods", preferred);
+        // Pending with a required term that does not compile: it matches no node, as upstream.
+        let mut required = pod("required", "100m");
+        required["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["x"]}]}]
+        }}});
+        server.create("pods", required);
+        // Pending with an anti-affinity selector that does not compile.
+        let mut anti = pod("anti", "100m");
+        anti["spec"]["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": []}]},
+        }]}});
+        server.create("pods", anti);
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| {
+                    ["preferred", "required", "anti"]
+                        .iter()
+                        .all(|p| pod_scheduled(s, p).is_some())
+                })
+                .await,
+            "every pending pod gets its condition"
+        );
+        let expect = [
+            (
+                "preferred",
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]",
+            ),
+            ("required", "node(s) didn't match Pod's node affinity/selector"),
+            (
+                "anti",
+                "parsing pod: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0]",
+            ),
+        ];
+        for (name, words) in expect {
+            let cond = pod_scheduled(&server, name).expect("condition");
+            assert_eq!(cond["status"], "False", "{name}: {cond}");
+            assert_eq!(cond["reason"], "Unschedulable", "{name}: {cond}");
+            let message = cond["message"].as_str().unwrap_or("");
+            assert!(message.starts_with("0/2 nodes are available: "), "{name}: {message}");
+            assert!(message.contains(words), "{name}: {message}");
+            let events = events_of(&server, "FailedScheduling", name);
+            assert!(!events.is_empty(), "{name}: no FailedScheduling event");
+            assert!(events[0]["note"].as_str().unwrap_or("").contains(words), "{name}: {}", events[0]);
+            assert_eq!(node_of(&server, name), None);
+        }
+        // The cache still holds the bound pod: n1 shows its 2 CPUs in use.
+        let dump = runner.scheduler().cache().dump();
+        let n1 = dump.nodes.iter().find(|n| n.name == "n1").expect("n1 in the cache");
+        assert_eq!(n1.pods, ["default/full"]);
+        assert_eq!(n1.requested.milli_cpu, 2000);
         runner.stop();
         runner.wait().await.expect("clean stop");
     })

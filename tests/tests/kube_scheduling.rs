@@ -161,7 +161,7 @@ async fn requests_keep_to_qps_and_burst() {
     bounded(60, "client rate limit", async {
         let server = TestApiServer::start().await;
         server.create("nodes", node("n1", "4"));
-        for i in 0..6 {
+        for i in 0..18 {
             server.create("pods", pod(&format!("p{i}"), "100m"));
         }
         let mut o = options(&server, false, "solo");
@@ -170,14 +170,20 @@ async fn requests_keep_to_qps_and_burst() {
         let runner = Runner::start(o).await.expect("start");
         assert!(
             server
-                .wait_until(Duration::from_secs(30), |s| (0..6).all(|i| node_of(
+                .wait_until(Duration::from_secs(30), |s| (0..18).all(|i| node_of(
                     s,
                     &format!("p{i}")
                 )
                 .is_some()))
                 .await
         );
-        let reqs = server.requests();
+        // Events have a client (and a bucket) of their own, as upstream's; the rest
+        // shares the scheduling client's.
+        let reqs: Vec<_> = server
+            .requests()
+            .into_iter()
+            .filter(|r| !r.path.contains("/events.k8s.io/"))
+            .collect();
         assert!(reqs.len() >= 20, "{}", reqs.len());
         // After a burst of 2, at most 10 per second: 20 requests take at least 1.7 s.
         let span = reqs[19].at.duration_since(reqs[0].at);
@@ -198,6 +204,7 @@ async fn preemption_evicts_through_the_api() {
         server.create("nodes", node("n1", "2"));
         let mut low = kubesched_tests::apiserver::fixtures::running_pod("low", "2", "n1");
         low["spec"]["priority"] = json!(0);
+        low["spec"]["terminationGracePeriodSeconds"] = json!(2);
         let low = server.create("pods", low);
         let low_uid = low["metadata"]["uid"].as_str().expect("uid").to_string();
         let mut high = pod("high", "2");
@@ -207,6 +214,16 @@ async fn preemption_evicts_through_the_api() {
         let runner = Runner::start(options(&server, false, "solo"))
             .await
             .expect("start");
+        // The victim terminates for its grace period; the preemptor waits for it.
+        assert!(
+            server
+                .wait_until(Duration::from_secs(30), |s| s
+                    .get("pods", "default", "low")
+                    .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string()))
+                .await,
+            "the victim is terminating"
+        );
+        assert_eq!(node_of(&server, "high"), None, "not bound while the victim terminates");
         assert!(
             server
                 .wait_until(Duration::from_secs(30), |s| node_of(s, "high").as_deref()
@@ -214,6 +231,9 @@ async fn preemption_evicts_through_the_api() {
                 .await,
             "the preemptor ends up on the node"
         );
+        let bindings = server.bindings();
+        assert_eq!(bindings.len(), 1);
+        assert!(!bindings[0].overcommitted(), "{:?}", bindings[0]);
         assert!(
             server.get("pods", "default", "low").is_none(),
             "the victim was deleted"

@@ -406,6 +406,18 @@ fn rbac_documents(opts: &DeployOptions, lease_namespace: &str) -> Vec<Yaml> {
             ("subjects", subjects(opts)),
         ]),
     ];
+    // Built-in roles, bound as they are (system:auth-delegator: TokenReview and
+    // SubjectAccessReview for the secure port).
+    for role in rbac::BOUND_CLUSTER_ROLES {
+        let suffix = role.rsplit(':').next().unwrap_or(role);
+        docs.push(Yaml::map([
+            ("apiVersion", Yaml::from("rbac.authorization.k8s.io/v1")),
+            ("kind", Yaml::from("ClusterRoleBinding")),
+            ("metadata", metadata(opts, &format!("{name}-{suffix}"), None)),
+            ("roleRef", role_ref("ClusterRole", role)),
+            ("subjects", subjects(opts)),
+        ]));
+    }
     for (scope, suffix, namespace) in [
         (Scope::LeaseNamespace, "leader-election", lease_namespace),
         (

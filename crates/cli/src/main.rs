@@ -539,9 +539,34 @@ struct RunArgs {
     /// TLS private key (PEM) of the endpoints.
     #[arg(long, requires = "tls_cert_file")]
     tls_private_key_file: Option<PathBuf>,
-    /// Serve the endpoints over plain HTTP (for local use only).
-    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
+    /// Serve the endpoints over plain HTTP without authentication or authorization (for
+    /// local use only; a warning says so).
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file", "client_ca_file"])]
     plain_http: bool,
+    /// kubeconfig of the API server that reviews bearer tokens (TokenReview); the
+    /// in-cluster configuration when absent.
+    #[arg(long)]
+    authentication_kubeconfig: Option<PathBuf>,
+    /// kubeconfig of the API server that authorises requests (SubjectAccessReview); the
+    /// in-cluster configuration when absent.
+    #[arg(long)]
+    authorization_kubeconfig: Option<PathBuf>,
+    /// CA bundle (PEM): a client certificate signed by it authenticates as its CN, with
+    /// its O fields as groups.
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Paths served without authorization (comma-separated; a trailing * matches a prefix).
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    authorization_always_allow_paths: Vec<String>,
+    /// How long token review answers are cached.
+    #[arg(long, default_value = "10s", value_parser = kubesched_config::duration::parse)]
+    authentication_token_webhook_cache_ttl: std::time::Duration,
+    /// How long 'authorized' answers are cached.
+    #[arg(long, default_value = "10s", value_parser = kubesched_config::duration::parse)]
+    authorization_webhook_cache_authorized_ttl: std::time::Duration,
+    /// How long 'unauthorized' answers are cached.
+    #[arg(long, default_value = "10s", value_parser = kubesched_config::duration::parse)]
+    authorization_webhook_cache_unauthorized_ttl: std::time::Duration,
     /// Overrides leaderElection.leaderElect.
     #[arg(long)]
     leader_elect: Option<bool>,
@@ -569,7 +594,23 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
     options.identity = args.identity;
     options.leader_elect = args.leader_elect;
     options.shutdown_timeout = std::time::Duration::from_secs(args.shutdown_timeout);
+    let auth = (!args.plain_http).then(|| kubesched_cluster::DelegatedAuth {
+        authentication_kubeconfig: args.authentication_kubeconfig,
+        authorization_kubeconfig: args.authorization_kubeconfig,
+        client_ca_file: args.client_ca_file,
+        always_allow_paths: args
+            .authorization_always_allow_paths
+            .into_iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect(),
+        authn_cache_ttl: args.authentication_token_webhook_cache_ttl,
+        authz_allowed_ttl: args.authorization_webhook_cache_authorized_ttl,
+        authz_denied_ttl: args.authorization_webhook_cache_unauthorized_ttl,
+        ..kubesched_cluster::DelegatedAuth::default()
+    });
     options.serving = (args.secure_port != 0).then(|| kubesched_cluster::Serving {
+        auth,
         addr: std::net::SocketAddr::new(args.bind_address, args.secure_port),
         tls: match (
             args.plain_http,

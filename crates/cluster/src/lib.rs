@@ -8,6 +8,7 @@
 //! graceful shutdown. It must not hold scheduling policy (the scheduler and plugins do)
 //! and reaches the API server only through kube-rs, with the access listed in [`rbac`].
 
+pub mod auth;
 pub mod client;
 pub mod error;
 pub mod events;
@@ -19,9 +20,10 @@ pub mod run;
 pub mod server;
 pub mod watch;
 
+pub use auth::DelegatedAuth;
 pub use client::KubeClient;
 pub use error::RunError;
-pub use run::{RunOptions, Runner, StopHandle, Tuning, run, shutdown_signal};
+pub use run::{Clients, RunOptions, Runner, StopHandle, Tuning, run, shutdown_signal};
 pub use server::{Serving, Tls};
 
 /// Upstream's secure port.

@@ -1,6 +1,8 @@
 //! `clientConnection.qps` / `burst`: a token bucket in front of every API request, as
 //! client-go's token bucket rate limiter (a full bucket of `burst` tokens at start, refilled
-//! at `qps` per second; a request waits for its token, first come first served).
+//! at `qps` per second; a request waits for its token, first come first served); and a
+//! bound on the requests in flight, which bounds the TCP connections an HTTP/1.1 pool
+//! opens (client-go multiplexes over one HTTP/2 connection instead).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -138,6 +140,112 @@ where
     }
 }
 
+/// A tower layer that lets at most `limit` requests use a connection at once: a request
+/// holds its slot from before it takes a connection until its response body is read to
+/// the end or dropped. Watches are let through without a slot (each streams on a
+/// connection of its own for as long as it lasts), so a client opens at most `limit`
+/// connections plus one per open watch.
+#[derive(Debug, Clone)]
+pub struct InFlightLayer {
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl InFlightLayer {
+    /// A layer allowing `limit` requests in flight (at least one).
+    pub fn new(limit: usize) -> Self {
+        Self {
+            slots: Arc::new(tokio::sync::Semaphore::new(limit.max(1))),
+        }
+    }
+}
+
+impl<S> Layer<S> for InFlightLayer {
+    type Service = InFlight<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        InFlight {
+            inner,
+            slots: self.slots.clone(),
+        }
+    }
+}
+
+/// The service of [`InFlightLayer`].
+#[derive(Debug, Clone)]
+pub struct InFlight<S> {
+    inner: S,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv == "watch=true" || kv == "watch=1")
+    })
+}
+
+impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InFlight<S>
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<SlotBody<ResBody>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
+        let slots = (!is_watch(req.uri())).then(|| self.slots.clone());
+        // The inner future does nothing until polled: the connection is taken from the
+        // pool only once a slot is held.
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let slot = match slots {
+                Some(s) => s.acquire_owned().await.ok(),
+                None => None,
+            };
+            let response = fut.await?;
+            Ok(response.map(|inner| SlotBody { inner, slot }))
+        })
+    }
+}
+
+/// A response body that gives its request's slot back when it ends or is dropped.
+#[derive(Debug)]
+pub struct SlotBody<B> {
+    inner: B,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl<B> http_body::Body for SlotBody<B>
+where
+    B: http_body::Body + Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.slot = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,16 +297,71 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn in_flight_requests_are_bounded_until_their_bodies_end() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (n, p) = (now.clone(), peak.clone());
+        let svc = tower_service_fn(move |req: http::Request<()>| {
+            let (n, p) = (n.clone(), p.clone());
+            async move {
+                if !req.uri().to_string().contains("watch") {
+                    let v = n.fetch_add(1, Ordering::SeqCst) + 1;
+                    p.fetch_max(v, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    n.fetch_sub(1, Ordering::SeqCst);
+                }
+                Ok::<_, std::convert::Infallible>(http::Response::new(
+                    http_body_util::Empty::<bytes::Bytes>::new(),
+                ))
+            }
+        });
+        let mut limited = InFlightLayer::new(3).layer(svc);
+        let get = |path: &str| http::Request::get(path).body(()).expect("request");
+        // Watches take no slot: three open watch bodies block nothing.
+        let mut watches = Vec::new();
+        for _ in 0..3 {
+            watches.push(limited.call(get("/api/v1/pods?watch=true")).await.expect("watch"));
+        }
+        // Each response is dropped as soon as it comes, giving its slot back.
+        let calls: Vec<_> = (0..20)
+            .map(|_| {
+                let call = limited.call(get("/api/v1/pods"));
+                async move { call.await.map(drop) }
+            })
+            .collect();
+        let out = futures::future::join_all(calls).await;
+        assert_eq!(out.len(), 20);
+        assert_eq!(peak.load(Ordering::SeqCst), 3);
+        // A body not read to its end keeps its slot.
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(limited.call(get("/api/v1/pods")).await.expect("ok"));
+        }
+        let blocked = limited.call(get("/api/v1/nodes"));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), blocked).await.is_err(),
+            "no slot while three bodies are open"
+        );
+        drop(held);
+        limited
+            .call(get("/api/v1/nodes"))
+            .await
+            .expect("a slot again");
+        drop(watches);
+    }
+
     struct FnService<F>(F);
     fn tower_service_fn<F>(f: F) -> FnService<F> {
         FnService(f)
     }
-    impl<F, Fut, T, E> Service<T> for FnService<F>
+    impl<F, Fut, T, R, E> Service<T> for FnService<F>
     where
         F: FnMut(T) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        Fut: Future<Output = Result<R, E>>,
     {
-        type Response = T;
+        type Response = R;
         type Error = E;
         type Future = Fut;
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), E>> {

@@ -41,4 +41,11 @@ pub const RULES: &[Rule] = &[
     Rule { api_group: "policy", resource: "poddisruptionbudgets", verbs: READ },
     Rule { api_group: "events.k8s.io", resource: "events", verbs: &["create", "patch", "update"] },
     Rule { api_group: "coordination.k8s.io", resource: "leases", verbs: &["create", "get", "update"] },
+    // Delegated authentication and authorization of the secure port.
+    Rule { api_group: "authentication.k8s.io", resource: "tokenreviews", verbs: &["create"] },
+    Rule { api_group: "authorization.k8s.io", resource: "subjectaccessreviews", verbs: &["create"] },
 ];
+
+/// Cluster roles the ServiceAccount is bound to besides its own: `system:auth-delegator`
+/// grants what delegated authentication and authorization need, as kube-scheduler has it.
+pub const BOUND_CLUSTER_ROLES: &[&str] = &["system:auth-delegator"];

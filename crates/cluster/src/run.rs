@@ -34,7 +34,7 @@ use crate::client::KubeClient;
 use crate::error::RunError;
 use crate::events::{EventRecorder, EventSettings};
 use crate::lease::{HoldEnd, LeaderElector, LeaseSettings};
-use crate::ratelimit::{RateLimitLayer, TokenBucket};
+use crate::ratelimit::{InFlightLayer, RateLimitLayer, TokenBucket};
 use crate::server::{ServerHandle, Serving};
 use crate::watch::{
     NodeSink, ObjectCache, POD_FIELD_SELECTOR, PodSink, StoreSink, SyncTracker, WatchSettings,
@@ -91,6 +91,7 @@ impl RunOptions {
             serving: Some(Serving {
                 addr: SocketAddr::from(([0, 0, 0, 0], crate::DEFAULT_SECURE_PORT)),
                 tls: crate::server::Tls::SelfSigned,
+                auth: Some(crate::auth::DelegatedAuth::default()),
             }),
             identity: None,
             leader_elect: None,
@@ -138,12 +139,81 @@ pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, RunError
     }
 }
 
-/// A kube client whose every request takes a token from a `qps`/`burst` bucket.
+/// Requests the scheduling client keeps in flight at once (bindings, status patches,
+/// victim deletions, lists); with the open watches this bounds its TCP connections.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Requests the event client keeps in flight at once.
+pub const EVENTS_MAX_IN_FLIGHT: usize = 8;
+/// Requests the leader election client keeps in flight at once.
+pub const LEASE_MAX_IN_FLIGHT: usize = 2;
+
+/// A kube client whose every request takes a token from a `qps`/`burst` bucket, with at
+/// most [`MAX_IN_FLIGHT`] requests in flight.
 pub fn build_client(config: Config, qps: f32, burst: i32) -> Result<Client, RunError> {
+    build_bounded_client(config, qps, burst, MAX_IN_FLIGHT)
+}
+
+/// A kube client with its own `qps`/`burst` bucket and at most `in_flight` requests
+/// waiting for their answer at once (the bucket is taken first, then a slot).
+pub fn build_bounded_client(
+    config: Config,
+    qps: f32,
+    burst: i32,
+    in_flight: usize,
+) -> Result<Client, RunError> {
     let builder = ClientBuilder::try_from(config).map_err(|e| RunError::Client(e.to_string()))?;
     Ok(builder
+        .with_layer(&InFlightLayer::new(in_flight))
         .with_layer(&RateLimitLayer::new(TokenBucket::new(qps, burst)))
         .build())
+}
+
+/// The clients of one scheduler, each with its own rate limit and connections, as
+/// kube-scheduler has them: leader election never waits behind scheduling traffic, and
+/// neither do events.
+#[derive(Clone)]
+pub struct Clients {
+    /// Watches, bindings, status patches, victim deletions.
+    pub main: Client,
+    /// Events.
+    pub events: Client,
+    /// The Lease (its requests time out after `renewDeadline`).
+    pub lease: Client,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients").finish_non_exhaustive()
+    }
+}
+
+impl Clients {
+    /// The three clients from one configuration, each with `qps`/`burst` of its own.
+    pub fn build(
+        config: Config,
+        qps: f32,
+        burst: i32,
+        renew_deadline: Duration,
+    ) -> Result<Self, RunError> {
+        let mut lease_config = config.clone();
+        lease_config.read_timeout = Some(renew_deadline);
+        lease_config.write_timeout = Some(renew_deadline);
+        lease_config.connect_timeout = Some(renew_deadline);
+        Ok(Self {
+            main: build_client(config.clone(), qps, burst)?,
+            events: build_bounded_client(config, qps, burst, EVENTS_MAX_IN_FLIGHT)?,
+            lease: build_bounded_client(lease_config, qps, burst, LEASE_MAX_IN_FLIGHT)?,
+        })
+    }
+
+    /// One client for everything (tests that build their own).
+    pub fn shared(client: Client) -> Self {
+        Self {
+            main: client.clone(),
+            events: client.clone(),
+            lease: client,
+        }
+    }
 }
 
 /// Waits for SIGTERM or SIGINT.
@@ -241,16 +311,23 @@ impl Runner {
             (!p.is_empty()).then(|| PathBuf::from(p))
         });
         let kube_config = client_config(kubeconfig.as_deref()).await?;
-        let client = build_client(
+        let clients = Clients::build(
             kube_config,
             cfg.client_connection.qps,
             cfg.client_connection.burst,
+            cfg.leader_election.renew_deadline,
         )?;
-        Self::start_with_client(options, client).await
+        Self::start_with_clients(options, clients).await
     }
 
-    /// Like [`Runner::start`], with a client built by the caller.
+    /// Like [`Runner::start`], with one client built by the caller for everything.
     pub async fn start_with_client(options: RunOptions, client: Client) -> Result<Self, RunError> {
+        Self::start_with_clients(options, Clients::shared(client)).await
+    }
+
+    /// Like [`Runner::start`], with the clients built by the caller.
+    pub async fn start_with_clients(options: RunOptions, clients: Clients) -> Result<Self, RunError> {
+        let client = clients.main.clone();
         let loaded = &options.config;
         let cfg = &loaded.config;
         let identity = options.identity.clone().unwrap_or_else(default_identity);
@@ -277,7 +354,7 @@ impl Runner {
             }) as crate::events::ControllerOf
         };
         let (events, events_task) = EventRecorder::start(
-            client.clone(),
+            clients.events.clone(),
             controller_of,
             hostname(),
             options.tuning.events.clone(),
@@ -313,7 +390,12 @@ impl Runner {
         let server = match &options.serving {
             Some(serving) => {
                 let configz = serde_json::to_value(cfg).unwrap_or(serde_json::Value::Null);
-                let router = crate::server::router(scheduler.clone(), sync.clone(), configz);
+                let gate = match &serving.auth {
+                    Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
+                    None => None,
+                };
+                let router =
+                    crate::server::router(scheduler.clone(), sync.clone(), configz, gate);
                 Some(crate::server::start(serving, router).await?)
             }
             None => None,
@@ -338,7 +420,7 @@ impl Runner {
         let elector = leader_elect.then(|| {
             let le = &cfg.leader_election;
             LeaderElector::new(
-                client.clone(),
+                clients.lease.clone(),
                 LeaseSettings {
                     name: le.resource_name.clone(),
                     namespace: le.resource_namespace.clone(),

@@ -1,11 +1,13 @@
 //! The HTTP endpoints of the secure port (10259 by default): `/healthz`, `/livez`,
 //! `/readyz` (ready once every watcher has listed), `/metrics` (upstream's metric names,
 //! Prometheus text format or OpenMetrics when asked for) and `/configz` (the effective
-//! configuration). TLS with the given certificate, or a self-signed one made at start-up;
-//! plain HTTP only when asked for (local use).
+//! configuration). TLS with the given certificate, or a self-signed one made at start-up,
+//! asking for client certificates when a client CA is given; every request goes through
+//! [`crate::auth`] (delegated authentication and authorization) when it is configured.
+//! Plain HTTP only when asked for (local use).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +45,9 @@ pub struct Serving {
     pub addr: SocketAddr,
     /// TLS mode.
     pub tls: Tls,
+    /// Delegated authentication and authorization; None serves every request (only
+    /// for local use: `--plain-http`).
+    pub auth: Option<crate::auth::DelegatedAuth>,
 }
 
 #[derive(Clone)]
@@ -69,24 +74,32 @@ impl ServerHandle {
     }
 }
 
-/// The router of every endpoint.
+/// The router of every endpoint, behind the gatekeeper when there is one.
 pub fn router(
     scheduler: Arc<Scheduler>,
     sync: Arc<SyncTracker>,
     config: serde_json::Value,
+    gate: Option<Arc<crate::auth::Gatekeeper>>,
 ) -> Router {
     let state = AppState {
         scheduler,
         sync,
         configz: Arc::new(config),
     };
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(ok))
         .route("/livez", get(ok))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/configz", get(configz))
-        .with_state(state)
+        .with_state(state);
+    match gate {
+        Some(gate) => router.layer(axum::middleware::from_fn_with_state(
+            gate,
+            crate::auth::guard,
+        )),
+        None => router,
+    }
 }
 
 async fn ok() -> &'static str {
@@ -177,43 +190,83 @@ pub fn openmetrics_to_prometheus(text: &str) -> String {
     out
 }
 
-async fn tls_config(tls: &Tls) -> Result<Option<RustlsConfig>, RunError> {
+/// The server's certificate chain and key, in DER.
+type CertAndKey = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+fn read_pem_files(cert: &Path, key: &Path) -> Result<CertAndKey, RunError> {
+    use rustls::pki_types::pem::PemObject;
+    let chain = rustls::pki_types::CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| RunError::Serving(format!("reading {}: {e}", cert.display())))?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| RunError::Serving(format!("reading {}: {e}", key.display())))?;
+    Ok((chain, key))
+}
+
+fn self_signed() -> Result<CertAndKey, RunError> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let host = crate::run::hostname();
+    if !host.is_empty() && !names.contains(&host) {
+        names.push(host);
+    }
+    let ck = rcgen::generate_simple_self_signed(names)
+        .map_err(|e| RunError::Serving(format!("generating a self-signed certificate: {e}")))?;
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
+    Ok((vec![ck.cert.der().clone()], key))
+}
+
+/// The TLS configuration: the server's certificate, and when `client_ca` is given a
+/// verifier that accepts (but does not require) client certificates chaining to it.
+async fn tls_config(tls: &Tls, client_ca: Option<&Path>) -> Result<Option<RustlsConfig>, RunError> {
+    use rustls::pki_types::pem::PemObject;
     // kube and rustls may both be built with a provider; pick ring for the server.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match tls {
-        Tls::Plain => Ok(None),
-        Tls::Files { cert, key } => RustlsConfig::from_pem_file(cert, key)
-            .await
-            .map(Some)
-            .map_err(|e| {
-                RunError::Serving(format!(
-                    "loading {} and {}: {e}",
-                    cert.display(),
-                    key.display()
-                ))
-            }),
-        Tls::SelfSigned => {
-            let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-            let host = crate::run::hostname();
-            if !host.is_empty() && !names.contains(&host) {
-                names.push(host);
+    let (chain, key) = match tls {
+        Tls::Plain => return Ok(None),
+        Tls::Files { cert, key } => read_pem_files(cert, key)?,
+        Tls::SelfSigned => self_signed()?,
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| RunError::Serving(format!("TLS configuration: {e}")))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| RunError::Serving(format!("reading {}: {e}", ca.display())))?;
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
             }
-            let ck = rcgen::generate_simple_self_signed(names).map_err(|e| {
-                RunError::Serving(format!("generating a self-signed certificate: {e}"))
-            })?;
-            let cert = ck.cert.pem().into_bytes();
-            let key = ck.signing_key.serialize_pem().into_bytes();
-            RustlsConfig::from_pem(cert, key)
-                .await
-                .map(Some)
-                .map_err(|e| RunError::Serving(format!("using the self-signed certificate: {e}")))
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
+            builder.with_client_cert_verifier(verifier)
         }
-    }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| RunError::Serving(format!("using the serving certificate: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(RustlsConfig::from_config(Arc::new(config))))
 }
 
 /// Binds and starts serving `router`.
 pub async fn start(serving: &Serving, router: Router) -> Result<ServerHandle, RunError> {
-    let tls = tls_config(&serving.tls).await?;
+    let client_ca = serving
+        .auth
+        .as_ref()
+        .and_then(|a| a.client_ca_file.as_deref());
+    let tls = tls_config(&serving.tls, client_ca).await?;
     let listener = std::net::TcpListener::bind(serving.addr)
         .map_err(|e| RunError::Serving(format!("listening on {}: {e}", serving.addr)))?;
     listener
@@ -246,7 +299,10 @@ pub async fn start(serving: &Serving, router: Router) -> Result<ServerHandle, Ru
             })
         }
     };
-    tracing::info!(%addr, tls = !matches!(serving.tls, Tls::Plain), "serving health, metrics and configz");
+    if serving.auth.is_none() {
+        tracing::warn!(%addr, "serving /metrics and /configz without authentication or authorization: for local use only");
+    }
+    tracing::info!(%addr, tls = !matches!(serving.tls, Tls::Plain), authorized = serving.auth.is_some(), "serving health, metrics and configz");
     Ok(ServerHandle { addr, handle, task })
 }
 
@@ -299,6 +355,7 @@ mod tests {
         let serving = Serving {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: Tls::SelfSigned,
+            auth: None,
         };
         let server = start(&serving, router).await.expect("serving");
         let addr = server.addr;
@@ -323,6 +380,120 @@ mod tests {
         assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
         assert!(reply.ends_with("ok"), "{reply}");
         server.stop(Duration::from_millis(100)).await;
+    }
+
+    /// A CA and a client certificate it signed, for `CN=name, O=group`, in DER, with
+    /// the CA in a PEM file.
+    fn client_identity(
+        dir: &Path,
+        name: &str,
+        group: &str,
+    ) -> (
+        PathBuf,
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ) {
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test-ca");
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("ca");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, group);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &*ca).expect("client cert");
+        let ca_file = dir.join(format!("ca-{name}.pem"));
+        std::fs::write(&ca_file, ca.pem()).expect("writing the CA");
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        (ca_file, cert.der().clone(), key)
+    }
+
+    fn https_get(
+        addr: SocketAddr,
+        path: &str,
+        identity: Option<(
+            rustls::pki_types::CertificateDer<'static>,
+            rustls::pki_types::PrivateKeyDer<'static>,
+        )>,
+    ) -> String {
+        let builder = rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCert));
+        let config = match identity {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(vec![cert], key)
+                .expect("client identity"),
+            None => builder.with_no_client_auth(),
+        };
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let conn = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
+        let sock = std::net::TcpStream::connect(addr).expect("connect");
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        tls.write_all(req.as_bytes()).expect("write");
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_certificate_authenticates_and_anonymous_is_forbidden() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = std::env::temp_dir().join(format!("kubesched-server-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (ca_file, cert, key) = client_identity(&dir, "admin", "system:masters");
+        let auth = crate::auth::DelegatedAuth {
+            client_ca_file: Some(ca_file),
+            ..crate::auth::DelegatedAuth::default()
+        };
+        let gate = Arc::new(crate::auth::Gatekeeper::with_clients(auth.clone(), None, None));
+        let router = Router::new()
+            .route("/healthz", get(ok))
+            .route("/metrics", get(ok))
+            .layer(axum::middleware::from_fn_with_state(
+                gate,
+                crate::auth::guard,
+            ));
+        let serving = Serving {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: Tls::SelfSigned,
+            auth: Some(auth),
+        };
+        let server = start(&serving, router).await.expect("serving");
+        let addr = server.addr;
+        let replies = tokio::task::spawn_blocking(move || {
+            (
+                https_get(addr, "/metrics", None),
+                https_get(addr, "/healthz", None),
+                https_get(addr, "/metrics", Some((cert, key))),
+            )
+        })
+        .await
+        .expect("client thread");
+        assert!(replies.0.starts_with("HTTP/1.1 403"), "{}", replies.0);
+        assert!(
+            replies
+                .0
+                .contains(r#"User \"system:anonymous\" cannot get path \"/metrics\""#),
+            "{}",
+            replies.0
+        );
+        assert!(replies.1.starts_with("HTTP/1.1 200"), "{}", replies.1);
+        // system:masters from the certificate's O: allowed without a review.
+        assert!(replies.2.starts_with("HTTP/1.1 200"), "{}", replies.2);
+        server.stop(Duration::from_millis(100)).await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

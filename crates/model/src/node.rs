@@ -31,7 +31,8 @@ pub struct Node {
 }
 
 impl Node {
-    /// Compiles a node. Errors name the node and the field.
+    /// Compiles a node. It fails only for a node without a name; a taint or an amount that
+    /// cannot be read is left out (and logged), so the node stays in the scheduler's view.
     pub fn new(node: Arc<api::Node>) -> Result<Self, ModelError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let object = format!("Node {name}");
@@ -45,14 +46,23 @@ impl Node {
         let spec = node.spec.clone().unwrap_or_default();
         let mut taints = Vec::new();
         for (i, t) in spec.taints.iter().flatten().enumerate() {
-            taints.push(Taint::compile(t, &format!("spec.taints[{i}]"))?);
+            // A taint whose effect upstream does not know repels no pod there either.
+            match Taint::compile(t, &format!("spec.taints[{i}]")) {
+                Ok(t) => taints.push(t),
+                Err(e) => tracing::debug!(node = %name, error = %e, "ignoring a taint"),
+            }
         }
         let status = node.status.clone().unwrap_or_default();
+        // An amount that cannot be read is left out: the node offers none of it.
+        let mut problems = Vec::new();
         let allocatable = match (&status.allocatable, &status.capacity) {
-            (Some(a), _) => Resource::from_list(a, "status.allocatable")?,
-            (None, Some(c)) => Resource::from_list(c, "status.capacity")?,
+            (Some(a), _) => Resource::from_list_lenient(a, "status.allocatable", &mut problems),
+            (None, Some(c)) => Resource::from_list_lenient(c, "status.capacity", &mut problems),
             (None, None) => Resource::default(),
         };
+        for e in problems {
+            tracing::warn!(node = %name, error = %e, "leaving out an allocatable amount that cannot be read");
+        }
         let images = status
             .images
             .iter()

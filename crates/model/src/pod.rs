@@ -26,58 +26,65 @@ pub struct AffinityTerm {
 }
 
 impl AffinityTerm {
+    /// Compiles a term. A selector that cannot be compiled selects nothing (the term is
+    /// kept, so an existing pod's term simply matches no pod); the error goes to `problems`.
     fn compile(
         owner: &api::Pod,
         term: &api::PodAffinityTerm,
         field: &str,
-    ) -> Result<Self, ModelError> {
-        let mut selector = LabelSelector::compile(
+        problems: &mut Vec<ModelError>,
+    ) -> Self {
+        let (mut selector, problem) = LabelSelector::compile_lenient(
             term.label_selector.as_ref(),
             &format!("{field}.labelSelector"),
-        )?;
+        );
+        problems.extend(problem);
         let labels = owner.metadata.labels.clone().unwrap_or_default();
         // matchLabelKeys / mismatchLabelKeys: merged into the selector with the owner's values,
         // as the API server does on create; manifests that never met one read the same.
         if term.label_selector.is_some() {
-            for key in term.match_label_keys.iter().flatten() {
+            let keys = term
+                .match_label_keys
+                .iter()
+                .flatten()
+                .map(|k| (k, "In", "matchLabelKeys"));
+            let mismatch = term
+                .mismatch_label_keys
+                .iter()
+                .flatten()
+                .map(|k| (k, "NotIn", "mismatchLabelKeys"));
+            for (key, op, list) in keys.chain(mismatch) {
                 if let Some(v) = labels.get(key) {
-                    selector.push(Requirement::new(
+                    match Requirement::new(
                         key,
-                        "In",
+                        op,
                         std::slice::from_ref(v),
                         false,
-                        field,
-                    )?);
-                }
-            }
-            for key in term.mismatch_label_keys.iter().flatten() {
-                if let Some(v) = labels.get(key) {
-                    selector.push(Requirement::new(
-                        key,
-                        "NotIn",
-                        std::slice::from_ref(v),
-                        false,
-                        field,
-                    )?);
+                        &format!("{field}.{list}"),
+                    ) {
+                        Ok(r) => selector.push(r),
+                        Err(e) => problems.push(e),
+                    }
                 }
             }
         }
         let mut namespaces = term.namespaces.clone().unwrap_or_default();
-        let namespace_selector = LabelSelector::compile(
+        let (namespace_selector, problem) = LabelSelector::compile_lenient(
             term.namespace_selector.as_ref(),
             &format!("{field}.namespaceSelector"),
-        )?;
+        );
+        problems.extend(problem);
         if namespaces.is_empty() && term.namespace_selector.is_none() {
             namespaces.push(owner.metadata.namespace.clone().unwrap_or_default());
         }
         namespaces.sort();
         namespaces.dedup();
-        Ok(Self {
+        Self {
             namespaces,
             namespace_selector,
             selector,
             topology_key: term.topology_key.clone(),
-        })
+        }
     }
 
     /// Whether the pod (its namespace, the namespace's labels, its labels) is one the term
@@ -202,6 +209,66 @@ impl TopologySpreadConstraint {
     }
 }
 
+impl TopologySpreadConstraint {
+    /// Compiles a pod's constraint as upstream reads it: a `whenUnsatisfiable` that is
+    /// neither value makes the constraint count for neither filtering nor scoring (None),
+    /// a policy other than `Honor` ignores, and a selector that cannot be compiled selects
+    /// nothing, its error going to `problems`.
+    fn compile_lenient(
+        c: &api::TopologySpreadConstraint,
+        pod_labels: &Labels,
+        field: &str,
+        problems: &mut Vec<ModelError>,
+    ) -> Option<Self> {
+        let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+            "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+            other => {
+                tracing::debug!(field, value = other, "ignoring a spread constraint with an unknown whenUnsatisfiable");
+                return None;
+            }
+        };
+        let policy = |v: Option<&str>, default: InclusionPolicy| match v {
+            None | Some("") => default,
+            Some("Honor") => InclusionPolicy::Honor,
+            Some(_) => InclusionPolicy::Ignore,
+        };
+        let (mut selector, problem) = LabelSelector::compile_lenient(
+            c.label_selector.as_ref(),
+            &format!("{field}.labelSelector"),
+        );
+        problems.extend(problem);
+        if c.label_selector.is_some() {
+            for key in c.match_label_keys.iter().flatten() {
+                if let Some(v) = pod_labels.get(key) {
+                    match Requirement::new(
+                        key,
+                        "In",
+                        std::slice::from_ref(v),
+                        false,
+                        &format!("{field}.matchLabelKeys"),
+                    ) {
+                        Ok(r) => selector.push(r),
+                        Err(e) => problems.push(e),
+                    }
+                }
+            }
+        }
+        Some(Self {
+            max_skew: c.max_skew.max(1),
+            topology_key: c.topology_key.clone(),
+            when_unsatisfiable,
+            selector,
+            min_domains: c.min_domains,
+            node_affinity_policy: policy(
+                c.node_affinity_policy.as_deref(),
+                InclusionPolicy::Honor,
+            ),
+            node_taints_policy: policy(c.node_taints_policy.as_deref(), InclusionPolicy::Ignore),
+        })
+    }
+}
+
 /// A pod as the scheduler sees it. Built once per pod update; shared by `Arc`.
 #[derive(Debug, Clone)]
 pub struct PodInfo {
@@ -257,13 +324,20 @@ pub struct PodInfo {
     pub terminating: bool,
     /// Creation time in seconds since the epoch (0 when unknown).
     pub creation_seconds: i64,
+    /// Parts of the pod that could not be compiled, each naming its field. They never
+    /// keep the pod out of the scheduler's view (a bound pod's requests always count on
+    /// its node); a pending pod is refused, with an event naming the field, by the plugin
+    /// that needs the part.
+    pub problems: Vec<ModelError>,
 }
 
 /// The scheduler name pods get when they name none.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 impl PodInfo {
-    /// Builds the pod's scheduling view. Errors name the pod and the field.
+    /// Builds the pod's scheduling view. It fails only for a pod without a name; every
+    /// other part that cannot be compiled is compiled leniently, as upstream does, and
+    /// listed in [`PodInfo::problems`].
     pub fn new(pod: Arc<api::Pod>) -> Result<Self, ModelError> {
         let namespace = pod
             .metadata
@@ -279,6 +353,7 @@ impl PodInfo {
         if name.is_empty() {
             return Err(ModelError::invalid("metadata.name", "a pod needs a name"));
         }
+        let mut problems = Vec::new();
         let empty = api::PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&empty);
         let labels = pod.metadata.labels.clone().unwrap_or_default();
@@ -296,12 +371,17 @@ impl PodInfo {
                     .as_ref()
             })
             .map(|s| {
-                NodeSelector::compile(
+                let (selector, errors) = NodeSelector::compile_lenient(
                     s,
                     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-                )
-            })
-            .transpose()?;
+                );
+                // Upstream ignores these too: the term matches no node, and the pod is
+                // told its node affinity did not match.
+                for e in errors {
+                    tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "required node affinity term matches no node");
+                }
+                selector
+            });
         let mut preferred_node_affinity = Vec::new();
         for (i, p) in node_affinity
             .and_then(|na| {
@@ -315,15 +395,22 @@ impl PodInfo {
             let field = format!(
                 "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
             );
+            let (term, problem) =
+                NodeSelectorTerm::compile_lenient(&p.preference, &format!("{field}.preference"));
+            problems.extend(problem);
             preferred_node_affinity.push(WeightedNodeSelectorTerm {
                 weight: p.weight,
-                term: NodeSelectorTerm::compile(&p.preference, &format!("{field}.preference"))?,
+                term,
             });
         }
 
         let mut tolerations = Vec::new();
         for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-            tolerations.push(Toleration::compile(t, &format!("spec.tolerations[{i}]"))?);
+            // An operator or effect upstream does not know tolerates no taint there either.
+            match Toleration::compile(t, &format!("spec.tolerations[{i}]")) {
+                Ok(t) => tolerations.push(t),
+                Err(e) => tracing::debug!(error = %e, "toleration tolerates nothing"),
+            }
         }
 
         let mut host_ports = Vec::new();
@@ -352,30 +439,33 @@ impl PodInfo {
 
         let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
         let pod_anti_affinity = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
-        let required_terms = |terms: Option<&Vec<api::PodAffinityTerm>>, field: &str| {
+        let required_terms = |terms: Option<&Vec<api::PodAffinityTerm>>,
+                              field: &str,
+                              problems: &mut Vec<ModelError>| {
             terms
                 .into_iter()
                 .flatten()
                 .enumerate()
-                .map(|(i, t)| AffinityTerm::compile(&pod, t, &format!("{field}[{i}]")))
-                .collect::<Result<Vec<_>, _>>()
+                .map(|(i, t)| AffinityTerm::compile(&pod, t, &format!("{field}[{i}]"), problems))
+                .collect::<Vec<_>>()
         };
-        let preferred_terms = |terms: Option<&Vec<api::WeightedPodAffinityTerm>>, field: &str| {
+        let preferred_terms = |terms: Option<&Vec<api::WeightedPodAffinityTerm>>,
+                               field: &str,
+                               problems: &mut Vec<ModelError>| {
             terms
                 .into_iter()
                 .flatten()
                 .enumerate()
-                .map(|(i, t)| {
-                    Ok(WeightedAffinityTerm {
-                        weight: t.weight,
-                        term: AffinityTerm::compile(
-                            &pod,
-                            &t.pod_affinity_term,
-                            &format!("{field}[{i}].podAffinityTerm"),
-                        )?,
-                    })
+                .map(|(i, t)| WeightedAffinityTerm {
+                    weight: t.weight,
+                    term: AffinityTerm::compile(
+                        &pod,
+                        &t.pod_affinity_term,
+                        &format!("{field}[{i}].podAffinityTerm"),
+                        problems,
+                    ),
                 })
-                .collect::<Result<Vec<_>, ModelError>>()
+                .collect::<Vec<_>>()
         };
         let required_affinity_terms = required_terms(
             pod_affinity.and_then(|a| {
@@ -383,28 +473,32 @@ impl PodInfo {
                     .as_ref()
             }),
             "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-        )?;
+            &mut problems,
+        );
         let required_anti_affinity_terms = required_terms(
             pod_anti_affinity.and_then(|a| {
                 a.required_during_scheduling_ignored_during_execution
                     .as_ref()
             }),
             "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-        )?;
+            &mut problems,
+        );
         let preferred_affinity_terms = preferred_terms(
             pod_affinity.and_then(|a| {
                 a.preferred_during_scheduling_ignored_during_execution
                     .as_ref()
             }),
             "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-        )?;
+            &mut problems,
+        );
         let preferred_anti_affinity_terms = preferred_terms(
             pod_anti_affinity.and_then(|a| {
                 a.preferred_during_scheduling_ignored_during_execution
                     .as_ref()
             }),
             "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-        )?;
+            &mut problems,
+        );
 
         let mut topology_spread_constraints = Vec::new();
         for (i, c) in spec
@@ -413,11 +507,12 @@ impl PodInfo {
             .flatten()
             .enumerate()
         {
-            topology_spread_constraints.push(TopologySpreadConstraint::compile(
+            topology_spread_constraints.extend(TopologySpreadConstraint::compile_lenient(
                 c,
                 &labels,
                 &format!("spec.topologySpreadConstraints[{i}]"),
-            )?);
+                &mut problems,
+            ));
         }
 
         let pvc_names = spec
@@ -451,8 +546,9 @@ impl PodInfo {
                 .unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string()),
             priority: spec.priority.unwrap_or(0),
             preemption_never: spec.preemption_policy.as_deref() == Some("Never"),
-            requests: resource::pod_requests(spec, false)?,
-            non_zero_requests: resource::pod_requests(spec, true)?,
+            requests: resource::pod_requests(spec, false, &mut problems),
+            // The same amounts again: their problems are already listed.
+            non_zero_requests: resource::pod_requests(spec, true, &mut Vec::new()),
             required_node_affinity: RequiredNodeAffinity {
                 node_selector,
                 required,
@@ -480,6 +576,7 @@ impl PodInfo {
                 .as_ref()
                 .map(|t| t.0.as_second())
                 .unwrap_or(0),
+            problems,
             labels,
             namespace,
             name,
@@ -518,5 +615,109 @@ impl PodInfo {
     /// The labels map from the API object (for code that needs the BTreeMap type).
     pub fn label_map(&self) -> &BTreeMap<String, String> {
         &self.labels
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> PodInfo {
+        let pod: api::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "web"}},
+            "spec": spec,
+        }))
+        .expect("pod");
+        PodInfo::new(Arc::new(pod)).expect("a named pod always compiles")
+    }
+
+    fn container(cpu: &str) -> serde_json::Value {
+        json!({"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}})
+    }
+
+    #[test]
+    fn a_non_integer_gt_matches_no_node_without_a_problem() {
+        let p = pod(json!({
+            "containers": [container("100m")],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["x"]}]}]
+            }}},
+        }));
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        let labels: Labels = [("gen".to_string(), "9".to_string())].into();
+        assert!(!p.required_node_affinity.matches(&labels, "n1"));
+        assert_eq!(p.requests.milli_cpu, 100);
+    }
+
+    #[test]
+    fn a_bad_affinity_selector_selects_nothing_and_names_the_field() {
+        let p = pod(json!({
+            "containers": [container("250m")],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Near", "values": ["web"]}]},
+            }]}},
+        }));
+        assert_eq!(p.requests.milli_cpu, 250, "requests still count");
+        assert_eq!(p.required_anti_affinity_terms.len(), 1);
+        let labels: Labels = [("app".to_string(), "web".to_string())].into();
+        assert!(
+            !p.required_anti_affinity_terms[0].matches("ns", &Labels::new(), &labels),
+            "selects nothing"
+        );
+        assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
+        assert_eq!(
+            p.problems[0].field,
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0]"
+        );
+    }
+
+    #[test]
+    fn spread_constraints_read_as_upstream_reads_them() {
+        let p = pod(json!({
+            "containers": [container("1")],
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Sometimes",
+                 "labelSelector": {"matchLabels": {"app": "web"}}},
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "nodeTaintsPolicy": "Maybe",
+                 "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["x"]}]}},
+            ],
+        }));
+        // The unknown whenUnsatisfiable counts for nothing; the bad selector is a problem.
+        assert_eq!(p.topology_spread_constraints.len(), 1);
+        let c = &p.topology_spread_constraints[0];
+        assert_eq!(c.node_taints_policy, InclusionPolicy::Ignore);
+        assert!(c.selector.matches_nothing);
+        assert_eq!(p.problems.len(), 1);
+        assert_eq!(
+            p.problems[0].field,
+            "spec.topologySpreadConstraints[1].labelSelector.matchExpressions[0]"
+        );
+    }
+
+    #[test]
+    fn unreadable_amounts_and_tolerations_never_drop_the_pod() {
+        let p = pod(json!({
+            "nodeName": "n1",
+            "containers": [container("500m"), {"name": "d", "resources": {"requests": {"cpu": "a lot"}}}],
+            "tolerations": [{"key": "k", "operator": "Sometimes"}, {"key": "k2", "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 5, "preference": {"matchExpressions": [{"key": "gen", "operator": "Lt", "values": ["?"]}]}}
+            ]}},
+        }));
+        assert_eq!(p.node_name.as_deref(), Some("n1"));
+        assert_eq!(p.requests.milli_cpu, 500);
+        assert_eq!(p.requests.memory, 1 << 30);
+        assert_eq!(p.tolerations.len(), 1);
+        let fields: Vec<&str> = p.problems.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]",
+                "spec.containers[1].resources[cpu]",
+            ]
+        );
     }
 }

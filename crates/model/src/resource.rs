@@ -41,12 +41,29 @@ impl Resource {
         list: &BTreeMap<String, ApiQuantity>,
         field: &str,
     ) -> Result<Self, ModelError> {
+        let mut problems = Vec::new();
+        let r = Self::from_list_lenient(list, field, &mut problems);
+        match problems.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(r),
+        }
+    }
+
+    /// Like [`Resource::from_list`], but an amount that does not parse is left out (and
+    /// reported in `problems`) instead of failing the whole list.
+    pub fn from_list_lenient(
+        list: &BTreeMap<String, ApiQuantity>,
+        field: &str,
+        problems: &mut Vec<ModelError>,
+    ) -> Self {
         let mut r = Resource::default();
         for (name, q) in list {
-            let amount = parse_quantity(q, &format!("{field}[{name}]"))?;
-            r.set(name, &amount);
+            match parse_quantity(q, &format!("{field}[{name}]")) {
+                Ok(amount) => r.set(name, &amount),
+                Err(e) => problems.push(e),
+            }
         }
-        Ok(r)
+        r
     }
 
     fn set(&mut self, name: &str, q: &Quantity) {
@@ -234,7 +251,8 @@ fn container_requests(
     c: &api::Container,
     field: &str,
     non_missing: bool,
-) -> Result<Resource, ModelError> {
+    problems: &mut Vec<ModelError>,
+) -> Resource {
     let resources = c.resources.as_ref();
     let mut list: BTreeMap<String, ApiQuantity> =
         resources.and_then(|r| r.limits.clone()).unwrap_or_default();
@@ -243,7 +261,7 @@ fn container_requests(
             list.insert(k.clone(), v.clone());
         }
     }
-    let mut r = Resource::from_list(&list, &format!("{field}.resources"))?;
+    let mut r = Resource::from_list_lenient(&list, &format!("{field}.resources"), problems);
     if non_missing {
         if !list.contains_key(CPU) {
             r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
@@ -252,25 +270,37 @@ fn container_requests(
             r.memory = DEFAULT_MEMORY_REQUEST;
         }
     }
-    Ok(r)
+    r
 }
 
 /// A pod's effective requests: the largest of the regular containers (plus sidecars) and
 /// each init container step, plus overhead. With `non_missing`, containers without a CPU or
 /// memory request count the scoring defaults instead (upstream's non-zero requests).
-pub fn pod_requests(spec: &api::PodSpec, non_missing: bool) -> Result<Resource, ModelError> {
+/// An amount that does not parse is left out and reported in `problems` (the API server
+/// never stores one, so this only guards against what kubesched cannot read).
+pub fn pod_requests(
+    spec: &api::PodSpec,
+    non_missing: bool,
+    problems: &mut Vec<ModelError>,
+) -> Resource {
     let mut reqs = Resource::default();
     for (i, c) in spec.containers.iter().enumerate() {
         reqs.add(&container_requests(
             c,
             &format!("spec.containers[{i}]"),
             non_missing,
-        )?);
+            problems,
+        ));
     }
     let mut sidecars = Resource::default();
     let mut init_max = Resource::default();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let mut step = container_requests(c, &format!("spec.initContainers[{i}]"), non_missing)?;
+        let mut step = container_requests(
+            c,
+            &format!("spec.initContainers[{i}]"),
+            non_missing,
+            problems,
+        );
         if c.restart_policy.as_deref() == Some("Always") {
             // A sidecar keeps running: it adds to every later step and to the main phase.
             sidecars.add(&step);
@@ -287,15 +317,21 @@ pub fn pod_requests(spec: &api::PodSpec, non_missing: bool) -> Result<Resource, 
     if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
         for name in [CPU, MEMORY] {
             if let Some(q) = pod_level.get(name) {
-                let q = parse_quantity(q, &format!("spec.resources.requests[{name}]"))?;
-                reqs.set(name, &q);
+                match parse_quantity(q, &format!("spec.resources.requests[{name}]")) {
+                    Ok(q) => reqs.set(name, &q),
+                    Err(e) => problems.push(e),
+                }
             }
         }
     }
     if let Some(overhead) = &spec.overhead {
-        reqs.add(&Resource::from_list(overhead, "spec.overhead")?);
+        reqs.add(&Resource::from_list_lenient(
+            overhead,
+            "spec.overhead",
+            problems,
+        ));
     }
-    Ok(reqs)
+    reqs
 }
 
 #[cfg(test)]
@@ -338,7 +374,7 @@ mod tests {
             ],
             vec![container(Some("500m"), Some("100Mi"), false)],
         );
-        let r = pod_requests(&s, false).unwrap();
+        let r = requests_ok(&s, false);
         assert_eq!(r.milli_cpu, 500);
         assert_eq!(r.memory, 1 << 30);
     }
@@ -353,7 +389,7 @@ mod tests {
                 container(Some("300m"), None, false),
             ],
         );
-        assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 400);
+        assert_eq!(requests_ok(&s, false).milli_cpu, 400);
         let s = spec(
             vec![container(Some("500m"), None, false)],
             vec![
@@ -361,7 +397,7 @@ mod tests {
                 container(Some("300m"), None, false),
             ],
         );
-        assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 600);
+        assert_eq!(requests_ok(&s, false).milli_cpu, 600);
     }
 
     #[test]
@@ -373,7 +409,7 @@ mod tests {
             ],
             vec![],
         );
-        let r = pod_requests(&s, true).unwrap();
+        let r = requests_ok(&s, true);
         assert_eq!(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
         assert_eq!(r.memory, 2 * DEFAULT_MEMORY_REQUEST);
     }
@@ -393,13 +429,32 @@ mod tests {
             CPU.to_string(),
             ApiQuantity("250m".into()),
         )]));
-        assert_eq!(pod_requests(&s, false).unwrap().milli_cpu, 1250);
+        assert_eq!(requests_ok(&s, false).milli_cpu, 1250);
+    }
+
+    fn requests_ok(s: &api::PodSpec, non_missing: bool) -> Resource {
+        let mut problems = Vec::new();
+        let r = pod_requests(s, non_missing, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        r
     }
 
     #[test]
-    fn bad_quantity_names_the_field() {
-        let s = spec(vec![container(Some("lots"), None, false)], vec![]);
-        let err = pod_requests(&s, false).unwrap_err().to_string();
+    fn a_bad_quantity_is_left_out_and_names_the_field() {
+        let s = spec(
+            vec![
+                container(Some("lots"), Some("1Gi"), false),
+                container(Some("300m"), None, false),
+            ],
+            vec![],
+        );
+        let mut problems = Vec::new();
+        let r = pod_requests(&s, false, &mut problems);
+        // What could be read still counts.
+        assert_eq!(r.milli_cpu, 300);
+        assert_eq!(r.memory, 1 << 30);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let err = problems[0].to_string();
         assert!(err.contains("spec.containers[0].resources[cpu]"), "{err}");
     }
 

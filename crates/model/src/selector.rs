@@ -188,6 +188,19 @@ impl LabelSelector {
         Ok(out)
     }
 
+    /// Like [`LabelSelector::compile`], but a selector that cannot be compiled selects
+    /// nothing (as upstream's callers treat a selector that fails to parse); the error is
+    /// returned beside it for whoever must report it.
+    pub fn compile_lenient(
+        selector: Option<&meta::LabelSelector>,
+        field: &str,
+    ) -> (Self, Option<ModelError>) {
+        match Self::compile(selector, field) {
+            Ok(s) => (s, None),
+            Err(e) => (Self::nothing(), Some(e)),
+        }
+    }
+
     /// Whether the labels match.
     pub fn matches(&self, labels: &Labels) -> bool {
         !self.matches_nothing && self.requirements.iter().all(|r| r.matches(labels))
@@ -254,6 +267,22 @@ impl NodeSelectorTerm {
         })
     }
 
+    /// Like [`NodeSelectorTerm::compile`], but a term that cannot be compiled (a `Gt` with
+    /// a value that is not an integer, say) matches no node, as upstream's node selectors
+    /// treat a term with parse errors; the error is returned beside it.
+    pub fn compile_lenient(term: &api::NodeSelectorTerm, field: &str) -> (Self, Option<ModelError>) {
+        match Self::compile(term, field) {
+            Ok(t) => (t, None),
+            Err(e) => (
+                Self {
+                    match_expressions: Vec::new(),
+                    match_fields: Vec::new(),
+                },
+                Some(e),
+            ),
+        }
+    }
+
     /// Whether the node with these labels and this name matches the term.
     pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
         if self.match_expressions.is_empty() && self.match_fields.is_empty() {
@@ -293,6 +322,25 @@ impl NodeSelector {
             )?);
         }
         Ok(Self { terms })
+    }
+
+    /// Like [`NodeSelector::compile`], but each term that cannot be compiled matches no
+    /// node while the others still apply (upstream's lazy-error node selector); the errors
+    /// are returned beside it.
+    pub fn compile_lenient(selector: &api::NodeSelector, field: &str) -> (Self, Vec<ModelError>) {
+        let mut problems = Vec::new();
+        let terms = selector
+            .node_selector_terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let (term, problem) =
+                    NodeSelectorTerm::compile_lenient(t, &format!("{field}.nodeSelectorTerms[{i}]"));
+                problems.extend(problem);
+                term
+            })
+            .collect();
+        (Self { terms }, problems)
     }
 
     /// Whether any term matches.
@@ -402,6 +450,62 @@ mod tests {
     fn empty_node_selector_term_matches_nothing() {
         let term = NodeSelectorTerm::compile(&api::NodeSelectorTerm::default(), "t").unwrap();
         assert!(!term.matches(&labels(&[]), "n1"));
+    }
+
+    fn gt_requirement(value: &str) -> api::NodeSelectorRequirement {
+        api::NodeSelectorRequirement {
+            key: "gen".into(),
+            operator: "Gt".into(),
+            values: Some(vec![value.into()]),
+        }
+    }
+
+    #[test]
+    fn a_term_that_cannot_compile_matches_nothing_and_the_others_still_apply() {
+        let selector = api::NodeSelector {
+            node_selector_terms: vec![
+                api::NodeSelectorTerm {
+                    match_expressions: Some(vec![gt_requirement("four")]),
+                    ..Default::default()
+                },
+                api::NodeSelectorTerm {
+                    match_expressions: Some(vec![gt_requirement("4")]),
+                    ..Default::default()
+                },
+            ],
+        };
+        let (compiled, problems) = NodeSelector::compile_lenient(&selector, "spec.x");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            problems[0].field,
+            "spec.x.nodeSelectorTerms[0].matchExpressions[0]"
+        );
+        assert!(compiled.matches(&labels(&[("gen", "5")]), "n1"));
+        assert!(!compiled.matches(&labels(&[("gen", "3")]), "n1"));
+        // Alone, the bad term matches no node at all.
+        let (only_bad, _) = NodeSelectorTerm::compile_lenient(&selector.node_selector_terms[0], "t");
+        assert!(!only_bad.matches(&labels(&[("gen", "5")]), "n1"));
+        assert!(!only_bad.matches(&labels(&[]), "n1"));
+    }
+
+    #[test]
+    fn a_label_selector_that_cannot_compile_selects_nothing() {
+        let bad = meta::LabelSelector {
+            match_expressions: Some(vec![meta::LabelSelectorRequirement {
+                key: "app".into(),
+                operator: "In".into(),
+                values: Some(vec![]),
+            }]),
+            ..Default::default()
+        };
+        let (compiled, problem) = LabelSelector::compile_lenient(Some(&bad), "spec.sel");
+        assert!(!compiled.matches(&labels(&[("app", "x")])));
+        assert!(!compiled.matches(&labels(&[])));
+        let problem = problem.expect("a problem");
+        assert_eq!(problem.field, "spec.sel.matchExpressions[0]");
+        let (good, none) = LabelSelector::compile_lenient(None, "f");
+        assert!(none.is_none());
+        assert!(!good.matches(&labels(&[])));
     }
 
     #[test]

@@ -654,6 +654,13 @@ impl Scheduler {
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), CycleError> {
         let all = snapshot.list();
         let mut diagnosis = Diagnosis::default();
+        if let Some(status) = unreadable_parts_status(fw, pod) {
+            // Refused as the plugin that needs the part refuses it at PreFilter upstream.
+            diagnosis.pre_filter_msg = status.message();
+            diagnosis.add_plugin_status(&status);
+            diagnosis.node_to_status.absent = Some(status);
+            return Ok((Vec::new(), diagnosis));
+        }
         let pre = fw.run_pre_filter_plugins(state, pod, all);
         diagnosis.unschedulable_plugins = pre.unschedulable_plugins.clone();
         if !pre.status.is_success() {
@@ -1287,6 +1294,44 @@ fn explain_extender_scores(
             }
         }
     }
+/// The plugin that needs a pod field: the one upstream fails at when the field does not
+/// parse (InterPodAffinity's PreFilter says "parsing pod", PodTopologySpread's PreFilter
+/// and NodeAffinity's PreScore give errors); None for a field no plugin reads.
+pub fn plugin_reading_field(field: &str) -> Option<&'static str> {
+    const OWNERS: &[(&str, &str)] = &[
+        ("spec.affinity.podAffinity", "InterPodAffinity"),
+        ("spec.affinity.podAntiAffinity", "InterPodAffinity"),
+        ("spec.topologySpreadConstraints", "PodTopologySpread"),
+        ("spec.affinity.nodeAffinity", "NodeAffinity"),
+        ("spec.containers", "NodeResourcesFit"),
+        ("spec.initContainers", "NodeResourcesFit"),
+        ("spec.resources", "NodeResourcesFit"),
+        ("spec.overhead", "NodeResourcesFit"),
+    ];
+    OWNERS
+        .iter()
+        .find(|(prefix, _)| field.starts_with(prefix))
+        .map(|(_, plugin)| *plugin)
+}
+
+/// The rejection of a pod with parts kubesched could not compile that a plugin of this
+/// profile needs: UnschedulableAndUnresolvable (so only an update of the pod or the
+/// periodic flush brings it back), naming each field, from the first plugin concerned.
+fn unreadable_parts_status(fw: &Framework, pod: &PodInfo) -> Option<Status> {
+    let mut plugin = None;
+    let mut parts = Vec::new();
+    for problem in &pod.problems {
+        let Some(owner) = plugin_reading_field(&problem.field) else {
+            continue;
+        };
+        if fw.plugin(owner).is_none() {
+            continue;
+        }
+        plugin.get_or_insert(owner);
+        parts.push(format!("{}: {}", problem.field, problem.message));
+    }
+    let plugin = plugin?;
+    Some(Status::unresolvable(format!("parsing pod: {}", parts.join("; "))).with_plugin(plugin))
 }
 
 /// A rejection at Reserve, Permit or binding counts one node: the chosen one.

@@ -88,6 +88,7 @@ pub fn options_for(
     o.serving = Some(Serving {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         tls: Tls::Plain,
+        auth: None,
     });
     o.identity = Some(identity.to_string());
     o.shutdown_timeout = Duration::from_secs(5);
@@ -152,10 +153,20 @@ pub fn lease_holder(server: &TestApiServer) -> String {
 
 /// A plain HTTP GET to the scheduler's endpoints: (status code, body).
 pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_get_with(addr, path, None).await
+}
+
+/// Like [`http_get`], with a bearer token.
+pub async fn http_get_with(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connecting");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    );
     stream.write_all(req.as_bytes()).await.expect("writing");
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).await.expect("reading");

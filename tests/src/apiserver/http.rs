@@ -192,6 +192,7 @@ async fn serve(
                 f.method.eq_ignore_ascii_case(method.as_str())
                     && path.contains(&f.path_contains)
                     && f.remaining.is_none_or(|r| r > 0)
+                    && (f.probability >= 1.0 || super::random_f64() < f.probability)
             })
             .map(|f| {
                 if let Some(r) = f.remaining.as_mut() {
@@ -210,6 +211,7 @@ async fn serve(
             return error_response(&ApiError::new(code, reason, message));
         }
         Some(FaultAction::Hold(gate)) => gate.pass().await,
+        Some(FaultAction::Delay(d)) => tokio::time::sleep(d).await,
         None => {}
     }
     let Some(t) = target else {
@@ -228,6 +230,12 @@ async fn serve(
                 .map(|o| typed(t.def, o))
                 .ok_or_else(|| ApiError::not_found(t.def, name))
                 .map(|o| (200, o))
+        }
+        (Method::POST, None, None) if t.def.plural == "tokenreviews" => {
+            parse_body(body).map(|r| (201, token_review(state, r)))
+        }
+        (Method::POST, None, None) if t.def.plural == "subjectaccessreviews" => {
+            parse_body(body).map(|r| (201, access_review(state, r)))
         }
         (Method::POST, None, None) => parse_body(body)
             .and_then(|obj| state.lock().create(t.def, ns(&t), obj))
@@ -264,9 +272,13 @@ async fn serve(
             let rv = opts
                 .pointer("/preconditions/resourceVersion")
                 .and_then(Value::as_str);
+            let grace = opts
+                .get("gracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .or_else(|| param(q, "gracePeriodSeconds").and_then(|g| g.parse().ok()));
             state
                 .lock()
-                .delete(t.def, ns(&t), name, uid, rv)
+                .delete(t.def, ns(&t), name, uid, rv, grace)
                 .map(|o| (200, typed(t.def, &o)))
         }
         _ => Err(ApiError::new(
@@ -484,6 +496,64 @@ fn watch_response(state: &Shared, t: &Target, q: &[(String, String)]) -> Respons
         .into_response()
 }
 
+/// A TokenReview: the spec as sent, with the status filled in from the known tokens.
+fn token_review(state: &Shared, mut review: Value) -> Value {
+    let token = review
+        .pointer("/spec/token")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let st = state.lock();
+    review["status"] = match st.users.get(&token) {
+        Some((user, groups)) => json!({
+            "authenticated": true,
+            "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups},
+        }),
+        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+    };
+    review["kind"] = json!("TokenReview");
+    review["apiVersion"] = json!("authentication.k8s.io/v1");
+    review
+}
+
+/// A SubjectAccessReview of a non-resource request, decided by the grants.
+fn access_review(state: &Shared, mut review: Value) -> Value {
+    let text = |p: &str| {
+        review
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (user, verb, path) = (
+        text("/spec/user"),
+        text("/spec/nonResourceAttributes/verb"),
+        text("/spec/nonResourceAttributes/path"),
+    );
+    let groups: Vec<String> = review
+        .pointer("/spec/groups")
+        .and_then(Value::as_array)
+        .map(|gs| gs.iter().filter_map(|g| g.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let st = state.lock();
+    let allowed = st.grants.iter().any(|(subject, v, p)| {
+        (subject == &user || groups.contains(subject))
+            && (v == "*" || v == &verb)
+            && match p.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => p == &path,
+            }
+    });
+    review["status"] = if allowed {
+        json!({"allowed": true, "reason": "granted by the test API server"})
+    } else {
+        json!({"allowed": false})
+    };
+    review["kind"] = json!("SubjectAccessReview");
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review
+}
+
 /// `pods/{name}/binding`, as the pod registry's binding storage: the pod must exist,
 /// match the binding's UID, not be terminating and not be assigned yet.
 fn bind(state: &Shared, t: &Target, name: &str, binding: &Value) -> Result<Value, ApiError> {
@@ -504,7 +574,9 @@ fn bind(state: &Shared, t: &Target, name: &str, binding: &Value) -> Result<Value
         .and_then(Value::as_str)
         .map(str::to_string);
     let def = t.def;
-    state.lock().mutate(def, ns(t), name, |pod| {
+    // One lock for the binding and its record, so the usage is the one it caused.
+    let mut st = state.lock();
+    st.mutate(def, ns(t), name, |pod| {
         let pod_uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
         if let Some(u) = &uid && u != pod_uid {
             return Err(ApiError::conflict(def, name, &format!(
@@ -525,6 +597,8 @@ fn bind(state: &Shared, t: &Target, name: &str, binding: &Value) -> Result<Value
         super::patch::apply(&mut pod["status"], &json!({"conditions": [condition]}), true);
         Ok(())
     })?;
+    st.record_binding(def, ns(t), name);
+    drop(st);
     Ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     )

@@ -7,9 +7,18 @@
 //! resourceVersion) — plus fault injection: status codes for chosen requests, requests
 //! held until released, dropped watch streams, compaction, raw lines in watch streams.
 //!
-//! Shortcuts, all on the safe side for a client: pods are deleted at once (no grace
-//! period, no kubelet), validation is limited to what the tests need, and unsupported
-//! query features (label selectors, exact-version lists) are refused with 400.
+//! Pods are deleted as kube-apiserver deletes them: a pod on a node with a grace period
+//! (the request's, else its `terminationGracePeriodSeconds`, else 30 s) gets a
+//! `deletionTimestamp` and stays until the period ends (the server plays the kubelet) or a
+//! delete with `gracePeriodSeconds=0` forces it out; an unassigned pod goes at once. The
+//! server records every accepted binding with its node's usage at that moment, counts
+//! its TCP connections, can be restarted on the same port with its state kept (watches
+//! then get 410 Gone, as after a watch cache restart), and injects faults at random:
+//! status codes and slow answers.
+//!
+//! Shortcuts, all on the safe side for a client: validation is limited to what the tests
+//! need, and unsupported query features (label selectors, exact-version lists) are
+//! refused with 400.
 
 pub mod fixtures;
 mod http;
@@ -26,7 +35,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 
 use selector::FieldSelector;
 
@@ -123,6 +132,20 @@ pub const RESOURCES: &[ResourceDef] = &[
     ),
     res!("events.k8s.io", "v1", "events", "Event", true),
     res!("coordination.k8s.io", "v1", "leases", "Lease", true),
+    res!(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        false
+    ),
+    res!(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false
+    ),
 ];
 
 /// The definition of a plural resource name.
@@ -210,6 +233,8 @@ pub enum FaultAction {
     Status(u16, String),
     /// Wait at the gate, then serve normally.
     Hold(Gate),
+    /// Wait this long, then serve normally.
+    Delay(Duration),
 }
 
 #[derive(Debug, Clone)]
@@ -217,7 +242,55 @@ struct Fault {
     method: String,
     path_contains: String,
     remaining: Option<usize>,
+    /// The share of matching requests it applies to (1.0: all).
+    probability: f64,
     action: FaultAction,
+}
+
+/// A binding the server accepted, with its node's usage right after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingRecord {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// The pod's UID.
+    pub uid: String,
+    /// The node.
+    pub node: String,
+    /// The resourceVersion of the binding.
+    pub resource_version: u64,
+    /// Requested CPU (millicores) of the node's pods that still hold resources: bound,
+    /// not finished (terminating ones included).
+    pub cpu_used: i64,
+    /// Their requested memory (bytes).
+    pub memory_used: i64,
+    /// Their number.
+    pub pods_used: i64,
+    /// The node's allocatable CPU (millicores).
+    pub cpu_allocatable: i64,
+    /// The node's allocatable memory (bytes).
+    pub memory_allocatable: i64,
+    /// The node's allocatable pod count.
+    pub pods_allocatable: i64,
+}
+
+impl BindingRecord {
+    /// Whether the node was over any allocatable amount after this binding.
+    pub fn overcommitted(&self) -> bool {
+        self.cpu_used > self.cpu_allocatable
+            || self.memory_used > self.memory_allocatable
+            || self.pods_used > self.pods_allocatable
+    }
+}
+
+/// The server's TCP connections.
+#[derive(Debug, Default)]
+pub struct ConnectionStats {
+    /// Open now.
+    pub open: AtomicUsize,
+    /// Accepted since the start.
+    pub accepted: AtomicUsize,
+    /// Most open at once (reset with [`TestApiServer::reset_peak_connections`]).
+    pub peak: AtomicUsize,
 }
 
 /// An error answered as a `Status` object.
@@ -306,6 +379,14 @@ pub(crate) struct State {
     snapshots: HashMap<u64, (u64, Vec<Value>)>,
     bookmark_interval: Duration,
     token: String,
+    /// Tokens TokenReview accepts: token → (user, groups).
+    users: HashMap<String, (String, Vec<String>)>,
+    /// Non-resource grants SubjectAccessReview honours: (user or group, verb, path).
+    grants: Vec<(String, String, String)>,
+    /// Every binding accepted, in order.
+    bindings: Vec<BindingRecord>,
+    /// When each terminating pod's grace period ends.
+    terminating: HashMap<Key, std::time::Instant>,
 }
 
 fn now_text() -> String {
@@ -349,6 +430,10 @@ impl State {
             snapshots: HashMap::new(),
             bookmark_interval: Duration::from_secs(1),
             token,
+            users: HashMap::new(),
+            grants: Vec::new(),
+            bindings: Vec::new(),
+            terminating: HashMap::new(),
         }
     }
 
@@ -564,6 +649,9 @@ impl State {
         self.commit(def, key, old, new)
     }
 
+    /// Deletes an object. A pod on a node that has not finished is deleted gracefully
+    /// (`grace`: the request's `gracePeriodSeconds`; None: the pod's own period or 30 s):
+    /// it gets a `deletionTimestamp` and stays until the period ends; 0 removes it at once.
     pub(crate) fn delete(
         &mut self,
         def: &'static ResourceDef,
@@ -571,36 +659,33 @@ impl State {
         name: &str,
         uid: Option<&str>,
         rv: Option<&str>,
+        grace: Option<i64>,
     ) -> Result<Value, ApiError> {
         let key = Self::key(def, ns, name);
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(ApiError::not_found(def, name));
         };
-        if let Some(uid) = uid
-            && uid != meta_str(&old, "uid")
-        {
-            return Err(ApiError::conflict(
-                def,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old, "uid")
-                ),
-            ));
+        if def.plural == "pods" {
+            let assigned = old
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            let phase = old.pointer("/status/phase").and_then(Value::as_str);
+            let finished = matches!(phase, Some("Succeeded") | Some("Failed"));
+            let grace = grace
+                .or_else(|| {
+                    old.pointer("/spec/terminationGracePeriodSeconds")
+                        .and_then(Value::as_i64)
+                })
+                .unwrap_or(30)
+                .max(0);
+            if assigned && !finished && grace > 0 {
+                return self.delete_gracefully(def, key, old, uid, rv, grace);
+            }
         }
-        if let Some(rv) = rv
-            && rv != meta_str(&old, "resourceVersion")
-        {
-            return Err(ApiError::conflict(
-                def,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta_str(&old, "resourceVersion")
-                ),
-            ));
-        }
+        self.check_preconditions(def, name, &old, uid, rv)?;
         self.objects.remove(&key);
+        self.terminating.remove(&key);
         let rv = self.next_rv();
         let mut last = old.clone();
         if let Some(m) = last.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -609,6 +694,149 @@ impl State {
         // Watchers see the final state with the deletion's version.
         self.record(def, &key.1, rv, Some(last.clone()), None);
         Ok(last)
+    }
+
+    fn check_preconditions(
+        &self,
+        def: &'static ResourceDef,
+        name: &str,
+        old: &Value,
+        uid: Option<&str>,
+        rv: Option<&str>,
+    ) -> Result<(), ApiError> {
+        if let Some(uid) = uid
+            && uid != meta_str(old, "uid")
+        {
+            return Err(ApiError::conflict(
+                def,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(old, "uid")
+                ),
+            ));
+        }
+        if let Some(rv) = rv
+            && rv != meta_str(old, "resourceVersion")
+        {
+            return Err(ApiError::conflict(
+                def,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta_str(old, "resourceVersion")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Marks a pod as terminating (or shortens its grace period), as the pod registry's
+    /// graceful deletion does; it leaves when the period ends or on a forced delete.
+    fn delete_gracefully(
+        &mut self,
+        def: &'static ResourceDef,
+        key: Key,
+        old: Value,
+        uid: Option<&str>,
+        rv: Option<&str>,
+        grace: i64,
+    ) -> Result<Value, ApiError> {
+        self.check_preconditions(def, &key.2, &old, uid, rv)?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(grace as u64);
+        if let Some(current) = self.terminating.get(&key)
+            && *current <= deadline
+        {
+            // Already terminating with a shorter period: nothing changes.
+            return Ok(old);
+        }
+        self.terminating.insert(key.clone(), deadline);
+        let at = k8s_openapi::jiff::Timestamp::now()
+            + k8s_openapi::jiff::SignedDuration::from_secs(grace);
+        let mut new = old.clone();
+        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.insert("deletionTimestamp".into(), Value::String(at.to_string()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+        self.commit(def, key, old, new)
+    }
+
+    /// Removes the terminating pods whose grace period is over (the kubelet's part).
+    fn finish_terminating(&mut self) {
+        let now = std::time::Instant::now();
+        let mut due: Vec<Key> = self
+            .terminating
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        due.sort();
+        for key in due {
+            self.terminating.remove(&key);
+            let def = resource(key.0);
+            let _ = self.delete(def, &key.1, &key.2, None, None, Some(0));
+        }
+    }
+
+    /// The usage of a node by the pods bound to it that have not finished.
+    fn node_usage(&self, node: &str) -> (i64, i64, i64) {
+        let (mut cpu, mut memory, mut pods) = (0, 0, 0);
+        for (_, p) in self
+            .objects
+            .range(("pods", String::new(), String::new())..)
+            .take_while(|(k, _)| k.0 == "pods")
+        {
+            if p.pointer("/spec/nodeName").and_then(Value::as_str) != Some(node) {
+                continue;
+            }
+            if matches!(
+                p.pointer("/status/phase").and_then(Value::as_str),
+                Some("Succeeded") | Some("Failed")
+            ) {
+                continue;
+            }
+            let (c, m) = pod_requests(p);
+            cpu += c;
+            memory += m;
+            pods += 1;
+        }
+        (cpu, memory, pods)
+    }
+
+    fn record_binding(&mut self, def: &'static ResourceDef, ns: &str, name: &str) {
+        let Some(pod) = self.get(def, ns, name).cloned() else {
+            return;
+        };
+        let node = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let (cpu_used, memory_used, pods_used) = self.node_usage(&node);
+        let allocatable = self
+            .get(resource("nodes"), "", &node)
+            .and_then(|n| n.pointer("/status/allocatable").cloned())
+            .unwrap_or(Value::Null);
+        let amount = |k: &str, milli: bool| {
+            allocatable
+                .get(k)
+                .and_then(Value::as_str)
+                .and_then(|q| kubesched_model::Quantity::parse(q).ok())
+                .map(|q| if milli { q.milli_value() } else { q.value() })
+                .unwrap_or(0)
+        };
+        self.bindings.push(BindingRecord {
+            pod: format!("{ns}/{name}"),
+            uid: meta_str(&pod, "uid"),
+            node,
+            resource_version: self.rv,
+            cpu_used,
+            memory_used,
+            pods_used,
+            cpu_allocatable: amount("cpu", true),
+            memory_allocatable: amount("memory", false),
+            pods_allocatable: amount("pods", false),
+        });
     }
 
     fn list(&self, def: &'static ResourceDef, ns: Option<&str>, sel: &FieldSelector) -> Vec<Value> {
@@ -623,6 +851,26 @@ impl State {
     }
 }
 
+/// A pod's effective CPU (millicores) and memory requests, by the model's rules.
+fn pod_requests(pod: &Value) -> (i64, i64) {
+    let Ok(p) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()) else {
+        return (0, 0);
+    };
+    match kubesched_model::PodInfo::new(Arc::new(p)) {
+        Ok(info) => (info.requests.milli_cpu, info.requests.memory),
+        Err(_) => (0, 0),
+    }
+}
+
+/// A pseudo-random number in [0, 1) for faults injected at random.
+pub(crate) fn random_f64() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
 fn fastrand_u32() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -634,8 +882,24 @@ fn fastrand_u32() -> u32 {
 pub struct TestApiServer {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    shutdown: Option<oneshot::Sender<()>>,
+    listening: Mutex<Option<Listening>>,
+    connections: Arc<ConnectionStats>,
+    kubelet: tokio::task::JoinHandle<()>,
     dir: PathBuf,
+}
+
+/// The accept loop and the connections it serves.
+struct Listening {
+    accept: tokio::task::JoinHandle<()>,
+    served: Arc<Mutex<tokio::task::JoinSet<()>>>,
+}
+
+impl Listening {
+    /// Stops accepting and drops every connection at once (as a crash does).
+    fn kill(self) {
+        self.accept.abort();
+        self.served.lock().abort_all();
+    }
 }
 
 impl std::fmt::Debug for TestApiServer {
@@ -648,12 +912,63 @@ impl std::fmt::Debug for TestApiServer {
 
 impl Drop for TestApiServer {
     fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+        if let Some(l) = self.listening.lock().take() {
+            l.kill();
         }
+        self.kubelet.abort();
         self.state.lock().watchers.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// One open connection, counted while it lives.
+struct OpenConnection(Arc<ConnectionStats>);
+
+impl OpenConnection {
+    fn new(stats: &Arc<ConnectionStats>) -> Self {
+        stats.accepted.fetch_add(1, Ordering::SeqCst);
+        let open = stats.open.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.peak.fetch_max(open, Ordering::SeqCst);
+        Self(stats.clone())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn serve_on(
+    listener: tokio::net::TcpListener,
+    state: Arc<Mutex<State>>,
+    stats: Arc<ConnectionStats>,
+) -> Listening {
+    let served = Arc::new(Mutex::new(tokio::task::JoinSet::new()));
+    let router = http::router(state);
+    let set = served.clone();
+    let accept = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let counted = OpenConnection::new(&stats);
+            let service = hyper_util::service::TowerToHyperService::new(router.clone());
+            let mut set = set.lock();
+            // Finished connections are reaped here, so the set stays small.
+            while set.try_join_next().is_some() {}
+            set.spawn(async move {
+                let _counted = counted;
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(io, service)
+                .await;
+            });
+        }
+    });
+    Listening { accept, served }
 }
 
 impl TestApiServer {
@@ -665,15 +980,17 @@ impl TestApiServer {
         let addr = listener.local_addr().expect("local address");
         let token = format!("token-{}", addr.port());
         let state = Arc::new(Mutex::new(State::new(token)));
-        let router = http::router(state.clone());
-        let (tx, rx) = oneshot::channel();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
+        let connections = Arc::new(ConnectionStats::default());
+        let listening = serve_on(listener, state.clone(), connections.clone());
+        let kubelet = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    state.lock().finish_terminating();
+                }
+            })
+        };
         let dir = std::env::temp_dir().join(format!(
             "kubesched-apiserver-{}-{}",
             std::process::id(),
@@ -683,9 +1000,59 @@ impl TestApiServer {
         Self {
             addr,
             state,
-            shutdown: Some(tx),
+            listening: Mutex::new(Some(listening)),
+            connections,
+            kubelet,
             dir,
         }
+    }
+
+    /// Stops at once (every connection dropped, as a crash does), stays away for
+    /// `down_for` (connections are refused), then serves again on the same port with the
+    /// same objects. The change history is forgotten, so watches resumed from an older
+    /// version get 410 Gone and list again, as after kube-apiserver's watch cache restarts.
+    pub async fn restart(&self, down_for: Duration) {
+        if let Some(l) = self.listening.lock().take() {
+            l.kill();
+        }
+        self.state.lock().watchers.clear();
+        self.compact();
+        tokio::time::sleep(down_for).await;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        *self.listening.lock() = Some(serve_on(
+            listener,
+            self.state.clone(),
+            self.connections.clone(),
+        ));
+    }
+
+    /// The server's TCP connection counts.
+    pub fn connections(&self) -> &ConnectionStats {
+        &self.connections
+    }
+
+    /// Starts measuring the peak of open connections afresh.
+    pub fn reset_peak_connections(&self) {
+        let open = self.connections.open.load(Ordering::SeqCst);
+        self.connections.peak.store(open, Ordering::SeqCst);
+    }
+
+    /// Every binding accepted so far, in order.
+    pub fn bindings(&self) -> Vec<BindingRecord> {
+        self.state.lock().bindings.clone()
+    }
+
+    /// Deletes a pod as `kubectl delete --grace-period` does (see [`State::delete`]).
+    pub fn delete_with_grace(&self, ns: &str, name: &str, grace: i64) -> Option<Value> {
+        self.state
+            .lock()
+            .delete(resource("pods"), ns, name, None, None, Some(grace))
+            .ok()
     }
 
     /// The server's address.
@@ -752,11 +1119,11 @@ impl TestApiServer {
             .ok()
     }
 
-    /// Deletes an object; None when it does not exist.
+    /// Deletes an object at once (a forced delete); None when it does not exist.
     pub fn delete(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
         self.state
             .lock()
-            .delete(resource(plural), ns, name, None, None)
+            .delete(resource(plural), ns, name, None, None, Some(0))
             .ok()
     }
 
@@ -829,7 +1196,32 @@ impl TestApiServer {
             method: method.to_string(),
             path_contains: path_contains.to_string(),
             remaining: Some(count),
+            probability: 1.0,
             action: FaultAction::Status(code, format!("injected failure ({code})")),
+        });
+    }
+
+    /// Answers this share (0..=1) of the requests with this method whose path contains
+    /// `path_contains` with `code`, until the faults are cleared.
+    pub fn fail_at_random(&self, method: &str, path_contains: &str, probability: f64, code: u16) {
+        self.state.lock().faults.push(Fault {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            remaining: None,
+            probability,
+            action: FaultAction::Status(code, format!("injected failure ({code})")),
+        });
+    }
+
+    /// Delays this share (0..=1) of the matching requests by `delay`, until the faults
+    /// are cleared.
+    pub fn delay_at_random(&self, method: &str, path_contains: &str, probability: f64, delay: Duration) {
+        self.state.lock().faults.push(Fault {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            remaining: None,
+            probability,
+            action: FaultAction::Delay(delay),
         });
     }
 
@@ -841,6 +1233,7 @@ impl TestApiServer {
             method: method.to_string(),
             path_contains: path_contains.to_string(),
             remaining: None,
+            probability: 1.0,
             action: FaultAction::Hold(gate.clone()),
         });
         gate
@@ -854,6 +1247,24 @@ impl TestApiServer {
     /// Every request so far, oldest first.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.state.lock().requests.clone()
+    }
+
+    /// Makes TokenReview accept `token` as `user` in `groups` (the server's own token,
+    /// the one of [`TestApiServer::write_kubeconfig`], is accepted for API calls only).
+    pub fn add_user_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.state.lock().users.insert(
+            token.to_string(),
+            (user.to_string(), groups.iter().map(|g| g.to_string()).collect()),
+        );
+    }
+
+    /// Lets a user or a group `verb` a non-resource `path` (a trailing `*` is a prefix),
+    /// as a ClusterRole with `nonResourceURLs` would.
+    pub fn grant_non_resource(&self, subject: &str, verb: &str, path: &str) {
+        self.state
+            .lock()
+            .grants
+            .push((subject.to_string(), verb.to_string(), path.to_string()));
     }
 
     /// Sets how often open watches that asked for bookmarks get one.

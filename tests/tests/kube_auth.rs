@@ -1,0 +1,93 @@
+//! The secure port's delegated authentication and authorization, against the test API
+//! server's TokenReview and SubjectAccessReview: anonymous requests to /metrics and
+//! /configz are refused (403, or 401 with anonymous access off), an authorised scraper
+//! gets its metrics, the health paths stay open, and answers are cached.
+
+use std::time::Duration;
+
+use kubesched_cluster::{DelegatedAuth, Runner};
+use kubesched_tests::apiserver::TestApiServer;
+use kubesched_tests::apiserver::fixtures::{
+    assert_rbac_covers, bounded, http_get, http_get_with, options, requests_to,
+};
+
+fn secured(server: &TestApiServer, anonymous: bool) -> kubesched_cluster::RunOptions {
+    let mut o = options(server, false, "solo");
+    let kubeconfig = server.write_kubeconfig();
+    if let Some(serving) = o.serving.as_mut() {
+        serving.auth = Some(DelegatedAuth {
+            authentication_kubeconfig: Some(kubeconfig.clone()),
+            authorization_kubeconfig: Some(kubeconfig),
+            anonymous,
+            ..DelegatedAuth::default()
+        });
+    }
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_configz_need_an_authorised_user() {
+    bounded(60, "secured endpoints", async {
+        let server = TestApiServer::start().await;
+        server.add_user_token("scraper-token", "prometheus", &["monitoring"]);
+        server.add_user_token("nobody-token", "nobody", &[]);
+        server.grant_non_resource("monitoring", "get", "/metrics");
+        let runner = Runner::start(secured(&server, true)).await.expect("start");
+        let addr = runner.http_addr().expect("served");
+
+        // Anonymous: the health paths only.
+        for path in ["/healthz", "/livez"] {
+            assert_eq!(http_get(addr, path).await.0, 200, "{path}");
+        }
+        for path in ["/metrics", "/configz"] {
+            let (code, body) = http_get(addr, path).await;
+            assert_eq!(code, 403, "{path}: {body}");
+            assert!(
+                body.contains(&format!(
+                    r#"forbidden: User \"system:anonymous\" cannot get path \"{path}\""#
+                )),
+                "{body}"
+            );
+        }
+        // The scraper gets /metrics, and only /metrics.
+        let (code, body) = http_get_with(addr, "/metrics", Some("scraper-token")).await;
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("# TYPE scheduler_"), "{body}");
+        assert_eq!(http_get_with(addr, "/configz", Some("scraper-token")).await.0, 403);
+        // Someone the API server knows but did not grant anything.
+        assert_eq!(http_get_with(addr, "/metrics", Some("nobody-token")).await.0, 403);
+        // A token the API server refuses: 401, even on a health path (as upstream).
+        assert_eq!(http_get_with(addr, "/metrics", Some("forged")).await.0, 401);
+        assert_eq!(http_get_with(addr, "/healthz", Some("forged")).await.0, 401);
+
+        // Answers are cached: more scrapes within the TTL send no new review.
+        let reviews = |s: &TestApiServer| {
+            (
+                requests_to(s, "POST", "/tokenreviews").len(),
+                requests_to(s, "POST", "/subjectaccessreviews").len(),
+            )
+        };
+        let before = reviews(&server);
+        for _ in 0..3 {
+            assert_eq!(http_get_with(addr, "/metrics", Some("scraper-token")).await.0, 200);
+            assert_eq!(http_get(addr, "/metrics").await.0, 403);
+        }
+        assert_eq!(reviews(&server), before, "served from the caches");
+        assert_rbac_covers(&server);
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+
+        // Anonymous access off: no credentials is 401.
+        let runner = Runner::start(secured(&server, false)).await.expect("start");
+        let addr = runner.http_addr().expect("served");
+        assert_eq!(http_get(addr, "/metrics").await.0, 401);
+        assert_eq!(http_get(addr, "/healthz").await.0, 401);
+        assert_eq!(http_get_with(addr, "/metrics", Some("scraper-token")).await.0, 200);
+        runner.stop();
+        tokio::time::timeout(Duration::from_secs(10), runner.wait())
+            .await
+            .expect("stops")
+            .expect("clean stop");
+    })
+    .await;
+}
