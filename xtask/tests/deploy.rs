@@ -116,6 +116,7 @@ fn every_file_is_valid_yaml_with_the_expected_objects() {
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ClusterRoleBinding",
             "Role",
             "RoleBinding",
             "ConfigMap",
@@ -375,6 +376,21 @@ fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
 }
 
 #[test]
+fn the_service_account_is_an_auth_delegator() {
+    for opts in [DeployOptions::default(), custom_options()] {
+        let docs = manifests(&rendered(&opts));
+        let bound: Vec<&str> = docs
+            .iter()
+            .filter(|d| kind(d) == "ClusterRoleBinding")
+            .filter_map(|d| d.at(&["roleRef", "name"]).and_then(Yaml::as_str))
+            .collect();
+        for role in xtask::rbac::BOUND_CLUSTER_ROLES {
+            assert!(bound.contains(role), "{role} not bound: {bound:?}");
+        }
+    }
+}
+
+#[test]
 fn leases_are_granted_where_the_lease_lives() {
     let extra = yaml::parse(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceNamespace: leases-here\n",
@@ -480,6 +496,18 @@ fn the_rbac_table_covers_what_the_kube_backend_uses() {
             "",
             "persistentvolumeclaims",
             &["update"],
+        ),
+        (
+            "api::authentication::v1::",
+            "authentication.k8s.io",
+            "tokenreviews",
+            &["create"],
+        ),
+        (
+            "api::authorization::v1::",
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            &["create"],
         ),
     ];
     for (needle, group, resource, verbs) in writes {
