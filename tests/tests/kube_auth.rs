@@ -53,9 +53,19 @@ async fn metrics_and_configz_need_an_authorised_user() {
         let (code, body) = http_get_with(addr, "/metrics", Some("scraper-token")).await;
         assert_eq!(code, 200, "{body}");
         assert!(body.contains("# TYPE scheduler_"), "{body}");
-        assert_eq!(http_get_with(addr, "/configz", Some("scraper-token")).await.0, 403);
+        assert_eq!(
+            http_get_with(addr, "/configz", Some("scraper-token"))
+                .await
+                .0,
+            403
+        );
         // Someone the API server knows but did not grant anything.
-        assert_eq!(http_get_with(addr, "/metrics", Some("nobody-token")).await.0, 403);
+        assert_eq!(
+            http_get_with(addr, "/metrics", Some("nobody-token"))
+                .await
+                .0,
+            403
+        );
         // A token the API server refuses: 401, even on a health path (as upstream).
         assert_eq!(http_get_with(addr, "/metrics", Some("forged")).await.0, 401);
         assert_eq!(http_get_with(addr, "/healthz", Some("forged")).await.0, 401);
@@ -69,7 +79,12 @@ async fn metrics_and_configz_need_an_authorised_user() {
         };
         let before = reviews(&server);
         for _ in 0..3 {
-            assert_eq!(http_get_with(addr, "/metrics", Some("scraper-token")).await.0, 200);
+            assert_eq!(
+                http_get_with(addr, "/metrics", Some("scraper-token"))
+                    .await
+                    .0,
+                200
+            );
             assert_eq!(http_get(addr, "/metrics").await.0, 403);
         }
         assert_eq!(reviews(&server), before, "served from the caches");
@@ -82,7 +97,12 @@ async fn metrics_and_configz_need_an_authorised_user() {
         let addr = runner.http_addr().expect("served");
         assert_eq!(http_get(addr, "/metrics").await.0, 401);
         assert_eq!(http_get(addr, "/healthz").await.0, 401);
-        assert_eq!(http_get_with(addr, "/metrics", Some("scraper-token")).await.0, 200);
+        assert_eq!(
+            http_get_with(addr, "/metrics", Some("scraper-token"))
+                .await
+                .0,
+            200
+        );
         runner.stop();
         tokio::time::timeout(Duration::from_secs(10), runner.wait())
             .await

@@ -103,11 +103,21 @@ async fn malformed_objects_are_logged_and_skipped() {
         // A quantity kubesched cannot read: the pod is refused with the field named.
         assert!(
             server
-                .wait_until(Duration::from_secs(10), |s| !events_of(s, "FailedScheduling", "bad-quantity").is_empty())
+                .wait_until(Duration::from_secs(10), |s| !events_of(
+                    s,
+                    "FailedScheduling",
+                    "bad-quantity"
+                )
+                .is_empty())
                 .await
         );
         let note = events_of(&server, "FailedScheduling", "bad-quantity")[0]["note"].clone();
-        assert!(note.as_str().unwrap_or("").contains("spec.containers[0].resources[cpu]"), "{note}");
+        assert!(
+            note.as_str()
+                .unwrap_or("")
+                .contains("spec.containers[0].resources[cpu]"),
+            "{note}"
+        );
         assert!(
             log_line_with(&text, &["watch error"]).is_some(),
             "no log for the broken line:\n{text}"

@@ -223,7 +223,11 @@ async fn preemption_evicts_through_the_api() {
                 .await,
             "the victim is terminating"
         );
-        assert_eq!(node_of(&server, "high"), None, "not bound while the victim terminates");
+        assert_eq!(
+            node_of(&server, "high"),
+            None,
+            "not bound while the victim terminates"
+        );
         assert!(
             server
                 .wait_until(Duration::from_secs(30), |s| node_of(s, "high").as_deref()

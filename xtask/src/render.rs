@@ -413,7 +413,10 @@ fn rbac_documents(opts: &DeployOptions, lease_namespace: &str) -> Vec<Yaml> {
         docs.push(Yaml::map([
             ("apiVersion", Yaml::from("rbac.authorization.k8s.io/v1")),
             ("kind", Yaml::from("ClusterRoleBinding")),
-            ("metadata", metadata(opts, &format!("{name}-{suffix}"), None)),
+            (
+                "metadata",
+                metadata(opts, &format!("{name}-{suffix}"), None),
+            ),
             ("roleRef", role_ref("ClusterRole", role)),
             ("subjects", subjects(opts)),
         ]));

@@ -211,11 +211,8 @@ impl Gatekeeper {
             "authentication",
         )
         .await;
-        let authz = review_client(
-            options.authorization_kubeconfig.as_deref(),
-            "authorization",
-        )
-        .await;
+        let authz =
+            review_client(options.authorization_kubeconfig.as_deref(), "authorization").await;
         Ok(Self::with_clients(options, authn, authz))
     }
 
@@ -300,15 +297,13 @@ impl Gatekeeper {
         if let Some(user) = client_cert.and_then(user_of_certificate) {
             return Ok(user.with_authenticated_group());
         }
-        let token = authorization
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, rest) = v.trim().split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then(|| rest.trim())
-                    .filter(|t| !t.is_empty())
-            });
+        let token = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| rest.trim())
+                .filter(|t| !t.is_empty())
+        });
         match token {
             Some(t) => self.review_token(t).await,
             None if self.options.anonymous => Ok(UserInfo::anonymous()),
@@ -427,7 +422,11 @@ fn status_response(code: StatusCode, reason: &str, message: &str) -> Response {
 }
 
 /// The axum middleware: authenticates, authorises, then lets the request through.
-pub async fn guard(State(gate): State<Arc<Gatekeeper>>, req: Request<Body>, next: Next) -> Response {
+pub async fn guard(
+    State(gate): State<Arc<Gatekeeper>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
     let cert = req
         .extensions()
         .get::<Arc<axum_server::tls::TlsInfo>>()

@@ -177,10 +177,8 @@ pub struct InFlight<S> {
 }
 
 fn is_watch(uri: &http::Uri) -> bool {
-    uri.query().is_some_and(|q| {
-        q.split('&')
-            .any(|kv| kv == "watch=true" || kv == "watch=1")
-    })
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InFlight<S>
@@ -312,9 +310,9 @@ mod tests {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     n.fetch_sub(1, Ordering::SeqCst);
                 }
-                Ok::<_, std::convert::Infallible>(http::Response::new(
-                    http_body_util::Empty::<bytes::Bytes>::new(),
-                ))
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<
+                    bytes::Bytes,
+                >::new()))
             }
         });
         let mut limited = InFlightLayer::new(3).layer(svc);
@@ -322,7 +320,12 @@ mod tests {
         // Watches take no slot: three open watch bodies block nothing.
         let mut watches = Vec::new();
         for _ in 0..3 {
-            watches.push(limited.call(get("/api/v1/pods?watch=true")).await.expect("watch"));
+            watches.push(
+                limited
+                    .call(get("/api/v1/pods?watch=true"))
+                    .await
+                    .expect("watch"),
+            );
         }
         // Each response is dropped as soon as it comes, giving its slot back.
         let calls: Vec<_> = (0..20)
@@ -341,7 +344,9 @@ mod tests {
         }
         let blocked = limited.call(get("/api/v1/nodes"));
         assert!(
-            tokio::time::timeout(Duration::from_millis(50), blocked).await.is_err(),
+            tokio::time::timeout(Duration::from_millis(50), blocked)
+                .await
+                .is_err(),
             "no slot while three bodies are open"
         );
         drop(held);

@@ -326,7 +326,10 @@ impl Runner {
     }
 
     /// Like [`Runner::start`], with the clients built by the caller.
-    pub async fn start_with_clients(options: RunOptions, clients: Clients) -> Result<Self, RunError> {
+    pub async fn start_with_clients(
+        options: RunOptions,
+        clients: Clients,
+    ) -> Result<Self, RunError> {
         let client = clients.main.clone();
         let loaded = &options.config;
         let cfg = &loaded.config;
@@ -394,8 +397,7 @@ impl Runner {
                     Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
                     None => None,
                 };
-                let router =
-                    crate::server::router(scheduler.clone(), sync.clone(), configz, gate);
+                let router = crate::server::router(scheduler.clone(), sync.clone(), configz, gate);
                 Some(crate::server::start(serving, router).await?)
             }
             None => None,

@@ -245,11 +245,13 @@ async fn tls_config(tls: &Tls, client_ca: Option<&Path>) -> Result<Option<Rustls
                     .add(c)
                     .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
             }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .allow_unauthenticated()
-                    .build()
-                    .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -405,7 +407,9 @@ mod tests {
         let ca_key = rcgen::KeyPair::generate().expect("key");
         let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("ca");
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
         params
             .distinguished_name
             .push(rcgen::DnType::OrganizationName, group);
@@ -439,8 +443,7 @@ mod tests {
         let conn = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
         let sock = std::net::TcpStream::connect(addr).expect("connect");
         let mut tls = rustls::StreamOwned::new(conn, sock);
-        let req =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         tls.write_all(req.as_bytes()).expect("write");
         let mut out = Vec::new();
         let _ = tls.read_to_end(&mut out);
@@ -450,14 +453,19 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_certificate_authenticates_and_anonymous_is_forbidden() {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let dir = std::env::temp_dir().join(format!("kubesched-server-test-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("kubesched-server-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let (ca_file, cert, key) = client_identity(&dir, "admin", "system:masters");
         let auth = crate::auth::DelegatedAuth {
             client_ca_file: Some(ca_file),
             ..crate::auth::DelegatedAuth::default()
         };
-        let gate = Arc::new(crate::auth::Gatekeeper::with_clients(auth.clone(), None, None));
+        let gate = Arc::new(crate::auth::Gatekeeper::with_clients(
+            auth.clone(),
+            None,
+            None,
+        ));
         let router = Router::new()
             .route("/healthz", get(ok))
             .route("/metrics", get(ok))

@@ -224,7 +224,11 @@ impl TopologySpreadConstraint {
             "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
             "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
             other => {
-                tracing::debug!(field, value = other, "ignoring a spread constraint with an unknown whenUnsatisfiable");
+                tracing::debug!(
+                    field,
+                    value = other,
+                    "ignoring a spread constraint with an unknown whenUnsatisfiable"
+                );
                 return None;
             }
         };
@@ -260,10 +264,7 @@ impl TopologySpreadConstraint {
             when_unsatisfiable,
             selector,
             min_domains: c.min_domains,
-            node_affinity_policy: policy(
-                c.node_affinity_policy.as_deref(),
-                InclusionPolicy::Honor,
-            ),
+            node_affinity_policy: policy(c.node_affinity_policy.as_deref(), InclusionPolicy::Honor),
             node_taints_policy: policy(c.node_taints_policy.as_deref(), InclusionPolicy::Ignore),
         })
     }

@@ -270,7 +270,10 @@ impl NodeSelectorTerm {
     /// Like [`NodeSelectorTerm::compile`], but a term that cannot be compiled (a `Gt` with
     /// a value that is not an integer, say) matches no node, as upstream's node selectors
     /// treat a term with parse errors; the error is returned beside it.
-    pub fn compile_lenient(term: &api::NodeSelectorTerm, field: &str) -> (Self, Option<ModelError>) {
+    pub fn compile_lenient(
+        term: &api::NodeSelectorTerm,
+        field: &str,
+    ) -> (Self, Option<ModelError>) {
         match Self::compile(term, field) {
             Ok(t) => (t, None),
             Err(e) => (
@@ -334,8 +337,10 @@ impl NodeSelector {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let (term, problem) =
-                    NodeSelectorTerm::compile_lenient(t, &format!("{field}.nodeSelectorTerms[{i}]"));
+                let (term, problem) = NodeSelectorTerm::compile_lenient(
+                    t,
+                    &format!("{field}.nodeSelectorTerms[{i}]"),
+                );
                 problems.extend(problem);
                 term
             })
@@ -483,7 +488,8 @@ mod tests {
         assert!(compiled.matches(&labels(&[("gen", "5")]), "n1"));
         assert!(!compiled.matches(&labels(&[("gen", "3")]), "n1"));
         // Alone, the bad term matches no node at all.
-        let (only_bad, _) = NodeSelectorTerm::compile_lenient(&selector.node_selector_terms[0], "t");
+        let (only_bad, _) =
+            NodeSelectorTerm::compile_lenient(&selector.node_selector_terms[0], "t");
         assert!(!only_bad.matches(&labels(&[("gen", "5")]), "n1"));
         assert!(!only_bad.matches(&labels(&[]), "n1"));
     }

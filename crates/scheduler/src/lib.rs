@@ -25,6 +25,5 @@ pub use fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
 pub use scheduler::{
     AttemptObserver, AttemptOutcome, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
     MIN_FEASIBLE_NODES_TO_FIND, PodLister, Scheduler, SchedulerOptions, num_feasible_nodes_to_find,
-    plugin_reading_field,
-    truncate_message,
+    plugin_reading_field, truncate_message,
 };

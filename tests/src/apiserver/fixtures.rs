@@ -164,9 +164,7 @@ pub async fn http_get_with(addr: SocketAddr, path: &str, token: Option<&str>) ->
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-    );
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
     stream.write_all(req.as_bytes()).await.expect("writing");
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).await.expect("reading");

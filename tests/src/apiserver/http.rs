@@ -533,7 +533,11 @@ fn access_review(state: &Shared, mut review: Value) -> Value {
     let groups: Vec<String> = review
         .pointer("/spec/groups")
         .and_then(Value::as_array)
-        .map(|gs| gs.iter().filter_map(|g| g.as_str().map(str::to_string)).collect())
+        .map(|gs| {
+            gs.iter()
+                .filter_map(|g| g.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let st = state.lock();
     let allowed = st.grants.iter().any(|(subject, v, p)| {

@@ -1215,7 +1215,13 @@ impl TestApiServer {
 
     /// Delays this share (0..=1) of the matching requests by `delay`, until the faults
     /// are cleared.
-    pub fn delay_at_random(&self, method: &str, path_contains: &str, probability: f64, delay: Duration) {
+    pub fn delay_at_random(
+        &self,
+        method: &str,
+        path_contains: &str,
+        probability: f64,
+        delay: Duration,
+    ) {
         self.state.lock().faults.push(Fault {
             method: method.to_string(),
             path_contains: path_contains.to_string(),
@@ -1254,7 +1260,10 @@ impl TestApiServer {
     pub fn add_user_token(&self, token: &str, user: &str, groups: &[&str]) {
         self.state.lock().users.insert(
             token.to_string(),
-            (user.to_string(), groups.iter().map(|g| g.to_string()).collect()),
+            (
+                user.to_string(),
+                groups.iter().map(|g| g.to_string()).collect(),
+            ),
         );
     }
 
