@@ -153,14 +153,18 @@ pub struct ReviewCounts {
 }
 
 type DecisionKey = (UserInfo, String, String);
+/// A token review's answer (the user, or why not) and when it was given.
+type TokenAnswer = (Instant, Result<UserInfo, String>);
+/// An authorization decision (Ok, or the reason for a denial) and when it was made.
+type Decision = (Instant, Result<(), String>);
 
 /// The authenticator and authorizer of the endpoints.
 pub struct Gatekeeper {
     options: DelegatedAuth,
     token_reviews: Option<Api<TokenReview>>,
     access_reviews: Option<Api<SubjectAccessReview>>,
-    tokens: Mutex<HashMap<[u8; 32], (Instant, Result<UserInfo, String>)>>,
-    decisions: Mutex<HashMap<DecisionKey, (Instant, Result<(), String>)>>,
+    tokens: Mutex<HashMap<[u8; 32], TokenAnswer>>,
+    decisions: Mutex<HashMap<DecisionKey, Decision>>,
     /// What was sent to the API server.
     pub counts: ReviewCounts,
 }

@@ -300,7 +300,7 @@ impl Simulation {
     }
 
     /// Adds a pod, resolving its priority class; a pod that cannot be understood is
-    /// reported and left out.
+    /// reported and left out, and parts of one that do not compile are reported.
     pub fn add_pod(&mut self, mut pod: api::Pod, file: &str, measured: bool) {
         if pod.metadata.namespace.is_none() {
             pod.metadata.namespace = Some("default".into());
@@ -315,14 +315,29 @@ impl Simulation {
             });
             return;
         }
-        if let Err(e) = PodInfo::new(Arc::new(pod.clone())) {
-            self.problems.push(InputProblem {
-                file: file.into(),
-                object: Some(format!("Pod {key}")),
-                field: Some(e.field.clone()),
-                message: e.message.clone(),
-            });
-            return;
+        match PodInfo::new(Arc::new(pod.clone())) {
+            Err(e) => {
+                self.problems.push(InputProblem {
+                    file: file.into(),
+                    object: Some(format!("Pod {key}")),
+                    field: Some(e.field.clone()),
+                    message: e.message.clone(),
+                });
+                return;
+            }
+            // Parts that do not compile are reported; the pod still loads (a bound one
+            // counts on its node, a pending one is refused with the field named), as in a
+            // cluster.
+            Ok(info) => {
+                for e in &info.problems {
+                    self.problems.push(InputProblem {
+                        file: file.into(),
+                        object: Some(format!("Pod {key}")),
+                        field: Some(e.field.clone()),
+                        message: e.message.clone(),
+                    });
+                }
+            }
         }
         self.track_pod(&pod, measured);
         self.cluster.apply_pod(pod);
