@@ -121,8 +121,22 @@ fn broken_input_is_reported_and_the_rest_runs() {
         pod("broken", "lots", "")
     );
     let report = simulate_text(&input, None, 1, None);
-    assert_eq!(report.pods.len(), 1, "only the good pod is simulated");
-    assert_eq!(report.pods[0].status, PodState::Scheduled);
+    // The pod with a quantity kubesched cannot read still loads (as in a cluster, it never
+    // drops out) and is refused with the field named; the nameless pod is left out.
+    assert_eq!(report.pods.len(), 2, "the good pod and the broken one");
+    let ok = report.pods.iter().find(|p| p.name == "ok").expect("ok");
+    assert_eq!(ok.status, PodState::Scheduled);
+    let broken = report
+        .pods
+        .iter()
+        .find(|p| p.name == "broken")
+        .expect("broken");
+    assert_eq!(broken.status, PodState::Unschedulable);
+    let message = broken.message.as_deref().unwrap_or("");
+    assert!(
+        message.contains("spec.containers[0].resources[cpu]"),
+        "{message}"
+    );
     let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
     assert!(
         problems
