@@ -1294,6 +1294,8 @@ fn explain_extender_scores(
             }
         }
     }
+}
+
 /// The plugin that needs a pod field: the one upstream fails at when the field does not
 /// parse (InterPodAffinity's PreFilter says "parsing pod", PodTopologySpread's PreFilter
 /// and NodeAffinity's PreScore give errors); None for a field no plugin reads.
