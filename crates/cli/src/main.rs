@@ -75,6 +75,11 @@ enum ConfigCommand {
     },
     /// Print the effective default configuration as YAML.
     Defaults,
+    /// Print a configuration (v1beta3 or v1) as kubescheduler.config.k8s.io/v1.
+    Migrate {
+        /// The KubeSchedulerConfiguration file (YAML or JSON).
+        file: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -166,6 +171,7 @@ fn main() -> ExitCode {
             ConfigCommand::Validate { file } => match kubesched_config::load_file(&file) {
                 Ok(loaded) => {
                     report_absent(&loaded);
+                    report_warnings(&loaded);
                     print(&format!(
                         "{}: valid ({} profile{})\n",
                         file.display(),
@@ -176,6 +182,20 @@ fn main() -> ExitCode {
                 }
                 Err(e) => fail(&e.to_string()),
             },
+            ConfigCommand::Migrate { file } => {
+                let name = file.display().to_string();
+                match std::fs::read_to_string(&file)
+                    .map_err(|e| format!("{name}: {e}"))
+                    .and_then(|text| {
+                        kubesched_config::migrate_to_v1(&text, &name).map_err(|e| e.to_string())
+                    }) {
+                    Ok(v1) => {
+                        print(&v1);
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(&e),
+                }
+            }
             ConfigCommand::Defaults => {
                 let loaded = kubesched_config::default_config();
                 report_absent(&loaded);
@@ -217,6 +237,12 @@ fn plugins_listing() -> String {
     out
 }
 
+fn report_warnings(loaded: &LoadedConfig) {
+    for w in &loaded.warnings {
+        warn(w);
+    }
+}
+
 fn report_absent(loaded: &LoadedConfig) {
     if !loaded.absent_default_plugins.is_empty() {
         warn(&format!(
@@ -245,6 +271,7 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     };
     loaded.feature_gates = gates;
     report_absent(&loaded);
+    report_warnings(&loaded);
     let workload = match &args.workload {
         Some(path) => match Workload::from_file(path) {
             Ok(w) => Some(w),
@@ -589,6 +616,7 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
     };
     loaded.feature_gates = gates;
     report_absent(&loaded);
+    report_warnings(&loaded);
     let mut options = kubesched_cluster::RunOptions::new(loaded);
     options.kubeconfig = args.kubeconfig;
     options.identity = args.identity;

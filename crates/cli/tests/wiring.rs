@@ -185,6 +185,36 @@ fn config_defaults_prints_a_valid_configuration() {
 }
 
 #[test]
+fn config_migrate_prints_v1_and_validate_warns_about_v1beta3() {
+    let beta = "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\nparallelism: 4\n";
+    let (ok, stdout, stderr) = kubesched(
+        &["config", "migrate", "beta.yaml"],
+        Some(("beta.yaml", beta)),
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.starts_with("apiVersion: kubescheduler.config.k8s.io/v1\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("parallelism: 4"), "{stdout}");
+    let (ok, out, err) = kubesched(
+        &["config", "validate", "v1.yaml"],
+        Some(("v1.yaml", &stdout)),
+    );
+    assert!(ok, "{out}{err}");
+    assert!(!err.contains("v1beta3"), "{err}");
+    let (ok, _, err) = kubesched(
+        &["config", "validate", "beta.yaml"],
+        Some(("beta.yaml", beta)),
+    );
+    assert!(ok);
+    assert!(
+        err.contains("v1beta3 was removed in Kubernetes v1.29"),
+        "{err}"
+    );
+}
+
+#[test]
 fn feature_gates_are_parsed_shown_and_checked() {
     let (ok, stdout, stderr) = kubesched(
         &[

@@ -7,6 +7,116 @@ use serde::de::DeserializeOwned;
 use crate::error::FieldError;
 use crate::types::{API_VERSION_V1, API_VERSION_V1BETA3, KIND, KubeSchedulerConfiguration};
 
+/// The content type kubesched's API client sends and accepts.
+pub(crate) const JSON: &str = "application/json";
+
+/// Fields whose mere presence matters: the typed decoding fills defaults in and can no longer
+/// tell "set" from "unset".
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct Explicit {
+    api_version: Option<String>,
+    enable_profiling: Option<bool>,
+    enable_contention_profiling: Option<bool>,
+    client_connection: Option<ExplicitClient>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ExplicitClient {
+    content_type: Option<String>,
+    accept_content_types: Option<String>,
+}
+
+/// Settings that are accepted but change nothing (or are going away): one warning each.
+/// Call only on a document [`decode`] accepted.
+pub(crate) fn warnings(text: &str) -> Vec<FieldError> {
+    let Ok(explicit) = decode_as::<Explicit>(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if explicit.api_version.as_deref() == Some(API_VERSION_V1BETA3) {
+        out.push(FieldError::new(
+            "apiVersion",
+            format!(
+                "{API_VERSION_V1BETA3} was removed in Kubernetes v1.29 and kube-scheduler v1.34 refuses it; kubesched still reads it as {API_VERSION_V1} (`kubesched config migrate FILE` prints the {API_VERSION_V1} file)"
+            ),
+        ));
+    }
+    if explicit.enable_profiling == Some(true) {
+        out.push(FieldError::new(
+            "enableProfiling",
+            "kubesched serves no profiling handlers (/debug/pprof): the setting has no effect",
+        ));
+    }
+    if explicit.enable_contention_profiling == Some(true) {
+        out.push(FieldError::new(
+            "enableContentionProfiling",
+            "kubesched has no lock contention profiling: the setting has no effect",
+        ));
+    }
+    let client = explicit.client_connection.unwrap_or_default();
+    if let Some(ct) = client.content_type.filter(|c| !c.is_empty() && c != JSON) {
+        out.push(FieldError::new(
+            "clientConnection.contentType",
+            format!("kubesched sends {JSON} to the API server: {ct:?} has no effect"),
+        ));
+    }
+    if let Some(accept) = client
+        .accept_content_types
+        .filter(|a| !a.is_empty() && a.split(',').map(str::trim).any(|t| t != JSON))
+    {
+        out.push(FieldError::new(
+            "clientConnection.acceptContentTypes",
+            format!("kubesched accepts only {JSON} from the API server: {accept:?} has no effect"),
+        ));
+    }
+    out
+}
+
+/// The same document with `kubescheduler.config.k8s.io/v1` as its apiVersion and as the
+/// apiVersion of every plugin args object that named v1beta3; nothing else changes (the two
+/// versions have the same fields). Call only on a document [`decode`] accepted.
+pub(crate) fn migrate_to_v1(text: &str) -> Result<String, FieldError> {
+    let mut doc: serde_json::Value = decode_as(text)?;
+    let Some(map) = doc.as_object_mut() else {
+        return Err(FieldError::new("", "the document is not an object"));
+    };
+    map.remove("apiVersion");
+    map.remove("kind");
+    for profile in map
+        .get_mut("profiles")
+        .and_then(serde_json::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        for pc in profile
+            .get_mut("pluginConfig")
+            .and_then(serde_json::Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(args) = pc
+                .get_mut("args")
+                .and_then(serde_json::Value::as_object_mut)
+                && args.get("apiVersion").and_then(serde_json::Value::as_str)
+                    == Some(API_VERSION_V1BETA3)
+            {
+                args.insert("apiVersion".into(), API_VERSION_V1.into());
+            }
+        }
+    }
+    let mut out = format!("apiVersion: {API_VERSION_V1}\nkind: {KIND}\n");
+    if !map.is_empty() {
+        // serde_json orders the other keys by name.
+        out.push_str(
+            &serde_saphyr::to_string(&doc)
+                .map_err(|e| FieldError::new("", format!("writing YAML: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
 /// The type header, read first so a wrong apiVersion or kind is reported as such rather than
 /// as whatever field the other version lacks.
 #[derive(Deserialize)]

@@ -1,5 +1,6 @@
 //! kubesched-config: the KubeSchedulerConfiguration file (`kubescheduler.config.k8s.io/v1`,
-//! and `v1beta3` read with the same shape).
+//! and `v1beta3` — removed upstream, refused by kube-scheduler v1.34 — still read with the
+//! same shape, with a warning and [`migrate_to_v1`] to rewrite it).
 //!
 //! It owns decoding (YAML or JSON, strict, errors naming the file and the field path),
 //! upstream's defaults (scalars, the default profile's plugins and weights, default plugin
@@ -41,6 +42,10 @@ pub struct LoadedConfig {
     /// The feature gates in effect (v1.34's defaults unless `--feature-gates` set some).
     /// Not part of the file: upstream takes them on the command line only.
     pub feature_gates: FeatureGates,
+    /// Settings the file holds that kubesched accepts but that change nothing or are going
+    /// away (a v1beta3 apiVersion, profiling, protobuf content types), each naming the file
+    /// and the field. The binary prints them.
+    pub warnings: Vec<String>,
 }
 
 impl LoadedConfig {
@@ -67,8 +72,12 @@ pub fn load_str(text: &str, source: &str) -> Result<LoadedConfig, ConfigError> {
         file: source.to_string(),
         error,
     })?;
-    let (loaded, problems) = resolve(cfg);
+    let (mut loaded, problems) = resolve(cfg);
     if problems.is_empty() {
+        loaded.warnings = decode::warnings(text)
+            .into_iter()
+            .map(|w| format!("{source}: {w}"))
+            .collect();
         Ok(loaded)
     } else {
         Err(ConfigError::Invalid {
@@ -76,6 +85,18 @@ pub fn load_str(text: &str, source: &str) -> Result<LoadedConfig, ConfigError> {
             problems,
         })
     }
+}
+
+/// The v1 form of a configuration (v1beta3 or v1), for `kubesched config migrate`: the
+/// document is first loaded as [`load_str`] does (so a broken one is refused with the same
+/// errors), then written as YAML with apiVersion `kubescheduler.config.k8s.io/v1` (plugin
+/// args included). Loading the result gives the same configuration.
+pub fn migrate_to_v1(text: &str, source: &str) -> Result<String, ConfigError> {
+    load_str(text, source)?;
+    decode::migrate_to_v1(text).map_err(|error| ConfigError::Decode {
+        file: source.to_string(),
+        error,
+    })
 }
 
 /// Upstream's default configuration for this build: one profile `default-scheduler` with the
@@ -136,6 +157,7 @@ fn resolve(mut cfg: KubeSchedulerConfiguration) -> (LoadedConfig, Vec<FieldError
         profiles: specs,
         absent_default_plugins: absent,
         feature_gates: FeatureGates::defaults(),
+        warnings: Vec::new(),
     };
     (loaded, problems)
 }

@@ -78,7 +78,11 @@ macro_rules! register_upstream_defaults {
             "DynamicResources",
             [PreEnqueue, PreFilter, Filter, PostFilter, Reserve, PreBind, EnqueueExtensions]
         );
-        fake_plugin!("DefaultPreemption", [PostFilter], args: common::PreemptionArgs);
+        fake_plugin!(
+            "DefaultPreemption",
+            [PreEnqueue, PostFilter, EnqueueExtensions],
+            args: common::PreemptionArgs
+        );
         fake_plugin!("NodeResourcesBalancedAllocation", [PreScore, Score]);
         fake_plugin!("ImageLocality", [Score]);
         fake_plugin!("DefaultBinder", [Bind]);

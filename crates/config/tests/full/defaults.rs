@@ -13,10 +13,11 @@ use serde_json::json;
 use crate::common::{HEADER, listing, load_ok};
 
 /// Upstream's default profile after multiPoint expansion (current upstream list: no cloud
-/// volume limit plugins, SchedulingGates and DynamicResources on).
+/// volume limit plugins, SchedulingGates and DynamicResources on; DefaultPreemption holds
+/// back pods whose asynchronous preemption runs, at PreEnqueue).
 const EXPANDED_DEFAULTS: &str = "\
 QueueSort: PrioritySort
-PreEnqueue: SchedulingGates, DynamicResources
+PreEnqueue: SchedulingGates, DynamicResources, DefaultPreemption
 PreFilter: NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources
 Filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources
 PostFilter: DynamicResources, DefaultPreemption
@@ -320,12 +321,100 @@ leaderElection:
     assert_eq!(beta.config.api_version, API_VERSION_V1);
     assert_eq!(beta.config, v1.config);
     assert_eq!(beta.profiles, v1.profiles);
+    // kube-scheduler v1.34 refuses v1beta3: kubesched reads it but says so.
+    assert_eq!(
+        beta.warnings,
+        [
+            "sched.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in Kubernetes v1.29 and kube-scheduler v1.34 refuses it; kubesched still reads it as kubescheduler.config.k8s.io/v1 (`kubesched config migrate FILE` prints the kubescheduler.config.k8s.io/v1 file)"
+        ]
+    );
+    assert!(v1.warnings.is_empty(), "{:?}", v1.warnings);
     assert!(
         beta.profiles[0]
             .at(ExtensionPoint::Score)
             .iter()
             .any(|r| r.name == "ImageLocality" && r.weight == 7)
     );
+}
+
+#[test]
+fn migrate_writes_v1_that_loads_to_the_same_configuration() {
+    let beta = "apiVersion: kubescheduler.config.k8s.io/v1beta3
+kind: KubeSchedulerConfiguration
+parallelism: 8
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: beta
+  plugins:
+    score:
+      enabled:
+      - name: ImageLocality
+        weight: 7
+  pluginConfig:
+  - name: DefaultPreemption
+    args:
+      apiVersion: kubescheduler.config.k8s.io/v1beta3
+      kind: DefaultPreemptionArgs
+      minCandidateNodesAbsolute: 50
+";
+    let migrated = kubesched_config::migrate_to_v1(beta, "beta.yaml").expect("migrates");
+    assert!(
+        migrated.starts_with(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        ),
+        "{migrated}"
+    );
+    assert!(!migrated.contains("v1beta3"), "{migrated}");
+    let before = load_ok(beta);
+    let after = load_ok(&migrated);
+    assert_eq!(after.config, before.config);
+    assert_eq!(after.profiles, before.profiles);
+    assert!(after.warnings.is_empty(), "{:?}", after.warnings);
+    // A v1 file migrates to itself (up to key order), and migrating twice changes nothing.
+    assert_eq!(
+        kubesched_config::migrate_to_v1(&migrated, "again.yaml").expect("migrates"),
+        migrated
+    );
+    // A broken file is refused with the loader's error.
+    let err = kubesched_config::migrate_to_v1(
+        "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\nparallelism: -1\n",
+        "bad.yaml",
+    )
+    .expect_err("invalid");
+    assert!(err.to_string().contains("bad.yaml"), "{err}");
+    assert!(err.to_string().contains("parallelism"), "{err}");
+}
+
+#[test]
+fn settings_without_effect_draw_a_warning() {
+    let loaded = load_ok(&format!(
+        "{HEADER}enableProfiling: true
+enableContentionProfiling: true
+clientConnection:
+  contentType: application/vnd.kubernetes.protobuf
+  acceptContentTypes: application/vnd.kubernetes.protobuf,application/json
+"
+    ));
+    assert_eq!(
+        loaded.warnings,
+        [
+            "sched.yaml: enableProfiling: kubesched serves no profiling handlers (/debug/pprof): the setting has no effect",
+            "sched.yaml: enableContentionProfiling: kubesched has no lock contention profiling: the setting has no effect",
+            "sched.yaml: clientConnection.contentType: kubesched sends application/json to the API server: \"application/vnd.kubernetes.protobuf\" has no effect",
+            "sched.yaml: clientConnection.acceptContentTypes: kubesched accepts only application/json from the API server: \"application/vnd.kubernetes.protobuf,application/json\" has no effect",
+        ]
+    );
+    // What kubesched does anyway draws nothing; neither do the defaults.
+    let fine = load_ok(&format!(
+        "{HEADER}enableProfiling: false
+clientConnection:
+  contentType: application/json
+  acceptContentTypes: application/json
+"
+    ));
+    assert!(fine.warnings.is_empty(), "{:?}", fine.warnings);
+    assert!(load_ok(HEADER).warnings.is_empty());
 }
 
 #[test]
