@@ -827,3 +827,68 @@ fn https_with_a_client_certificate_from_files() {
         "{err}"
     );
 }
+
+#[test]
+fn a_pod_an_extender_rejected_is_tried_again_on_a_cluster_event() {
+    // The extender refuses every node until a fourth node exists, and then takes it.
+    let ext = ExtenderServer::start(vec![(
+        "filter",
+        handler(|args| {
+            let sent = names(&args["NodeNames"]);
+            if sent.iter().any(|n| n == "n4") {
+                Reply::Json(json!({"NodeNames": ["n4"]}))
+            } else {
+                let failed: serde_json::Map<String, Value> = sent
+                    .iter()
+                    .map(|n| (n.clone(), json!("wait for n4")))
+                    .collect();
+                Reply::Json(json!({"NodeNames": [], "FailedNodes": failed}))
+            }
+        }),
+    )]);
+    let cfg = config(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n",
+        ext.url()
+    ));
+    let loaded = kubesched_config::load_str(&cfg, "config.yaml").expect("valid config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let (before, after) = runtime.block_on(async {
+        let mut sim = Simulation::new(
+            &loaded,
+            SimulationOptions {
+                seed: Some(1),
+                explain: None,
+                progress: None,
+            },
+        )
+        .expect("simulation");
+        let mut m = kubesched_sim::Manifests::default();
+        let mut problems = Vec::new();
+        kubesched_sim::load_text(
+            &format!("{NODES}{}", pod("p", "1")),
+            "input.yaml",
+            &mut m,
+            &mut problems,
+        );
+        sim.load(m, "input.yaml");
+        sim.settle().await;
+        let before = sim.report();
+        let n4: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n4", "labels": {"kubernetes.io/hostname": "n4"}},
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}
+        }))
+        .expect("node");
+        sim.add_node(n4, "later.yaml");
+        sim.settle().await;
+        (before, sim.report())
+    });
+    let p = result(&before, "p");
+    assert_eq!(p.status, PodState::Unschedulable);
+    assert_eq!(p.attempts, 1, "no event, no retry");
+    // Only the extender rejected the pod, and extenders register no events: any event
+    // (here a new node) sends it back to be tried.
+    assert_eq!(result(&after, "p").node.as_deref(), Some("n4"));
+}
