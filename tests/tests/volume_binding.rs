@@ -262,3 +262,163 @@ fn upstream_messages_for_claims_that_cannot_be_used() {
         "{msg}"
     );
 }
+
+#[test]
+fn generic_ephemeral_volumes_get_their_claims_and_volumes() {
+    let input = format!(
+        "{CLUSTER}---
+apiVersion: v1
+kind: Pod
+metadata: {{name: scratchy, namespace: default, uid: uid-scratchy}}
+spec:
+  containers:
+  - {{name: c, image: app}}
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        metadata: {{labels: {{type: scratch}}}}
+        spec: {{accessModes: [ReadWriteOnce], storageClassName: fast, resources: {{requests: {{storage: 3Gi}}}}}}
+"
+    );
+    let (report, cluster) = simulate(&input);
+    assert!(node_of(&report, "scratchy").is_some(), "{report:#?}");
+    let pvc = cluster
+        .persistent_volume_claim("default", "scratchy-scratch")
+        .expect("the ephemeral volume controller made the claim");
+    let owner = &pvc.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        ("Pod", "scratchy", "uid-scratchy", Some(true))
+    );
+    assert_eq!(
+        pvc.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("type"))
+            .map(String::as_str),
+        Some("scratch")
+    );
+    let pv = volume_of(&cluster, "scratchy-scratch").expect("bound");
+    assert_eq!(
+        cluster
+            .persistent_volume(&pv)
+            .expect("pv")
+            .spec
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .map(|c| c["storage"].0.clone()),
+        Some("3Gi".to_string())
+    );
+}
+
+#[test]
+fn provisioning_takes_capacity_off_the_pools() {
+    // Zone a's pool holds two 2Gi volumes, zone b's one; a fourth claim fits nowhere.
+    let mut input = format!(
+        "{CLUSTER}---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {{name: csi.example.com}}
+spec: {{storageCapacity: true}}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {{name: pool-a, namespace: kube-system}}
+storageClassName: fast
+capacity: 5Gi
+nodeTopology: {{matchLabels: {{topology.kubernetes.io/zone: a}}}}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {{name: pool-b, namespace: kube-system}}
+storageClassName: fast
+capacity: 3Gi
+nodeTopology: {{matchLabels: {{topology.kubernetes.io/zone: b}}}}
+"
+    );
+    for i in 0..4 {
+        input.push_str(&claim(&format!("data-{i}"), Some("fast"), "2Gi"));
+        input.push_str(&pod(&format!("p{i}"), &[&format!("data-{i}")]));
+    }
+    let (report, _) = simulate(&input);
+    assert_eq!(report.summary.scheduled, 3, "{report:#?}");
+    let left = report
+        .pods
+        .iter()
+        .find(|p| p.node.is_none())
+        .expect("one pod left");
+    let msg = left.message.clone().unwrap_or_default();
+    assert!(
+        msg.starts_with("0/3 nodes are available: 3 node(s) did not have enough free storage."),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_pv_controller_binds_immediate_and_pre_bound_claims() {
+    let manual = |name: &str, size: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec: {{capacity: {{storage: {size}}}, accessModes: [ReadWriteOnce], storageClassName: manual, hostPath: {{path: /data}}}}\n"
+        )
+    };
+    let mut input = format!(
+        "{CLUSTER}---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: manual}}\nprovisioner: kubernetes.io/no-provisioner\n{}{}{}{}{}",
+        manual("m-10", "10Gi"),
+        manual("m-5", "5Gi"),
+        manual("named-pv", "2Gi"),
+        claim("want-3", Some("manual"), "3Gi"),
+        claim("too-big", Some("manual"), "20Gi"),
+    );
+    input.push_str(
+        "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: named, namespace: default, uid: uid-named}\nspec: {accessModes: [ReadWriteOnce], storageClassName: manual, volumeName: named-pv, resources: {requests: {storage: 1Gi}}}\n",
+    );
+    input.push_str(&pod("uses-3", &["want-3"]));
+    input.push_str(&pod("uses-named", &["named"]));
+    input.push_str(&pod("uses-too-big", &["too-big"]));
+    let (report, cluster) = simulate(&input);
+    // The smallest volume that fits, and the one named by the claim.
+    assert_eq!(volume_of(&cluster, "want-3").as_deref(), Some("m-5"));
+    assert_eq!(volume_of(&cluster, "named").as_deref(), Some("named-pv"));
+    assert!(node_of(&report, "uses-3").is_some() && node_of(&report, "uses-named").is_some());
+    // Nothing fits the large claim: it stays unbound, and so does its pod.
+    assert_eq!(volume_of(&cluster, "too-big"), None);
+    let msg = message_of(&report, "uses-too-big");
+    assert!(
+        msg.starts_with(
+            "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        ),
+        "{msg}"
+    );
+    // The free volume was made Available; the bound ones say Bound.
+    let phase = |pv: &str| {
+        cluster
+            .persistent_volume(pv)
+            .and_then(|p| p.status.as_ref()?.phase.clone())
+    };
+    assert_eq!(phase("m-10").as_deref(), Some("Available"));
+    assert_eq!(phase("m-5").as_deref(), Some("Bound"));
+
+    // Writes to a stale version are refused as the API server refuses them.
+    let mut stale = (*cluster.persistent_volume("m-10").expect("pv")).clone();
+    stale.metadata.resource_version = Some("999".into());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let err = runtime
+        .block_on(
+            kubesched_framework::ClusterClient::update_persistent_volume(cluster.as_ref(), &stale),
+        )
+        .expect_err("stale");
+    assert_eq!(
+        err,
+        kubesched_framework::ClientError::Conflict(
+            r#"Operation cannot be fulfilled on persistentvolumes "m-10": the object has been modified; please apply your changes to the latest version and try again"#.into()
+        )
+    );
+}

@@ -20,7 +20,7 @@ use kubesched_framework::{
 use kubesched_scheduler::{ClusterChange, PodLister};
 use parking_lot::Mutex;
 
-use crate::volumes::VolumeController;
+use crate::volumes::{VolumeController, VolumeIndex};
 
 #[derive(Default)]
 struct State {
@@ -36,9 +36,8 @@ struct State {
     terminating: BTreeMap<String, Instant>,
     /// The last resourceVersion given to an object the cluster wrote.
     resource_version: u64,
-    /// Storage objects changed outside the cluster's own writes: the PV controller must
-    /// look before the next changes are delivered.
-    volumes_dirty: bool,
+    /// What the PV controller has to look at before the next changes are delivered.
+    volumes: VolumeIndex,
 }
 
 /// The grace period of a pod that sets none (the API server's default).
@@ -164,9 +163,77 @@ impl SimCluster {
         let mut s = self.state.lock();
         let change = match s.pods.insert(key, pod.clone()) {
             Some(old) => ClusterChange::PodUpdated(old, pod),
-            None => ClusterChange::PodAdded(pod),
+            None => {
+                self.create_ephemeral_claims(&mut s, &pod);
+                ClusterChange::PodAdded(pod)
+            }
         };
         s.changes.push_back(change);
+    }
+
+    /// The ephemeral volume controller: a new pod's generic ephemeral volumes get their
+    /// claims, `<pod>-<volume>`, owned by the pod, from the volume's claim template.
+    fn create_ephemeral_claims(&self, s: &mut State, pod: &api::Pod) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+        for v in volumes.into_iter().flatten() {
+            let Some(template) = v
+                .ephemeral
+                .as_ref()
+                .and_then(|e| e.volume_claim_template.as_ref())
+            else {
+                continue;
+            };
+            let name = format!("{pod_name}-{}", v.name);
+            if self
+                .objects
+                .persistent_volume_claims
+                .get(Some(&ns), &name)
+                .is_some()
+            {
+                continue;
+            }
+            let meta = template.metadata.clone().unwrap_or_default();
+            s.resource_version += 1;
+            let claim = api::PersistentVolumeClaim {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(ns.clone()),
+                    uid: Some(format!("{pod_uid}-{}", v.name)),
+                    labels: meta.labels,
+                    annotations: meta.annotations,
+                    resource_version: Some(s.resource_version.to_string()),
+                    owner_references: Some(vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                            api_version: "v1".into(),
+                            kind: "Pod".into(),
+                            name: pod_name.clone(),
+                            uid: pod_uid.clone(),
+                            controller: Some(true),
+                            block_owner_deletion: Some(true),
+                        },
+                    ]),
+                    ..Default::default()
+                },
+                spec: Some(template.spec.clone()),
+                status: Some(api::PersistentVolumeClaimStatus {
+                    phase: Some("Pending".into()),
+                    ..Default::default()
+                }),
+            };
+            let event = EventObject::object(Arc::new(claim.clone()));
+            self.objects.persistent_volume_claims.upsert(claim);
+            let change = ClusterChange::Other {
+                resource: EventResource::PersistentVolumeClaim,
+                action: ActionType::ADD,
+                old: None,
+                new: Some(event),
+            };
+            s.volumes.observe(&change);
+            s.changes.push_back(change);
+        }
     }
 
     /// Deletes a pod by `namespace/name`, at once.
@@ -185,16 +252,7 @@ impl SimCluster {
     /// Records a change of another kind (the object store was updated by the caller).
     pub fn push_change(&self, change: ClusterChange) {
         let mut s = self.state.lock();
-        if let ClusterChange::Other { resource, .. } = &change
-            && matches!(
-                resource,
-                EventResource::PersistentVolume
-                    | EventResource::PersistentVolumeClaim
-                    | EventResource::StorageClass
-            )
-        {
-            s.volumes_dirty = true;
-        }
+        s.volumes.observe(&change);
         s.changes.push_back(change);
     }
 
@@ -202,8 +260,7 @@ impl SimCluster {
     /// up with storage objects added from outside.
     pub fn drain_changes(&self) -> Vec<ClusterChange> {
         let mut s = self.state.lock();
-        if s.volumes_dirty {
-            s.volumes_dirty = false;
+        if s.volumes.has_work() {
             self.sync_volumes(&mut s);
         }
         s.changes.drain(..).collect()
@@ -212,7 +269,7 @@ impl SimCluster {
     /// Whether changes wait to be delivered.
     pub fn has_changes(&self) -> bool {
         let s = self.state.lock();
-        s.volumes_dirty || !s.changes.is_empty()
+        s.volumes.has_work() || !s.changes.is_empty()
     }
 
     /// Runs the PV controller (see [`crate::volumes`]) over the current objects.
@@ -221,6 +278,7 @@ impl SimCluster {
             nodes,
             changes,
             resource_version,
+            volumes,
             ..
         } = s;
         VolumeController {
@@ -228,6 +286,7 @@ impl SimCluster {
             nodes,
             resource_version,
             changes,
+            index: volumes,
         }
         .sync();
     }
@@ -483,12 +542,14 @@ impl ClusterClient for SimCluster {
             |n, st| n.status = st,
         )?;
         self.objects.persistent_volumes.upsert(new.clone());
-        s.changes.push_back(ClusterChange::Other {
+        let change = ClusterChange::Other {
             resource: EventResource::PersistentVolume,
             action: ActionType::UPDATE,
             old: old.map(EventObject::object),
             new: Some(EventObject::object(Arc::new(new.clone()))),
-        });
+        };
+        s.volumes.observe(&change);
+        s.changes.push_back(change);
         // The PV controller answers at once: the binding completes before PreBind looks.
         self.sync_volumes(&mut s);
         Ok(new)
@@ -512,12 +573,14 @@ impl ClusterClient for SimCluster {
             |n, st| n.status = st,
         )?;
         self.objects.persistent_volume_claims.upsert(new.clone());
-        s.changes.push_back(ClusterChange::Other {
+        let change = ClusterChange::Other {
             resource: EventResource::PersistentVolumeClaim,
             action: ActionType::UPDATE,
             old: old.map(EventObject::object),
             new: Some(EventObject::object(Arc::new(new.clone()))),
-        });
+        };
+        s.volumes.observe(&change);
+        s.changes.push_back(change);
         // The provisioner and the PV controller answer at once.
         self.sync_volumes(&mut s);
         Ok(new)

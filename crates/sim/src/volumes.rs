@@ -1,16 +1,19 @@
 //! The PV controller and the provisioners of the in-memory cluster, so that what-ifs with
-//! claims behave like a cluster: claims pre-bound by name or by a volume's claimRef (which
-//! is how VolumeBinding's PreBind binds a static volume) get bound; claims the scheduler
-//! gave a node (`volume.kubernetes.io/selected-node`) get a provisioned volume with that
-//! node's topology; Immediate claims get the smallest matching volume or a provisioned one;
-//! claims without a class get the default class, as the PV controller does retroactively.
-//! Provisioning from a class whose CSI driver tracks capacity takes the volume's size off
-//! the first CSIStorageCapacity reachable from the node.
+//! claims behave like a cluster (the ephemeral volume controller, which creates the claims
+//! of generic ephemeral volumes, is `SimCluster::apply_pod`'s): claims pre-bound by name or
+//! by a volume's claimRef (which is how VolumeBinding's PreBind binds a static volume) get
+//! bound; claims the scheduler gave a node (`volume.kubernetes.io/selected-node`) get a
+//! provisioned volume with that node's topology; Immediate claims get the smallest matching
+//! volume or a provisioned one; claims without a class get the default class, as the PV
+//! controller does retroactively. Provisioning from a class whose CSI driver tracks
+//! capacity takes the volume's size off the first CSIStorageCapacity reachable from the
+//! node.
 //!
 //! Every change is a new object with a new numeric resourceVersion and a change event, as a
-//! watch would deliver it.
+//! watch would deliver it. The controller works from a [`VolumeIndex`] of what changed, so a
+//! run with many volumes costs per change, not per change times volumes.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
@@ -40,6 +43,120 @@ pub(crate) struct VolumeController<'a> {
     pub nodes: &'a BTreeMap<String, Arc<api::Node>>,
     pub resource_version: &'a mut u64,
     pub changes: &'a mut VecDeque<ClusterChange>,
+    pub index: &'a mut VolumeIndex,
+}
+
+/// A claim's `(namespace, name)`.
+type ClaimKey = (String, String);
+
+/// What the controller has to look at, kept up to date from every storage change.
+#[derive(Debug, Default)]
+pub(crate) struct VolumeIndex {
+    /// Claims to look at on the next sync.
+    dirty: BTreeSet<ClaimKey>,
+    /// Unbound claims nothing could be done for yet; a new volume or class may help them.
+    waiting: BTreeSet<ClaimKey>,
+    /// The volume whose claimRef names each claim.
+    claim_refs: HashMap<ClaimKey, String>,
+    /// Volumes that may still need the Available phase.
+    unphased: BTreeSet<String>,
+}
+
+fn claim_ref_key(pv: &api::PersistentVolume) -> Option<ClaimKey> {
+    let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
+    Some((r.namespace.clone()?, r.name.clone()?))
+}
+
+impl VolumeIndex {
+    /// Takes note of a change the cluster delivers; storage kinds only.
+    pub fn observe(&mut self, change: &ClusterChange) {
+        let ClusterChange::Other {
+            resource, old, new, ..
+        } = change
+        else {
+            return;
+        };
+        match resource {
+            EventResource::PersistentVolume => self.observe_volume(
+                old.as_ref()
+                    .and_then(|o| o.downcast::<api::PersistentVolume>()),
+                new.as_ref()
+                    .and_then(|o| o.downcast::<api::PersistentVolume>()),
+            ),
+            EventResource::PersistentVolumeClaim => self.observe_claim(
+                old.as_ref()
+                    .and_then(|o| o.downcast::<api::PersistentVolumeClaim>()),
+                new.as_ref()
+                    .and_then(|o| o.downcast::<api::PersistentVolumeClaim>()),
+            ),
+            EventResource::StorageClass => {
+                let waiting = std::mem::take(&mut self.waiting);
+                self.dirty.extend(waiting);
+            }
+            _ => {}
+        }
+    }
+
+    fn observe_volume(
+        &mut self,
+        old: Option<&api::PersistentVolume>,
+        new: Option<&api::PersistentVolume>,
+    ) {
+        if let Some(key) = old.and_then(claim_ref_key) {
+            let name = old.and_then(|o| o.metadata.name.as_ref());
+            if self.claim_refs.get(&key) == name {
+                self.claim_refs.remove(&key);
+            }
+        }
+        let Some(pv) = new else {
+            return;
+        };
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        match claim_ref_key(pv) {
+            Some(key) => {
+                self.claim_refs.insert(key.clone(), name);
+                self.dirty.insert(key);
+            }
+            None => {
+                let phase = pv.status.as_ref().and_then(|s| s.phase.as_deref());
+                if phase.is_none_or(|p| p.is_empty() || p == "Pending") {
+                    self.unphased.insert(name);
+                }
+                // A free volume may be what a waiting claim needs.
+                let waiting = std::mem::take(&mut self.waiting);
+                self.dirty.extend(waiting);
+            }
+        }
+    }
+
+    fn observe_claim(
+        &mut self,
+        old: Option<&api::PersistentVolumeClaim>,
+        new: Option<&api::PersistentVolumeClaim>,
+    ) {
+        match new {
+            Some(pvc) => {
+                let key = key_of(pvc);
+                if fully_bound(pvc) || pvc.metadata.deletion_timestamp.is_some() {
+                    self.waiting.remove(&key);
+                } else {
+                    self.dirty.insert(key);
+                }
+            }
+            None => {
+                if let Some(pvc) = old {
+                    let key = key_of(pvc);
+                    self.waiting.remove(&key);
+                    self.dirty.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Whether a sync has anything to do.
+    pub fn has_work(&self) -> bool {
+        !self.dirty.is_empty() || !self.unphased.is_empty()
+    }
 }
 
 fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
@@ -202,48 +319,48 @@ impl VolumeController<'_> {
         } else {
             ActionType::ADD
         };
-        self.changes.push_back(ClusterChange::Other {
+        let change = ClusterChange::Other {
             resource,
             action,
             old: old.map(EventObject::object),
             new: Some(EventObject::object(new)),
-        });
+        };
+        self.index.observe(&change);
+        self.changes.push_back(change);
     }
 
-    /// Brings every claim and volume as far as the controller would; true when anything
-    /// changed.
-    pub fn sync(&mut self) -> bool {
-        let mut changed = false;
+    /// Brings the claims and volumes that changed as far as the controller would.
+    pub fn sync(&mut self) {
         for _ in 0..MAX_PASSES {
-            let mut pass = self.mark_available();
-            for pvc in self.objects.persistent_volume_claims.list() {
-                pass |= self.sync_claim(&pvc);
-            }
-            if !pass {
+            if !self.index.has_work() {
                 break;
             }
-            changed = true;
+            for name in std::mem::take(&mut self.index.unphased) {
+                self.mark_available(&name);
+            }
+            for (ns, name) in std::mem::take(&mut self.index.dirty) {
+                if let Some(pvc) = self.objects.persistent_volume_claims.get(Some(&ns), &name) {
+                    self.sync_claim(&pvc);
+                }
+            }
         }
-        changed
     }
 
     /// A new volume nobody claims is Available.
-    fn mark_available(&mut self) -> bool {
-        let mut changed = false;
-        for pv in self.objects.persistent_volumes.list() {
-            let unset = pv
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_none_or(|p| p.is_empty() || p == "Pending");
-            if unset && pv.spec.as_ref().is_none_or(|s| s.claim_ref.is_none()) {
-                let mut new = (*pv).clone();
-                new.status.get_or_insert_with(Default::default).phase = Some("Available".into());
-                self.put_pv(Some(pv), new);
-                changed = true;
-            }
+    fn mark_available(&mut self, name: &str) {
+        let Some(pv) = self.objects.persistent_volumes.get(None, name) else {
+            return;
+        };
+        let unset = pv
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_none_or(|p| p.is_empty() || p == "Pending");
+        if unset && pv.spec.as_ref().is_none_or(|s| s.claim_ref.is_none()) {
+            let mut new = (*pv).clone();
+            new.status.get_or_insert_with(Default::default).phase = Some("Available".into());
+            self.put_pv(Some(pv), new);
         }
-        changed
     }
 
     fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
@@ -264,34 +381,37 @@ impl VolumeController<'_> {
             })
     }
 
-    fn sync_claim(&mut self, pvc: &Arc<api::PersistentVolumeClaim>) -> bool {
+    fn sync_claim(&mut self, pvc: &Arc<api::PersistentVolumeClaim>) {
         if fully_bound(pvc) || pvc.metadata.deletion_timestamp.is_some() {
-            return false;
+            return;
         }
+        let key = key_of(pvc);
         // Pre-bound by name: bind when the volume is free or already ours.
         let name = volume_name(pvc);
         if !name.is_empty() {
-            return match self.objects.persistent_volumes.get(None, name) {
+            match self.objects.persistent_volumes.get(None, name) {
                 Some(pv)
                     if pv.spec.as_ref().is_none_or(|s| s.claim_ref.is_none())
                         || refers_to(&pv, pvc) =>
                 {
                     self.bind(pv, pvc, false);
-                    true
                 }
-                _ => false,
-            };
+                _ => {
+                    self.index.waiting.insert(key);
+                }
+            }
+            return;
         }
         // A volume already pointing at the claim (a static binding written by the scheduler).
         if let Some(pv) = self
-            .objects
-            .persistent_volumes
-            .list()
-            .into_iter()
-            .find(|pv| refers_to(pv, pvc))
+            .index
+            .claim_refs
+            .get(&key)
+            .and_then(|v| self.objects.persistent_volumes.get(None, v))
+            .filter(|pv| refers_to(pv, pvc))
         {
             self.bind(pv, pvc, true);
-            return true;
+            return;
         }
         let class = match claim_class(pvc) {
             Some(c) => c.to_string(),
@@ -302,37 +422,37 @@ impl VolumeController<'_> {
                         .get_or_insert_with(Default::default)
                         .storage_class_name = dc.metadata.name.clone();
                     self.put_pvc(Some(pvc.clone()), new);
-                    return true;
+                    return;
                 }
                 String::new()
             }
         };
         let sc = (!class.is_empty()).then(|| self.class(&class)).flatten();
         if let Some(node) = annotation(&pvc.metadata, SELECTED_NODE).map(str::to_string) {
-            return match sc {
-                Some(sc) if provisions(&sc) => {
-                    self.provision(pvc, &sc, Some(&node));
-                    true
+            match sc {
+                Some(sc) if provisions(&sc) => self.provision(pvc, &sc, Some(&node)),
+                _ => {
+                    self.index.waiting.insert(key);
                 }
-                _ => false,
-            };
+            }
+            return;
         }
         let delayed = sc
             .as_ref()
             .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
         if delayed {
-            // The scheduler decides.
-            return false;
+            // The scheduler decides; its write of the selected node or of a volume's
+            // claimRef brings the claim back here.
+            return;
         }
         if self.bind_existing(pvc, &class) {
-            return true;
+            return;
         }
         match sc {
-            Some(sc) if provisions(&sc) => {
-                self.provision(pvc, &sc, None);
-                true
+            Some(sc) if provisions(&sc) => self.provision(pvc, &sc, None),
+            _ => {
+                self.index.waiting.insert(key);
             }
-            _ => false,
         }
     }
 
