@@ -121,7 +121,16 @@ impl SimCluster {
 
     /// The virtual wall-clock time as an API timestamp.
     fn now_time(&self) -> Time {
-        Time(Timestamp::try_from(self.clock.wall_now()).unwrap_or(Timestamp::UNIX_EPOCH))
+        // Through seconds and nanoseconds: jiff's `From<SystemTime>` needs its `std` feature,
+        // which only workspace-wide feature unification turns on.
+        let since_epoch = self
+            .clock
+            .wall_now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let seconds = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
+        let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
+        Time(Timestamp::new(seconds, nanos).unwrap_or(Timestamp::UNIX_EPOCH))
     }
 
     /// The store of other objects (namespaces, services, ...).
