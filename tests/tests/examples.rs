@@ -2,8 +2,9 @@
 //! change in any decision or message shows up in review.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use kubesched_sim::{SimReport, Simulation, SimulationOptions, load_paths};
+use kubesched_sim::{SimCluster, SimReport, Simulation, SimulationOptions, load_paths};
 // Links every in-tree plugin into this test binary.
 use kubesched_tests as _;
 
@@ -12,6 +13,11 @@ fn example_report(explain: Option<&str>) -> SimReport {
 }
 
 fn run_example(name: &str, explain: Option<&str>) -> SimReport {
+    run_example_on_cluster(name, explain).0
+}
+
+/// Runs an example; also returns the in-memory cluster as the run left it.
+fn run_example_on_cluster(name: &str, explain: Option<&str>) -> (SimReport, Arc<SimCluster>) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../examples")
         .join(name);
@@ -39,7 +45,7 @@ fn run_example(name: &str, explain: Option<&str>) -> SimReport {
         sim.add_problems(problems);
         sim.load(manifests, name);
         sim.settle().await;
-        sim.report()
+        (sim.report(), sim.cluster().clone())
     })
 }
 
@@ -80,6 +86,130 @@ fn volumes_example_table_and_explain() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     insta::assert_snapshot!(report.to_table(false));
     insta::assert_yaml_snapshot!(report.explanations);
+}
+
+/// The claims and volumes after the volumes example ran: the in-memory PV controller
+/// provisioned the cache replica's WaitForFirstConsumer claim in the zone of the node the
+/// scheduler chose, and left the other claims as they were.
+#[test]
+fn volumes_example_provisions_the_cache_claim_in_its_nodes_zone() {
+    let (report, cluster) = run_example_on_cluster("volumes", None);
+    let node = report
+        .pods
+        .iter()
+        .find(|p| p.namespace == "shop" && p.name == "cache-0")
+        .and_then(|p| p.node.clone())
+        .expect("cache-0 is scheduled");
+    let claim = cluster
+        .persistent_volume_claim("shop", "data-cache-0")
+        .expect("the claim exists");
+    let annotations = claim.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("volume.kubernetes.io/selected-node")
+            .map(String::as_str),
+        Some(node.as_str())
+    );
+    let volume = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .expect("the claim is bound");
+    let pv = cluster
+        .persistent_volume(&volume)
+        .expect("the volume exists");
+    // The example's nodes a1, a2 are in zone-a and b1, b2 in zone-b.
+    let node_zone = node.get(..1).map(|z| format!("zone-{z}"));
+    let pv_zone = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref()?.required.as_ref())
+        .and_then(|r| {
+            r.node_selector_terms
+                .iter()
+                .flat_map(|t| t.match_expressions.iter().flatten())
+                .find(|e| e.key == ZONE)
+                .and_then(|e| e.values.as_ref()?.first().cloned())
+        });
+    assert_eq!(pv_zone, node_zone);
+    insta::assert_snapshot!(volumes_table(&cluster));
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// One line per claim (phase, volume, bind-completed, selected node) and per volume
+/// (phase, capacity, claim, node affinity), sorted.
+fn volumes_table(cluster: &SimCluster) -> String {
+    let mut out = String::new();
+    let mut claims = cluster.objects().persistent_volume_claims.list();
+    claims.sort_by_key(|c| (c.metadata.namespace.clone(), c.metadata.name.clone()));
+    for c in claims {
+        let annotations = c.metadata.annotations.clone().unwrap_or_default();
+        out.push_str(&format!(
+            "claim {}/{}: phase={} volume={} bind-completed={} selected-node={}\n",
+            c.metadata.namespace.as_deref().unwrap_or_default(),
+            c.metadata.name.as_deref().unwrap_or_default(),
+            c.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("-"),
+            c.spec
+                .as_ref()
+                .and_then(|s| s.volume_name.as_deref())
+                .unwrap_or("-"),
+            annotations.contains_key("pv.kubernetes.io/bind-completed"),
+            annotations
+                .get("volume.kubernetes.io/selected-node")
+                .map_or("-", String::as_str),
+        ));
+    }
+    let mut volumes = cluster.objects().persistent_volumes.list();
+    volumes.sort_by_key(|v| v.metadata.name.clone());
+    for v in volumes {
+        let spec = v.spec.clone().unwrap_or_default();
+        let affinity: Vec<String> = spec
+            .node_affinity
+            .as_ref()
+            .and_then(|a| a.required.as_ref())
+            .map(|r| {
+                r.node_selector_terms
+                    .iter()
+                    .flat_map(|t| t.match_expressions.iter().flatten())
+                    .map(|e| {
+                        format!(
+                            "{} {} {:?}",
+                            e.key,
+                            e.operator,
+                            e.values.clone().unwrap_or_default()
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "volume {}: phase={} capacity={} class={} claim={} affinity=[{}]\n",
+            v.metadata.name.as_deref().unwrap_or_default(),
+            v.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("-"),
+            spec.capacity
+                .as_ref()
+                .and_then(|c| c.get("storage"))
+                .map_or("-", |q| q.0.as_str()),
+            spec.storage_class_name.as_deref().unwrap_or("-"),
+            spec.claim_ref
+                .as_ref()
+                .map(|r| format!(
+                    "{}/{}",
+                    r.namespace.as_deref().unwrap_or_default(),
+                    r.name.as_deref().unwrap_or_default()
+                ))
+                .unwrap_or_else(|| "-".into()),
+            affinity.join(", "),
+        ));
+    }
+    out
 }
 
 /// The example extender (examples/extender) behind the example scenario's configuration,

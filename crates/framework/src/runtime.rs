@@ -489,13 +489,12 @@ impl Framework {
         result
     }
 
-    /// PreFilter, as upstream: UnschedulableAndUnresolvable stops at once; Unschedulable is
-    /// remembered while the remaining plugins still run (preemption needs their state);
-    /// Skip removes the plugin's Filter for this pod; node narrowings are intersected, and
-    /// an empty intersection rejects the pod. `unschedulable_plugins` holds the plugins
-    /// that narrowed the node set.
-    /// Runs the PreFilter plugins. A pod with resource claims is rejected here, before any
-    /// plugin, when this binary has no DynamicResources plugin (see
+    /// Runs the PreFilter plugins, as upstream: UnschedulableAndUnresolvable stops at once;
+    /// Unschedulable is remembered while the remaining plugins still run (preemption needs
+    /// their state); Skip removes the plugin's Filter for this pod; node narrowings are
+    /// intersected, and an empty intersection rejects the pod. `unschedulable_plugins` holds
+    /// the plugins that narrowed the node set. A pod with resource claims is rejected here,
+    /// before any plugin, when this binary has no DynamicResources plugin (see
     /// [`DYNAMIC_RESOURCES_MISSING`]).
     pub fn run_pre_filter_plugins(
         &self,
