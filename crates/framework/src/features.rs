@@ -61,6 +61,9 @@ pub enum Feature {
     SchedulerPopFromBackoffQ,
     /// Queueing hints decide which events requeue a pod (GA, always on).
     SchedulerQueueingHints,
+    /// VolumeBinding scores nodes by the storage its volumes would use there
+    /// (`VolumeBindingArgs.shape`).
+    StorageCapacityScoring,
 }
 
 impl Feature {
@@ -70,6 +73,7 @@ impl Feature {
             Self::SchedulerAsyncPreemption => "SchedulerAsyncPreemption",
             Self::SchedulerPopFromBackoffQ => "SchedulerPopFromBackoffQ",
             Self::SchedulerQueueingHints => "SchedulerQueueingHints",
+            Self::StorageCapacityScoring => "StorageCapacityScoring",
         }
     }
 }
@@ -131,7 +135,7 @@ pub const KNOWN_FEATURES: &[FeatureSpec] = &[
     honoured(gate("SchedulerPopFromBackoffQ", true, Stage::Beta)),
     locked("SchedulerQueueingHints"),
     locked("SidecarContainers"),
-    gate("StorageCapacityScoring", false, Stage::Alpha),
+    honoured(gate("StorageCapacityScoring", false, Stage::Alpha)),
     gate("VolumeAttributesClass", true, Stage::Ga),
 ];
 

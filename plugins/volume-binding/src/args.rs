@@ -23,8 +23,10 @@ pub struct UtilizationShapePoint {
 pub struct VolumeBindingArgs {
     /// How long PreBind waits for every claim of the pod to be bound (>= 0, default 600).
     pub bind_timeout_seconds: i64,
-    /// The scoring function of StorageCapacityScoring. That feature gate is alpha and off in
-    /// v1.34, so, as upstream with its default gates, any shape is refused.
+    /// The scoring function of StorageCapacityScoring: score (0..=10) by how much of the
+    /// storage the pod's volumes would use on a node (0..=100 %), linear between points.
+    /// With the gate off (v1.34's default) a shape is refused when the plugin is built;
+    /// with it on an absent shape is [`default_shape`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<Vec<UtilizationShapePoint>>,
 }
@@ -35,6 +37,90 @@ impl Default for VolumeBindingArgs {
             bind_timeout_seconds: DEFAULT_BIND_TIMEOUT_SECONDS,
             shape: None,
         }
+    }
+}
+
+/// Upstream's highest score a shape point may give (`MaxCustomPriorityScore`).
+pub const MAX_SHAPE_SCORE: i32 = 10;
+
+/// The shape upstream defaults to when StorageCapacityScoring is on: the emptier the
+/// storage, the higher the score.
+pub fn default_shape() -> Vec<UtilizationShapePoint> {
+    vec![
+        UtilizationShapePoint {
+            utilization: 0,
+            score: MAX_SHAPE_SCORE,
+        },
+        UtilizationShapePoint {
+            utilization: 100,
+            score: 0,
+        },
+    ]
+}
+
+/// Upstream's `validateFunctionShape`: at least one point, utilizations increasing, each
+/// value in range.
+fn validate_shape(shape: &[UtilizationShapePoint], errs: &mut Vec<String>) {
+    if shape.is_empty() {
+        errs.push("shape: Required value: at least one point must be specified".into());
+        return;
+    }
+    if let Some(i) = (1..shape.len()).find(|&i| shape[i - 1].utilization >= shape[i].utilization) {
+        errs.push(format!(
+            "shape[{i}].utilization: Invalid value: {}: utilization values must be sorted in increasing order",
+            shape[i].utilization
+        ));
+    }
+    for (i, p) in shape.iter().enumerate() {
+        if !(0..=100).contains(&p.utilization) {
+            errs.push(format!(
+                "shape[{i}].utilization: Invalid value: {}: not in valid range [0, 100]",
+                p.utilization
+            ));
+        }
+        if !(0..=MAX_SHAPE_SCORE).contains(&p.score) {
+            errs.push(format!(
+                "shape[{i}].score: Invalid value: {}: not in valid range [0, {MAX_SHAPE_SCORE}]",
+                p.score
+            ));
+        }
+    }
+}
+
+fn joined(mut errs: Vec<String>) -> Result<(), String> {
+    match errs.len() {
+        0 => Ok(()),
+        1 => Err(errs.remove(0)),
+        _ => Err(format!("[{}]", errs.join(", "))),
+    }
+}
+
+impl VolumeBindingArgs {
+    /// The checks that depend on StorageCapacityScoring, made when the plugin is built (the
+    /// gates are not known when a configuration is decoded): with the gate off a shape is
+    /// refused with upstream's message; with it on the shape must be valid. Returns the
+    /// shape to score with (the default when none is set), None with the gate off.
+    pub fn scoring_shape(
+        &self,
+        storage_capacity_scoring: bool,
+    ) -> Result<Option<Vec<UtilizationShapePoint>>, String> {
+        let mut errs = Vec::new();
+        if !storage_capacity_scoring {
+            if let Some(shape) = &self.shape {
+                errs.push(format!(
+                    "shape: Invalid value: {}: unsupported when StorageCapacityScoring feature is disabled",
+                    go_shape(shape)
+                ));
+            }
+            return joined(errs).map(|()| None);
+        }
+        // Upstream defaults an empty shape as an absent one.
+        let shape = match &self.shape {
+            Some(s) if !s.is_empty() => s.clone(),
+            _ => default_shape(),
+        };
+        validate_shape(&shape, &mut errs);
+        joined(errs).map(|()| Some(shape))
     }
 }
 
@@ -63,16 +149,11 @@ impl PluginArgs for VolumeBindingArgs {
                 self.bind_timeout_seconds
             ));
         }
-        if let Some(shape) = &self.shape {
-            errs.push(format!(
-                "shape: Invalid value: {}: unsupported when StorageCapacityScoring feature is disabled",
-                go_shape(shape)
-            ));
+        // A shape's points are checked here (whatever the gate); whether a shape may be set
+        // at all depends on StorageCapacityScoring, checked by `scoring_shape`.
+        if let Some(shape) = self.shape.as_deref().filter(|s| !s.is_empty()) {
+            validate_shape(shape, &mut errs);
         }
-        match errs.len() {
-            0 => Ok(()),
-            1 => Err(errs.remove(0)),
-            _ => Err(format!("[{}]", errs.join(", "))),
-        }
+        joined(errs)
     }
 }

@@ -63,14 +63,24 @@ pub enum Provisioning {
     Error(String),
     /// The class has no provisioner.
     Unsupported,
-    /// The class provisions on nodes in `topology`; `capacity` lists the node topologies
-    /// of the CSIStorageCapacity pools large enough, when the driver tracks capacity.
+    /// The class provisions on nodes in `topology`; `capacity` lists the CSIStorageCapacity
+    /// pools large enough, when the driver tracks capacity.
     Possible {
         /// `allowedTopologies`.
         topology: AllowedTopologies,
         /// None: no capacity check. Some: a node needs one pool whose topology it matches.
-        capacity: Option<Vec<LabelSelector>>,
+        capacity: Option<Vec<CapacityPool>>,
     },
+}
+
+/// A CSIStorageCapacity pool large enough for a claim.
+#[derive(Debug)]
+pub struct CapacityPool {
+    /// The nodes that reach it (`nodeTopology`).
+    pub topology: LabelSelector,
+    /// Its `capacity` (nano units; zero when only `maximumVolumeSize` is set), which
+    /// StorageCapacityScoring scores against.
+    pub capacity: i128,
 }
 
 /// An unbound claim of a WaitForFirstConsumer class.
@@ -109,6 +119,9 @@ pub struct PodVolumes {
     pub static_bindings: Vec<(usize, Arc<PersistentVolume>)>,
     /// Indices into `delayed` of claims to provision.
     pub provisions: Vec<usize>,
+    /// Aligned with `provisions`: the capacity of the pool each is provisioned from, when
+    /// the driver tracks capacity (upstream's `DynamicProvision.NodeCapacity`).
+    pub provision_capacities: Vec<Option<i128>>,
 }
 
 impl PodVolumes {
@@ -311,11 +324,13 @@ fn provisioning(pvc: &PersistentVolumeClaim, key: &str, objects: &ObjectStore) -
             .filter_map(|c| {
                 // A pool without a topology is reachable from no node.
                 let topology = c.node_topology.as_ref()?;
-                LabelSelector::compile(Some(topology), "nodeTopology")
+                let topology = LabelSelector::compile(Some(topology), "nodeTopology")
                     .inspect_err(|e| {
                         tracing::warn!(capacity = ?c.metadata.name, error = %e, "unusable CSIStorageCapacity nodeTopology");
                     })
-                    .ok()
+                    .ok()?;
+                let capacity = c.capacity.as_ref().map_or(0, |q| quantity_nanos(&q.0));
+                Some(CapacityPool { topology, capacity })
             })
             .collect()
     });
@@ -411,11 +426,13 @@ impl PodClaims {
         }
         conflicts.bind_conflict = !all_matched;
         if !to_provision.is_empty() {
-            let (provisionable, enough) = self.check_provisions(&to_provision, labels)?;
+            let (provisionable, enough, capacities) =
+                self.check_provisions(&to_provision, labels)?;
             conflicts.bind_conflict = !provisionable;
             conflicts.not_enough_space = !enough;
             if provisionable && enough {
                 volumes.provisions = to_provision;
+                volumes.provision_capacities = capacities;
             }
         }
         Ok((volumes, conflicts))
@@ -447,26 +464,34 @@ impl PodClaims {
             .map(|c| c.pv.clone())
     }
 
-    /// Upstream's `checkVolumeProvisions` on one node: (provisionable, enough capacity), the
-    /// first claim that fails deciding.
-    fn check_provisions(&self, claims: &[usize], labels: &Labels) -> Result<(bool, bool), String> {
+    /// Upstream's `checkVolumeProvisions` on one node: (provisionable, enough capacity,
+    /// the capacity of the pool each claim would use), the first claim that fails deciding.
+    fn check_provisions(
+        &self,
+        claims: &[usize],
+        labels: &Labels,
+    ) -> Result<(bool, bool, Vec<Option<i128>>), String> {
+        let mut capacities = Vec::with_capacity(claims.len());
         for &i in claims {
             match &self.delayed[i].provisioning {
                 Provisioning::Error(e) => return Err(e.clone()),
-                Provisioning::Unsupported => return Ok((false, true)),
+                Provisioning::Unsupported => return Ok((false, true, Vec::new())),
                 Provisioning::Possible { topology, capacity } => {
                     if !topology.matches(labels) {
-                        return Ok((false, true));
+                        return Ok((false, true, Vec::new()));
                     }
-                    if let Some(pools) = capacity
-                        && !pools.iter().any(|p| p.matches(labels))
-                    {
-                        return Ok((true, false));
+                    match capacity {
+                        None => capacities.push(None),
+                        // The first reachable pool, as upstream's `hasEnoughCapacity`.
+                        Some(pools) => match pools.iter().find(|p| p.topology.matches(labels)) {
+                            Some(pool) => capacities.push(Some(pool.capacity)),
+                            None => return Ok((true, false, Vec::new())),
+                        },
                     }
                 }
             }
         }
-        Ok((true, true))
+        Ok((true, true, capacities))
     }
 }
 

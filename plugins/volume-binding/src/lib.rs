@@ -11,8 +11,10 @@
 //! choice in the plugin's assume cache so the next pod does not take the same volume;
 //! Unreserve reverts it. PreBind writes the bindings and selected nodes through the cluster
 //! client and waits, on the object store, until every claim is bound or
-//! `bindTimeoutSeconds` runs out. Score is not implemented: upstream scores only with the
-//! StorageCapacityScoring gate, alpha and off in v1.34, and kubesched has no feature gates.
+//! `bindTimeoutSeconds` runs out. Score runs only with the StorageCapacityScoring gate
+//! (alpha, off in v1.34): nodes are ranked by how full the volumes chosen there (or, when
+//! only provisioning, the CSIStorageCapacity pools) would be, through `shape`; with the
+//! gate off PreScore Skips, as upstream.
 //!
 //! The plugin reads PersistentVolumes, claims, StorageClasses, CSIDrivers and
 //! CSIStorageCapacities from the object store and writes only through the cluster client; it
@@ -23,12 +25,13 @@ mod assume_cache;
 mod binding;
 mod claims;
 mod hints;
+mod scoring;
 mod volume;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,12 +39,16 @@ use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResourc
 use kubesched_framework::model::k8s_openapi::api::core::v1::Pod;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreBindPlugin,
-    PreFilterPlugin, PreFilterResult, ReservePlugin, Status, async_trait,
+    Code, CycleState, EnqueueExtensions, Feature, FilterPlugin, Handle, Plugin, PluginError,
+    PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin,
+    Status, async_trait,
 };
 use parking_lot::Mutex;
 
-pub use args::{DEFAULT_BIND_TIMEOUT_SECONDS, UtilizationShapePoint, VolumeBindingArgs};
+pub use args::{
+    DEFAULT_BIND_TIMEOUT_SECONDS, MAX_SHAPE_SCORE, UtilizationShapePoint, VolumeBindingArgs,
+    default_shape,
+};
 pub use binding::ERR_BIND_TIMEOUT;
 pub use volume::{
     ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, NOT_SUPPORTED_PROVISIONER,
@@ -49,7 +56,8 @@ pub use volume::{
 
 use binding::{Caches, Reserved};
 use claims::{PodClaims, PodVolumes, all_bound, eligible_nodes, pod_volume_claims};
-use volume::{has_claims, is_lost, pod_claims};
+use scoring::{ClassStorage, Scorer};
+use volume::{claim_class, has_claims, is_lost, pod_claims, requested_storage, volume_capacity};
 
 /// The plugin's registered name.
 pub const NAME: &str = "VolumeBinding";
@@ -73,6 +81,8 @@ pub struct VolumeBinding {
     handle: Handle,
     caches: Arc<Caches>,
     bind_timeout: Duration,
+    /// Built from `shape` when StorageCapacityScoring is on; None: PreScore Skips.
+    scorer: Option<Scorer>,
 }
 
 impl std::fmt::Debug for VolumeBinding {
@@ -80,6 +90,7 @@ impl std::fmt::Debug for VolumeBinding {
         f.debug_struct("VolumeBinding")
             .field("bind_timeout", &self.bind_timeout)
             .field("caches", &self.caches)
+            .field("scorer", &self.scorer)
             .finish()
     }
 }
@@ -89,7 +100,11 @@ impl VolumeBinding {
     pub fn new(args: &VolumeBindingArgs, handle: &Handle) -> Result<Self, PluginError> {
         kubesched_framework::registry::PluginArgs::validate(args)
             .map_err(|e| PluginError(format!("{NAME}: {e}")))?;
+        let shape = args
+            .scoring_shape(handle.features().enabled(Feature::StorageCapacityScoring))
+            .map_err(|e| PluginError(format!("{NAME}: invalid VolumeBindingArgs: {e}")))?;
         Ok(Self {
+            scorer: shape.as_deref().map(Scorer::new),
             handle: handle.clone(),
             caches: Arc::new(Caches::new(handle.objects())),
             bind_timeout: Duration::from_secs(
@@ -147,7 +162,7 @@ fn owned_by(
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, Reserve, PreBind, EnqueueExtensions],
+    extension_points: [PreFilter, Filter, PreScore, Score, Reserve, PreBind, EnqueueExtensions],
     args: VolumeBindingArgs,
     factory: VolumeBinding::new,
 }
@@ -174,6 +189,12 @@ impl Plugin for VolumeBinding {
         Some(self)
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
     }
     fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
@@ -242,6 +263,70 @@ impl FilterPlugin for VolumeBinding {
             data.0.by_node.lock().insert(n.name.clone(), volumes);
         }
         Status::success()
+    }
+}
+
+impl PreScorePlugin for VolumeBinding {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+    ) -> Status {
+        // Without the gate there is nothing to score; without claims every node would
+        // score 0 (upstream scores them so; skipping changes no total).
+        if self.scorer.is_none() || state.read::<CycleData>().is_none() {
+            return Status::skip();
+        }
+        Status::success()
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(scorer) = &self.scorer else {
+            return Ok(0);
+        };
+        let Some(data) = state.read::<CycleData>() else {
+            return Err(Status::error(
+                "reading VolumeBinding's cycle state: not found",
+            ));
+        };
+        let Some(n) = node.node() else {
+            return Err(Status::error("node not found"));
+        };
+        let by_node = data.0.by_node.lock();
+        let Some(volumes) = by_node.get(&n.name) else {
+            return Ok(0);
+        };
+        let delayed = &data.0.claims.delayed;
+        let mut classes: BTreeMap<&str, ClassStorage> = BTreeMap::new();
+        if !volumes.static_bindings.is_empty() {
+            // Volumes that exist: what the claims ask of what the volumes hold.
+            for (i, pv) in &volumes.static_bindings {
+                let class = pv
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.as_deref())
+                    .unwrap_or_default();
+                let c = classes.entry(class).or_default();
+                c.requested += requested_storage(&delayed[*i].pvc);
+                c.capacity += volume_capacity(pv);
+            }
+        } else {
+            // Only provisioning: the claims of a class against the pool they come from
+            // (taken once per class, not summed: two claims share one pool).
+            for (i, capacity) in volumes.provisions.iter().zip(&volumes.provision_capacities) {
+                let Some(capacity) = capacity else {
+                    continue;
+                };
+                let pvc = &delayed[*i].pvc;
+                let c = classes.entry(claim_class(pvc)).or_default();
+                c.capacity = *capacity;
+                c.requested += requested_storage(pvc);
+            }
+        }
+        Ok(scorer.score(&classes))
     }
 }
 

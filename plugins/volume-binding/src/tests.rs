@@ -1803,11 +1803,17 @@ fn args_default_round_trip_and_validation() {
         bad(serde_json::json!({"bindTimeoutSeconds": -1})),
         "invalid VolumeBindingArgs: bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, should not be a negative value"
     );
+    // A shape's points are checked when decoding; whether a shape may be set at all
+    // depends on the gate (`scoring_shape_follows_the_gate`).
     assert_eq!(
         bad(
-            serde_json::json!({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]})
+            serde_json::json!({"shape": [{"utilization": 50, "score": 0}, {"utilization": 50, "score": 11}]})
         ),
-        "invalid VolumeBindingArgs: shape: Invalid value: []config.UtilizationShapePoint{config.UtilizationShapePoint{Utilization:0, Score:0}, config.UtilizationShapePoint{Utilization:100, Score:10}}: unsupported when StorageCapacityScoring feature is disabled"
+        "invalid VolumeBindingArgs: [shape[1].utilization: Invalid value: 50: utilization values must be sorted in increasing order, shape[1].score: Invalid value: 11: not in valid range [0, 10]]"
+    );
+    assert!(
+        (desc.args.decode)(Some(&serde_json::json!({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]})))
+            .is_ok()
     );
     assert!(
         bad(serde_json::json!({"bindTimeout": 1}))
@@ -1833,4 +1839,231 @@ fn registration_lists_the_implemented_points() {
     );
     assert!(r.is_none() && s.is_skip());
     assert!(state.read::<CycleData>().is_none());
+}
+
+// ---------------------------------------------------------------------------------------
+// Score (StorageCapacityScoring)
+
+fn gates(storage_capacity_scoring: bool) -> kubesched_framework::FeatureGates {
+    kubesched_framework::FeatureGates::defaults()
+        .with(Feature::StorageCapacityScoring, storage_capacity_scoring)
+        .expect("settable gate")
+}
+
+/// The plugin over `world` with StorageCapacityScoring set as given.
+fn plugin_with_gate(
+    world: &World,
+    args: &VolumeBindingArgs,
+    storage_capacity_scoring: bool,
+) -> Result<VolumeBinding, PluginError> {
+    let handle = Handle::builder()
+        .objects(world.objects())
+        .client(Arc::new(kubesched_framework::NoopClient))
+        .features(gates(storage_capacity_scoring))
+        .build();
+    VolumeBinding::new(args, &handle)
+}
+
+fn shape(points: &[(i32, i32)]) -> Vec<UtilizationShapePoint> {
+    points
+        .iter()
+        .map(|&(utilization, score)| UtilizationShapePoint { utilization, score })
+        .collect()
+}
+
+#[test]
+fn scoring_shape_follows_the_gate() {
+    let world = World::new();
+    let with_shape = VolumeBindingArgs {
+        shape: Some(shape(&[(0, 0), (100, 10)])),
+        ..VolumeBindingArgs::default()
+    };
+    // Gate off (v1.34's default): no scorer, and a shape is refused with upstream's words.
+    let off = plugin_with_gate(&world, &VolumeBindingArgs::default(), false).expect("valid");
+    assert!(off.scorer.is_none());
+    assert_eq!(
+        plugin_with_gate(&world, &with_shape, false)
+            .expect_err("refused")
+            .to_string(),
+        "VolumeBinding: invalid VolumeBindingArgs: shape: Invalid value: []config.UtilizationShapePoint{config.UtilizationShapePoint{Utilization:0, Score:0}, config.UtilizationShapePoint{Utilization:100, Score:10}}: unsupported when StorageCapacityScoring feature is disabled"
+    );
+    // Gate on: the default shape prefers empty storage; a set shape is used.
+    assert_eq!(
+        VolumeBindingArgs::default().scoring_shape(true),
+        Ok(Some(shape(&[(0, 10), (100, 0)])))
+    );
+    assert_eq!(
+        VolumeBindingArgs {
+            shape: Some(Vec::new()),
+            ..VolumeBindingArgs::default()
+        }
+        .scoring_shape(true),
+        Ok(Some(default_shape()))
+    );
+    assert_eq!(
+        with_shape.scoring_shape(true),
+        Ok(Some(shape(&[(0, 0), (100, 10)])))
+    );
+    assert!(
+        plugin_with_gate(&world, &with_shape, true)
+            .expect("valid")
+            .scorer
+            .is_some()
+    );
+    assert_eq!(
+        VolumeBindingArgs {
+            shape: Some(shape(&[(-1, 0), (101, 10)])),
+            ..VolumeBindingArgs::default()
+        }
+        .scoring_shape(true),
+        Err("[shape[0].utilization: Invalid value: -1: not in valid range [0, 100], shape[1].utilization: Invalid value: 101: not in valid range [0, 100]]".into())
+    );
+}
+
+#[test]
+fn scorer_function_table() {
+    let gib = |n: i128| n << 30;
+    let one = |requested: i128, capacity: i128| {
+        BTreeMap::from([(
+            "c",
+            ClassStorage {
+                requested: gib(requested),
+                capacity: gib(capacity),
+            },
+        )])
+    };
+    let least = Scorer::new(&default_shape());
+    let most = Scorer::new(&shape(&[(0, 0), (100, 10)]));
+    let stepped = Scorer::new(&shape(&[(20, 2), (60, 8)]));
+    let cases: &[(&str, &Scorer, BTreeMap<&str, ClassStorage>, i64)] = &[
+        ("nothing to score", &least, BTreeMap::new(), 0),
+        ("empty storage, default shape", &least, one(0, 100), 100),
+        ("a quarter used", &least, one(25, 100), 75),
+        ("a quarter used, packing shape", &most, one(25, 100), 25),
+        ("over capacity counts as full", &least, one(101, 100), 0),
+        ("unknown capacity counts as full", &most, one(1, 0), 100),
+        ("before the first point", &stepped, one(10, 100), 20),
+        ("between points", &stepped, one(40, 100), 50),
+        ("after the last point", &stepped, one(90, 100), 80),
+        (
+            "classes averaged and rounded",
+            &least,
+            BTreeMap::from([
+                (
+                    "a",
+                    ClassStorage {
+                        requested: gib(1),
+                        capacity: gib(2),
+                    },
+                ),
+                (
+                    "b",
+                    ClassStorage {
+                        requested: gib(1),
+                        capacity: gib(3),
+                    },
+                ),
+            ]),
+            // (50 + 67) / 2 = 58.5
+            59,
+        ),
+    ];
+    for (name, scorer, classes, want) in cases {
+        assert_eq!(scorer.score(classes), *want, "{name}");
+    }
+}
+
+/// Runs the pod through PreFilter, Filter, PreScore and Score on the three nodes with
+/// StorageCapacityScoring on.
+fn run_scored(world: &World, pod: PodBuilder) -> PluginRun {
+    let pl = plugin_with_gate(world, &VolumeBindingArgs::default(), true).expect("valid");
+    PluginHarness::new(pl).run(&pod.info(), &node_infos(nodes(), &[]))
+}
+
+#[test]
+fn score_static_bindings_by_how_full_the_chosen_volumes_are() {
+    let claim = PvcBuilder::new("data")
+        .storage_class(WAIT_STATIC)
+        .request("5Gi");
+    let local = |name: &str, node: &str, size: &str| {
+        avail(name)
+            .storage_class(WAIT_STATIC)
+            .capacity(size)
+            .affinity(HOSTNAME, &[node])
+    };
+    let world = World::new()
+        .pvc(claim)
+        .pv(local("pv-n1", "n1", "5Gi"))
+        .pv(local("pv-n2", "n2", "20Gi"));
+    let r = run_scored(&world, pod(&["data"]));
+    assert_eq!(
+        r.pre_score.as_ref().map(|s| s.code.as_str()),
+        Some("Success")
+    );
+    // n1's volume would be full, n2's a quarter used; n3 has no volume.
+    assert_eq!(r.score_of("n1"), Some(0));
+    assert_eq!(r.score_of("n2"), Some(75));
+    assert_eq!(
+        r.filter_of("n3").map(|s| s.code.as_str()),
+        Some("UnschedulableAndUnresolvable")
+    );
+    insta::assert_yaml_snapshot!(r);
+}
+
+#[test]
+fn score_provisioning_by_how_full_the_pool_is() {
+    let claim = PvcBuilder::new("data").storage_class(WAIT).request("10Gi");
+    let world = World::new()
+        .pvc(claim)
+        .driver(csi_driver(DRIVER, true))
+        .capacity(csi_storage_capacity(
+            "zone-a",
+            WAIT,
+            Some("100Gi"),
+            None,
+            Some(&[(ZONE, "a")]),
+        ))
+        .capacity(csi_storage_capacity(
+            "zone-b",
+            WAIT,
+            Some("20Gi"),
+            None,
+            Some(&[(ZONE, "b")]),
+        ));
+    let r = run_scored(&world, pod(&["data"]));
+    assert_eq!(r.score_of("n1"), Some(90));
+    assert_eq!(r.score_of("n2"), Some(90));
+    assert_eq!(r.score_of("n3"), Some(50));
+    // Two claims of one class ask the same pool: requests add up, the pool counts once.
+    let world = world.pvc(PvcBuilder::new("logs").storage_class(WAIT).request("10Gi"));
+    let r = run_scored(&world, pod(&["data", "logs"]));
+    assert_eq!(r.score_of("n1"), Some(80));
+    assert_eq!(r.score_of("n3"), Some(0));
+    // A driver without capacity tracking gives nothing to score.
+    let untracked = World::new()
+        .pvc(PvcBuilder::new("data").storage_class(WAIT).request("10Gi"))
+        .driver(csi_driver(DRIVER, false));
+    let r = run_scored(&untracked, pod(&["data"]));
+    assert_eq!(r.score_of("n1"), Some(0));
+}
+
+#[test]
+fn pre_score_skips_without_the_gate_or_without_claims() {
+    let world = World::new()
+        .pvc(PvcBuilder::new("data").storage_class(WAIT).request("1Gi"))
+        .driver(csi_driver(DRIVER, true))
+        .capacity(csi_storage_capacity(
+            "c",
+            WAIT,
+            Some("10Gi"),
+            None,
+            Some(&[(ZONE, "a")]),
+        ));
+    let code = |r: &PluginRun| r.pre_score.as_ref().map(|s| s.code.clone());
+    assert_eq!(code(&run(&world, pod(&["data"]))), Some("Skip".into()));
+    assert_eq!(code(&run_scored(&world, pod(&[]))), Some("Skip".into()));
+    assert_eq!(
+        code(&run_scored(&world, pod(&["data"]))),
+        Some("Success".into())
+    );
 }
