@@ -373,3 +373,113 @@ fn a_victim_holds_its_room_for_its_grace_period_and_bound_pods_start_on_the_virt
         );
     });
 }
+
+/// The value of one sample line of the Prometheus text, by its exact name and labels.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+#[test]
+fn v1_34_metrics_are_recorded() {
+    let input = format!(
+        "{}{}{}{}",
+        node("n1", "2", ""),
+        pod("m", "victim", "2", ", nodeName: n1, priority: 0", ""),
+        pod("m", "preemptor", "2", ", priority: 1000", ""),
+        pod("m", "huge", "8", ", priority: 0", "")
+    );
+    let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let text = runtime.block_on(async {
+        let mut sim = Simulation::new(
+            &loaded,
+            SimulationOptions {
+                seed: Some(0),
+                explain: None,
+                progress: None,
+            },
+        )
+        .expect("simulation");
+        let mut m = Manifests::default();
+        let mut problems = Vec::new();
+        load_text(&input, "input.yaml", &mut m, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        sim.load(m, "input.yaml");
+        sim.settle().await;
+        // A node too small for `huge`: its queueing hint runs and says skip.
+        let mut more = Manifests::default();
+        load_text(&node("n2", "1", ""), "more.yaml", &mut more, &mut problems);
+        sim.load(more, "more.yaml");
+        sim.settle().await;
+        sim.scheduler().metrics().encode()
+    });
+    let v = |series: &str| sample(&text, series).unwrap_or_else(|| panic!("{series} in\n{text}"));
+    // One preemption with one victim.
+    assert_eq!(v("scheduler_preemption_victims_count"), 1.0);
+    assert_eq!(v("scheduler_preemption_victims_sum"), 1.0);
+    // The preemptor was bound on its second attempt; the SLI counts from its first.
+    assert_eq!(
+        v("scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"2\"}"),
+        1.0
+    );
+    // `huge` waits, rejected by NodeResourcesFit; the gauge follows the queue.
+    assert_eq!(
+        v(
+            "scheduler_unschedulable_pods{plugin=\"NodeResourcesFit\",profile=\"default-scheduler\"}"
+        ),
+        1.0
+    );
+    assert_eq!(v("scheduler_pending_pods{queue=\"unschedulable\"}"), 1.0);
+    assert_eq!(v("scheduler_scheduler_cache_size{type=\"nodes\"}"), 2.0);
+    assert_eq!(v("scheduler_scheduler_cache_size{type=\"pods\"}"), 1.0);
+    assert_eq!(
+        v("scheduler_scheduler_cache_size{type=\"assumed_pods\"}"),
+        0.0
+    );
+    assert_eq!(
+        v("scheduler_event_handling_duration_seconds_count{event=\"NodeAdd\"}"),
+        2.0
+    );
+    assert!(
+        v("scheduler_event_handling_duration_seconds_count{event=\"UnscheduledPodAdd\"}") >= 2.0
+    );
+    assert!(
+        v(
+            "scheduler_queueing_hint_execution_duration_seconds_count{plugin=\"NodeResourcesFit\",event=\"NodeAdd\",hint=\"QueueSkip\"}"
+        ) >= 1.0
+    );
+    // Filter ran NodeResourcesFit once per node and attempt; PreFilter once per attempt.
+    assert!(
+        v(
+            "scheduler_plugin_evaluation_total{plugin=\"NodeResourcesFit\",extension_point=\"Filter\",profile=\"default-scheduler\"}"
+        ) >= 3.0
+    );
+    assert!(
+        v(
+            "scheduler_plugin_evaluation_total{plugin=\"NodeResourcesFit\",extension_point=\"PreFilter\",profile=\"default-scheduler\"}"
+        ) >= 3.0
+    );
+    // Upstream's buckets: 12 for extension points, 20 for plugins (plus +Inf each).
+    let buckets = |name: &str| {
+        let les: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}_bucket{{")))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        les.len()
+    };
+    assert_eq!(
+        buckets("scheduler_framework_extension_point_duration_seconds"),
+        13
+    );
+    assert_eq!(buckets("scheduler_pod_scheduling_sli_duration_seconds"), 21);
+    assert_eq!(buckets("scheduler_plugin_execution_duration_seconds"), 21);
+    assert_eq!(buckets("scheduler_event_handling_duration_seconds"), 13);
+}

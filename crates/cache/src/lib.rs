@@ -160,6 +160,17 @@ pub struct NodeDump {
     pub allocatable: Resource,
 }
 
+/// How much the cache holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Nodes (placeholders of deleted nodes that still hold pods included).
+    pub nodes: usize,
+    /// Pods, added and assumed.
+    pub pods: usize,
+    /// Pods assumed and not yet confirmed by the cluster.
+    pub assumed_pods: usize,
+}
+
 /// The cache's content, for debugging (`kubesched` prints it on demand).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CacheDump {
@@ -469,6 +480,16 @@ impl Cache {
     /// Number of pods (added and assumed), on deleted nodes too.
     pub fn pod_count(&self) -> usize {
         self.inner.lock().pods.len()
+    }
+
+    /// Nodes, pods and assumed pods, read together (`scheduler_scheduler_cache_size`).
+    pub fn sizes(&self) -> CacheSizes {
+        let st = self.inner.lock();
+        CacheSizes {
+            nodes: st.nodes.len(),
+            pods: st.pods.len(),
+            assumed_pods: st.assumed.len(),
+        }
     }
 
     /// The cache's content, for debugging.

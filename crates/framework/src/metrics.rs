@@ -1,4 +1,5 @@
-//! Where the framework reports how long extension points and plugins took.
+//! Where the framework reports how long extension points and plugins took, how often
+//! plugins ran, how long pods waited at Permit and how many victims preemption chose.
 
 use std::time::Duration;
 
@@ -21,6 +22,19 @@ pub trait MetricsSink: Send + Sync {
     /// Preemption chose a node and is evicting this many victims
     /// (`scheduler_preemption_victims`).
     fn preemption_victims(&self, _victims: usize) {}
+    /// A pod waited at Permit this long and ended with `code`
+    /// (`scheduler_permit_wait_duration_seconds{result}`).
+    fn permit_wait(&self, _code: Code, _duration: Duration) {}
+    /// A plugin was run `count` times at a point for pods of a profile
+    /// (`scheduler_plugin_evaluation_total`; PreFilter, Filter, PreScore and Score).
+    fn plugin_evaluations(
+        &self,
+        _profile: &str,
+        _point: ExtensionPoint,
+        _plugin: &str,
+        _count: u64,
+    ) {
+    }
 }
 
 /// Discards every timing.

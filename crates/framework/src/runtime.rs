@@ -522,6 +522,12 @@ impl Framework {
             let Some(pf) = p.as_pre_filter() else {
                 continue;
             };
+            self.metrics.plugin_evaluations(
+                &self.profile_name,
+                ExtensionPoint::PreFilter,
+                p.name(),
+                1,
+            );
             let (r, s) = self.timed(
                 state.record_plugin_metrics,
                 p,
@@ -596,6 +602,60 @@ impl Framework {
             state.filter_skip_mask & (1u64 << i) != 0
         } else {
             state.skip_filter_plugins.contains(p.name())
+        }
+    }
+
+    /// Counts Filter's plugin runs of one cycle in one go (`scheduler_plugin_evaluation_total`
+    /// for Filter): every plugin not skipped ran on the `passed` nodes, and on a rejected node
+    /// every plugin up to the one that rejected it. Counting per cycle keeps a shared counter
+    /// off Filter's per-node path.
+    pub fn record_filter_evaluations<'a>(
+        &self,
+        state: &CycleState,
+        passed: usize,
+        rejected: impl IntoIterator<Item = &'a Status>,
+    ) {
+        if self.filter.is_empty() {
+            return;
+        }
+        // How many nodes each plugin rejected (the last plugin stands for a status that
+        // names no filter plugin); rejections mostly come from a few plugins in a row, so
+        // the previous answer is tried first.
+        let mut rejected_by = vec![0u64; self.filter.len()];
+        let mut previous: Option<(&str, usize)> = None;
+        for status in rejected {
+            let at = match (status.plugin(), previous) {
+                (Some(name), Some((prev, at))) if prev == name => at,
+                (Some(name), _) => {
+                    let at = self
+                        .filter
+                        .iter()
+                        .position(|p| p.name() == name)
+                        .unwrap_or(self.filter.len() - 1);
+                    previous = Some((name, at));
+                    at
+                }
+                (None, _) => self.filter.len() - 1,
+            };
+            rejected_by[at] += 1;
+        }
+        // A plugin ran on every node that passed and on every node rejected by it or by a
+        // later plugin.
+        let mut ran = vec![passed as u64; self.filter.len()];
+        let mut later = 0;
+        for i in (0..self.filter.len()).rev() {
+            later += rejected_by[i];
+            ran[i] += later;
+        }
+        for (i, (p, n)) in self.filter.iter().zip(ran).enumerate() {
+            if n > 0 && !self.filter_skipped(state, i, p) {
+                self.metrics.plugin_evaluations(
+                    &self.profile_name,
+                    ExtensionPoint::Filter,
+                    p.name(),
+                    n,
+                );
+            }
         }
     }
 
@@ -804,6 +864,12 @@ impl Framework {
         let mut status = Status::success();
         for p in &self.pre_score {
             let Some(ps) = p.as_pre_score() else { continue };
+            self.metrics.plugin_evaluations(
+                &self.profile_name,
+                ExtensionPoint::PreScore,
+                p.name(),
+                1,
+            );
             let s = self.timed(
                 state.record_plugin_metrics,
                 p,
@@ -857,6 +923,10 @@ impl Framework {
             .filter(|(p, _)| !state.skip_score_plugins.contains(p.name()))
             .filter_map(|(p, w)| p.as_score().map(|sp| (p, sp, *w)))
             .collect();
+        for (p, _, _) in &active {
+            self.metrics
+                .plugin_evaluations(&self.profile_name, ExtensionPoint::Score, p.name(), 1);
+        }
         let raw_by_plugin = if state.record_plugin_metrics || active.len() > MAX_FUSED_SCORE_PLUGINS
         {
             self.score_per_plugin(state, pod, nodes, &active)?
@@ -1052,7 +1122,9 @@ impl Framework {
         let Some(wp) = self.handle.waiting_pods().get(&pod.uid) else {
             return Status::success();
         };
+        let waited = Instant::now();
         let s = wp.wait().await;
+        self.metrics.permit_wait(s.code(), waited.elapsed());
         self.handle.waiting_pods().remove(&pod.uid);
         if s.is_success() {
             return s;

@@ -9,7 +9,8 @@ use kubesched_framework::{
     BindPlugin, Code, CycleState, ExtensionPoint, FilterPlugin, Framework, Handle, NodeToStatus,
     PermitPlugin, Plugin, PluginRef, PostBindPlugin, PostFilterPlugin, PostFilterResult,
     PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ProfileSpec, ReservePlugin,
-    ScorePlugin, Status, async_trait, metrics::NoMetrics,
+    ScorePlugin, Status, async_trait,
+    metrics::{MetricsSink, NoMetrics},
 };
 use kubesched_testing::{NodeBuilder, PodBuilder, node_info};
 use parking_lot::Mutex;
@@ -191,6 +192,16 @@ impl PostBindPlugin for Fake {
 /// Builds a framework with the fakes enabled at every point they implement, in order;
 /// `weights` sets Score weights by name.
 fn framework(plugins: Vec<Fake>, weights: &[(&str, i64)], handle: Handle) -> Framework {
+    framework_reporting(plugins, weights, handle, Arc::new(NoMetrics))
+}
+
+/// Like [`framework`], reporting to `metrics`.
+fn framework_reporting(
+    plugins: Vec<Fake>,
+    weights: &[(&str, i64)],
+    handle: Handle,
+    metrics: Arc<dyn MetricsSink>,
+) -> Framework {
     let mut spec = ProfileSpec {
         scheduler_name: "test".into(),
         ..Default::default()
@@ -210,14 +221,8 @@ fn framework(plugins: Vec<Fake>, weights: &[(&str, i64)], handle: Handle) -> Fra
         }
         instances.insert(p.name().to_string(), p);
     }
-    Framework::from_instances(
-        spec,
-        handle,
-        Arc::new(NoMetrics),
-        instances,
-        BTreeMap::new(),
-    )
-    .expect("valid framework")
+    Framework::from_instances(spec, handle, metrics, instances, BTreeMap::new())
+        .expect("valid framework")
 }
 
 fn nodes(names: &[&str]) -> Vec<Arc<NodeInfo>> {
@@ -355,6 +360,76 @@ fn filter_first_rejection_decides() {
     );
 }
 
+/// Records what the framework reports for `scheduler_plugin_evaluation_total` and
+/// `scheduler_permit_wait_duration_seconds`.
+#[derive(Default)]
+struct Reported {
+    evaluations: Mutex<BTreeMap<(String, String), u64>>,
+    permit_waits: Mutex<Vec<(Code, Duration)>>,
+}
+
+impl MetricsSink for Reported {
+    fn extension_point_duration(&self, _: &str, _: ExtensionPoint, _: Code, _: Duration) {}
+    fn plugin_duration(&self, _: &str, _: ExtensionPoint, _: Code, _: Duration) {}
+    fn plugin_evaluations(&self, _profile: &str, point: ExtensionPoint, plugin: &str, count: u64) {
+        *self
+            .evaluations
+            .lock()
+            .entry((plugin.to_string(), point.as_str().to_string()))
+            .or_default() += count;
+    }
+    fn permit_wait(&self, code: Code, duration: Duration) {
+        self.permit_waits.lock().push((code, duration));
+    }
+}
+
+#[test]
+fn filter_evaluations_count_each_plugin_run_on_each_node() {
+    let l = log();
+    let mut a = Fake::new("A", &l);
+    a.filter = Some(Box::new(|n| {
+        if n.name() == "bad" {
+            Status::unschedulable("A says no")
+        } else {
+            Status::success()
+        }
+    }));
+    let mut b = Fake::new("B", &l);
+    b.filter = Some(Box::new(|n| {
+        if n.name() == "worse" {
+            Status::unschedulable("B says no")
+        } else {
+            Status::success()
+        }
+    }));
+    let reported = Arc::new(Reported::default());
+    let fw = framework_reporting(vec![a, b], &[], Handle::default(), reported.clone());
+    let pod = PodBuilder::new("p").info();
+    let state = CycleState::new();
+    let statuses: Vec<Status> = nodes(&["bad", "worse", "good", "fine"])
+        .iter()
+        .map(|n| fw.run_filter_plugins(&state, &pod, n))
+        .collect();
+    let passed = statuses.iter().filter(|s| s.is_success()).count();
+    fw.record_filter_evaluations(&state, passed, statuses.iter().filter(|s| !s.is_success()));
+    // A ran on all four nodes; B on the three A let through: as many runs as the log shows.
+    let filter_runs = |name: &str| {
+        l.lock()
+            .iter()
+            .filter(|e| e.starts_with(&format!("{name}:Filter")))
+            .count() as u64
+    };
+    let evaluations = reported.evaluations.lock().clone();
+    assert_eq!(
+        evaluations,
+        BTreeMap::from([
+            (("A".to_string(), "Filter".to_string()), filter_runs("A")),
+            (("B".to_string(), "Filter".to_string()), filter_runs("B")),
+        ])
+    );
+    assert_eq!((filter_runs("A"), filter_runs("B")), (4, 3));
+}
+
 #[test]
 fn scores_are_normalized_then_weighted() {
     let l = log();
@@ -447,7 +522,8 @@ async fn permit_wait_then_allow() {
         ..Fake::new("A", &l)
     };
     let handle = Handle::default();
-    let fw = framework(vec![a], &[], handle.clone());
+    let reported = Arc::new(Reported::default());
+    let fw = framework_reporting(vec![a], &[], handle.clone(), reported.clone());
     let pod = PodBuilder::new("p").info();
     let s = fw.run_permit_plugins(&CycleState::new(), &pod, "n1");
     assert!(s.is_wait());
@@ -455,6 +531,11 @@ async fn permit_wait_then_allow() {
     assert_eq!(wp.pending_plugins(), vec!["A".to_string()]);
     wp.allow("A");
     assert!(fw.wait_on_permit(&pod).await.is_success());
+    let waits = reported.permit_waits.lock().clone();
+    assert_eq!(
+        waits.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        [Code::Success]
+    );
     assert!(handle.waiting_pods().get(&pod.uid).is_none());
 }
 

@@ -91,11 +91,22 @@ impl Default for QueueConfig {
     }
 }
 
-/// Where the queue reports pods entering a sub-queue
-/// (`scheduler_queue_incoming_pods_total{queue, event}`).
+/// Where the queue reports what upstream's queue reports: pods entering a sub-queue
+/// (`scheduler_queue_incoming_pods_total{queue, event}`), the pending counts after every
+/// change (`scheduler_pending_pods{queue}`), failed pods by rejecting plugin
+/// (`scheduler_unschedulable_pods{plugin, profile}`) and queueing hint durations
+/// (`scheduler_queueing_hint_execution_duration_seconds{plugin, event, hint}`).
 pub trait QueueMetrics: Send + Sync {
     /// A pod entered `queue` (`active`, `backoff` or `unschedulable`) because of `event`.
     fn incoming(&self, queue: &str, event: &str);
+    /// The sub-queues' sizes changed to these.
+    fn pending(&self, _counts: QueueCounts) {}
+    /// `delta` pods that `plugin` rejected (or left pending) wait in the queue, for a
+    /// profile: +1 when a failed pod comes back, -1 when it is popped or leaves.
+    fn unschedulable_reason(&self, _plugin: &str, _profile: &str, _delta: i64) {}
+    /// A plugin's queueing hint ran for `event` and answered `hint` (`Queue`, `QueueSkip`,
+    /// or `Error`).
+    fn queueing_hint(&self, _plugin: &str, _event: &str, _hint: &'static str, _took: Duration) {}
 }
 
 /// The sub-queue a pending pod waits in.
@@ -275,6 +286,54 @@ struct State {
     scheduling_cycle: u64,
     move_request_cycle: Option<u64>,
     closed: bool,
+    /// Failed pods counted in `scheduler_unschedulable_pods`, by UID: their profile and the
+    /// plugins they were counted under (taken back when they are popped or leave).
+    unschedulable_reasons: HashMap<String, (String, Vec<String>)>,
+}
+
+impl State {
+    fn counts(&self) -> QueueCounts {
+        QueueCounts {
+            active: self.active.len(),
+            backoff: self.backoff.len(),
+            unschedulable: self.unschedulable.len() - self.gated,
+            gated: self.gated,
+        }
+    }
+}
+
+/// The queue's lock: when it is released after a change of the sub-queues' sizes, the new
+/// sizes are reported (so `scheduler_pending_pods` follows every change, not only attempts).
+struct Locked<'a> {
+    state: parking_lot::MutexGuard<'a, State>,
+    queue: &'a SchedulingQueue,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(m) = &self.queue.metrics else {
+            return;
+        };
+        let counts = self.state.counts();
+        let mut last = self.queue.reported.lock();
+        if *last != Some(counts) {
+            *last = Some(counts);
+            m.pending(counts);
+        }
+    }
 }
 
 /// The scheduling queue. All methods take `&self`; one internal lock serialises them.
@@ -292,6 +351,8 @@ pub struct SchedulingQueue {
     notify: Notify,
     /// Where backoffQ's ordering windows are counted from.
     epoch: Instant,
+    /// The sizes last reported to the metrics.
+    reported: Mutex<Option<QueueCounts>>,
 }
 
 impl std::fmt::Debug for SchedulingQueue {
@@ -362,9 +423,17 @@ impl SchedulingQueue {
             clock,
             config,
             epoch,
+            reported: Mutex::new(None),
             metrics,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            state: self.state.lock(),
+            queue: self,
         }
     }
 
@@ -377,7 +446,7 @@ impl SchedulingQueue {
             tracing::debug!(pod = %pod.key(), scheduler = %pod.scheduler_name, "pod of another scheduler not queued");
             return;
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if let Some(existing) = self.queued_pod(&st, &pod.uid) {
             drop(st);
             self.update(&existing, pod);
@@ -409,7 +478,7 @@ impl SchedulingQueue {
         let old_obj = EventObject::Pod(Arc::new(old.clone()));
         let new_obj = EventObject::Pod(new.clone());
         let uid = new.uid.clone();
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if st.in_flight_pods.contains_key(&uid) {
             for event in events {
                 self.push_in_flight_event(
@@ -458,7 +527,8 @@ impl SchedulingQueue {
     /// A pending pod was deleted (or bound): it leaves the queue and the nominator.
     pub fn delete(&self, pod: &PodInfo) {
         self.nominator.remove(&pod.uid);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
+        self.uncount_reasons(&mut st, &pod.uid);
         let less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.less(a, b);
         if st.active.remove(&pod.uid, &less).is_some() {
             return;
@@ -473,7 +543,7 @@ impl SchedulingQueue {
     /// Moves these pods from unschedulablePods or backoffQ to activeQ (PreEnqueue still
     /// applies). A pod being scheduled is moved when it comes back.
     pub fn activate(&self, uids: &[String]) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         for uid in uids {
             if let Some(info) = self.take_unschedulable(&mut st, uid) {
                 self.move_to_active(&mut st, info, internal::FORCE_ACTIVATE, true);
@@ -503,7 +573,7 @@ impl SchedulingQueue {
     /// The head of activeQ, now in flight, or None when activeQ is empty or the queue is
     /// closed. Each pop starts a scheduling cycle and counts an attempt.
     pub fn pop(&self) -> Option<QueuedPodInfo> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         self.pop_locked(&mut st)
     }
 
@@ -515,7 +585,7 @@ impl SchedulingQueue {
             // Registered before looking, so a pod added right after the look wakes us.
             notified.as_mut().enable();
             {
-                let mut st = self.state.lock();
+                let mut st = self.lock();
                 if st.closed {
                     return None;
                 }
@@ -529,7 +599,7 @@ impl SchedulingQueue {
 
     /// Closes the queue: waiting pops return None and every pod in flight is done.
     pub fn close(&self) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let uids: Vec<String> = st.in_flight_pods.keys().cloned().collect();
         for uid in uids {
             Self::done_locked(&mut st, &uid);
@@ -541,7 +611,7 @@ impl SchedulingQueue {
 
     /// The number of pods popped so far (the current scheduling cycle).
     pub fn scheduling_cycle(&self) -> u64 {
-        self.state.lock().scheduling_cycle
+        self.lock().scheduling_cycle
     }
 
     /// Gives back a pod whose attempt (popped in scheduling cycle `pod_scheduling_cycle`)
@@ -555,7 +625,7 @@ impl SchedulingQueue {
         mut pod: QueuedPodInfo,
         pod_scheduling_cycle: u64,
     ) -> Result<(), QueueError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let uid = pod.pod_info.uid.clone();
         let present = if st.unschedulable.contains_key(&uid) {
             Some("unschedulable queue")
@@ -573,6 +643,7 @@ impl SchedulingQueue {
             }),
             None => {
                 pod.timestamp = self.clock.now();
+                self.count_reasons(&mut st, &pod);
                 let strategy = self.strategy_for_in_flight(&st, &pod, pod_scheduling_cycle);
                 let queue = self.requeue(
                     &mut st,
@@ -596,7 +667,7 @@ impl SchedulingQueue {
         old: Option<&EventObject>,
         new: Option<&EventObject>,
     ) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if !self.is_event_of_interest(&event) {
             return;
         }
@@ -613,7 +684,7 @@ impl SchedulingQueue {
         new: Option<&EventObject>,
         except_uid: &str,
     ) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if !self.is_event_of_interest(&event) {
             return;
         }
@@ -632,7 +703,7 @@ impl SchedulingQueue {
     pub fn assigned_pod_added(&self, pod: &Arc<PodInfo>) {
         self.nominator.remove(&pod.uid);
         let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let uids = self.cross_topology_candidates(&st, pod);
         let new = EventObject::Pod(pod.clone());
         self.move_pods(&mut st, uids, event, &event.label(), None, Some(&new));
@@ -645,7 +716,7 @@ impl SchedulingQueue {
         let scale_down = ClusterEvent::new(EventResource::Pod, ActionType::UPDATE_POD_SCALE_DOWN);
         let old_obj = EventObject::Pod(old.clone());
         let new_obj = EventObject::Pod(new.clone());
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         for event in pod_update_events(old, new) {
             let uids = if scale_down.covers(&event) {
                 st.unschedulable.keys().cloned().collect()
@@ -666,7 +737,7 @@ impl SchedulingQueue {
     /// Moves pods whose backoff is over to activeQ (the scheduler calls this every second;
     /// the simulator on virtual time).
     pub fn flush_backoff_completed(&self) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let now = self.clock.now();
         let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
         loop {
@@ -687,7 +758,7 @@ impl SchedulingQueue {
     /// Sends pods that waited in unschedulablePods longer than `max_in_unschedulable` back
     /// to backoffQ or activeQ (every 30 s).
     pub fn flush_unschedulable_left_over(&self) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let now = self.clock.now();
         let uids: Vec<String> = st
             .unschedulable
@@ -712,7 +783,7 @@ impl SchedulingQueue {
     /// When the first pod in backoffQ finishes its backoff, so a simulator can jump its
     /// clock there.
     pub fn next_backoff_expiry(&self) -> Option<Instant> {
-        let st = self.state.lock();
+        let st = self.lock();
         let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
         let head = st.backoff.peek(&backoff_less)?;
         Some(self.backoff_expiry(head).unwrap_or(head.timestamp))
@@ -721,7 +792,7 @@ impl SchedulingQueue {
     /// Every pending pod (not those in flight) with its sub-queue: activeQ in pop order,
     /// then backoffQ by expiry, then unschedulablePods by UID.
     pub fn pending_pods(&self) -> Vec<(Arc<PodInfo>, SubQueue)> {
-        let st = self.state.lock();
+        let st = self.lock();
         let mut active: Vec<&QueuedPodInfo> = st.active.iter().collect();
         active.sort_by(|a, b| self.order(a, b));
         let mut backoff: Vec<&QueuedPodInfo> = st.backoff.iter().collect();
@@ -758,19 +829,13 @@ impl SchedulingQueue {
 
     /// How many pods wait in each sub-queue.
     pub fn counts(&self) -> QueueCounts {
-        let st = self.state.lock();
-        QueueCounts {
-            active: st.active.len(),
-            backoff: st.backoff.len(),
-            unschedulable: st.unschedulable.len() - st.gated,
-            gated: st.gated,
-        }
+        self.lock().counts()
     }
 
     /// The scheduling (and binding) of a popped pod is over; events received while it was
     /// in flight are forgotten when no earlier pod still needs them.
     pub fn done(&self, uid: &str) {
-        Self::done_locked(&mut self.state.lock(), uid);
+        Self::done_locked(&mut self.lock(), uid);
     }
 
     // ---- ordering and backoff -----------------------------------------------------------
@@ -916,10 +981,11 @@ impl SchedulingQueue {
     ) -> bool {
         self.run_pre_enqueue(&mut info);
         let uid = info.pod_info.uid.clone();
-        if info.gating_plugin.is_some() {
+        if let Some(plugin) = &info.gating_plugin {
             if st.active.contains(&uid) || st.backoff.contains(&uid) {
                 return false;
             }
+            self.count_gating(st, &info.pod_info, plugin);
             self.put_unschedulable(st, info, event, !was_unschedulable);
             return false;
         }
@@ -1009,6 +1075,7 @@ impl SchedulingQueue {
                 continue;
             }
             info.attempts += 1;
+            self.uncount_reasons(st, &uid);
             // The next failure says which plugins rejected it this time.
             info.unschedulable_plugins.clear();
             info.pending_plugins.clear();
@@ -1019,6 +1086,56 @@ impl SchedulingQueue {
                 .insert(seq, InFlight::Pod(info.pod_info.clone()));
             st.in_flight_pods.insert(uid, seq);
             return Some(info);
+        }
+    }
+
+    /// Counts a failed pod under each plugin that rejected it or left it pending
+    /// (`scheduler_unschedulable_pods`), until it is popped again or leaves.
+    fn count_reasons(&self, st: &mut State, pod: &QueuedPodInfo) {
+        let Some(m) = &self.metrics else {
+            return;
+        };
+        self.uncount_reasons(st, &pod.pod_info.uid);
+        let plugins: Vec<String> = pod
+            .unschedulable_plugins
+            .union(&pod.pending_plugins)
+            .cloned()
+            .collect();
+        if plugins.is_empty() {
+            return;
+        }
+        let profile = pod.pod_info.scheduler_name.clone();
+        for plugin in &plugins {
+            m.unschedulable_reason(plugin, &profile, 1);
+        }
+        st.unschedulable_reasons
+            .insert(pod.pod_info.uid.clone(), (profile, plugins));
+    }
+
+    /// Counts a gated pod under the PreEnqueue plugin that gates it (once per plugin), as
+    /// upstream does, until it is popped or leaves.
+    fn count_gating(&self, st: &mut State, pod: &PodInfo, plugin: &str) {
+        let Some(m) = &self.metrics else {
+            return;
+        };
+        let (_, plugins) = st
+            .unschedulable_reasons
+            .entry(pod.uid.clone())
+            .or_insert_with(|| (pod.scheduler_name.clone(), Vec::new()));
+        if !plugins.iter().any(|p| p == plugin) {
+            plugins.push(plugin.to_string());
+            m.unschedulable_reason(plugin, &pod.scheduler_name, 1);
+        }
+    }
+
+    fn uncount_reasons(&self, st: &mut State, uid: &str) {
+        let (Some(m), Some((profile, plugins))) =
+            (&self.metrics, st.unschedulable_reasons.remove(uid))
+        else {
+            return;
+        };
+        for plugin in &plugins {
+            m.unschedulable_reason(plugin, &profile, -1);
         }
     }
 
@@ -1097,14 +1214,25 @@ impl SchedulingQueue {
             }
             let hint = match &registration.hint {
                 None => QueueingHint::Queue,
-                Some(f) => match f(&info.pod_info, old, new) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        // An error must not leave the pod stuck: treat it as Queue.
-                        tracing::error!(pod = %info.pod_info.key(), plugin = %plugin, event = %event.label(), error = %e, "queueing hint returned an error");
-                        QueueingHint::Queue
+                Some(f) => {
+                    // A duration, not a time of day: the injected clock is for scheduling.
+                    let started = std::time::Instant::now();
+                    let answer = f(&info.pod_info, old, new);
+                    let took = started.elapsed();
+                    let (hint, label) = match answer {
+                        Ok(QueueingHint::Queue) => (QueueingHint::Queue, "Queue"),
+                        Ok(h) => (h, "QueueSkip"),
+                        Err(e) => {
+                            // An error must not leave the pod stuck: treat it as Queue.
+                            tracing::error!(pod = %info.pod_info.key(), plugin = %plugin, event = %event.label(), error = %e, "queueing hint returned an error");
+                            (QueueingHint::Queue, "Error")
+                        }
+                    };
+                    if let Some(m) = &self.metrics {
+                        m.queueing_hint(plugin, &event.label(), label, took);
                     }
-                },
+                    hint
+                }
             };
             if hint == QueueingHint::Skip {
                 continue;

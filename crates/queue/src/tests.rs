@@ -238,11 +238,34 @@ fn framework(name: &str, sort: Option<bool>, handle: &Handle) -> Arc<Framework> 
 }
 
 #[derive(Default)]
-struct Recorded(Mutex<Vec<(String, String)>>);
+struct Recorded(
+    Mutex<Vec<(String, String)>>,
+    /// The last pending counts reported.
+    Mutex<Option<QueueCounts>>,
+    /// `scheduler_unschedulable_pods` by (plugin, profile).
+    Mutex<BTreeMap<(String, String), i64>>,
+    /// Queueing hints run: (plugin, event, hint).
+    Mutex<Vec<(String, String, String)>>,
+);
 
 impl QueueMetrics for Recorded {
     fn incoming(&self, queue: &str, event: &str) {
         self.0.lock().push((queue.to_string(), event.to_string()));
+    }
+    fn pending(&self, counts: QueueCounts) {
+        *self.1.lock() = Some(counts);
+    }
+    fn unschedulable_reason(&self, plugin: &str, profile: &str, delta: i64) {
+        *self
+            .2
+            .lock()
+            .entry((plugin.to_string(), profile.to_string()))
+            .or_default() += delta;
+    }
+    fn queueing_hint(&self, plugin: &str, event: &str, hint: &'static str, _took: Duration) {
+        self.3
+            .lock()
+            .push((plugin.to_string(), event.to_string(), hint.to_string()));
     }
 }
 
@@ -474,6 +497,115 @@ fn custom_backoff_bounds() {
     }
     assert_eq!(q.backoff_duration(0), Duration::ZERO);
     assert_eq!(q.backoff_duration(u32::MAX), Duration::from_secs(20));
+}
+
+// ---- metrics ----------------------------------------------------------------------------
+
+#[test]
+fn pending_counts_are_reported_on_every_change_not_only_after_attempts() {
+    let e = env();
+    // A gated pod arrives while nothing is being scheduled.
+    e.add(PodBuilder::new("gated").scheduling_gate("wait").info());
+    assert_eq!(
+        *e.metrics.1.lock(),
+        Some(QueueCounts {
+            gated: 1,
+            ..QueueCounts::default()
+        })
+    );
+    e.add(pod("ready"));
+    assert_eq!(
+        e.metrics.1.lock().map(|c| (c.active, c.gated)),
+        Some((1, 1))
+    );
+    e.q.pop().expect("ready");
+    assert_eq!(e.metrics.1.lock().map(|c| c.active), Some(0));
+}
+
+#[test]
+fn failed_pods_are_counted_by_rejecting_plugin_until_popped_or_gone() {
+    let e = env();
+    let count = |plugin: &str| {
+        e.metrics
+            .2
+            .lock()
+            .get(&(plugin.to_string(), "default-scheduler".to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    e.add(pod("a"));
+    e.add(pod("b"));
+    e.pop_and_fail(&[FIT], &[]);
+    e.pop_and_fail(&[FIT, "Other"], &[WAITER]);
+    assert_eq!((count(FIT), count("Other"), count(WAITER)), (2, 1, 1));
+    // An event brings both back; popping one takes it out of the count.
+    e.q.move_all_to_active_or_backoff(node_event(ActionType::ADD), None, Some(&node_obj(&[])));
+    e.clock.advance(Duration::from_secs(20));
+    e.q.flush_backoff_completed();
+    let popped = e.q.pop().expect("a pod");
+    let other = if popped.pod_info.name == "a" {
+        "b"
+    } else {
+        "a"
+    };
+    assert_eq!(count(FIT), 1);
+    // The other one leaves the queue (deleted): nothing is left counted.
+    e.q.delete(&PodBuilder::new(other).info());
+    assert_eq!((count(FIT), count("Other"), count(WAITER)), (0, 0, 0));
+}
+
+#[test]
+fn gated_pods_are_counted_under_their_gate_until_popped() {
+    let e = env();
+    let gate = || {
+        e.metrics
+            .2
+            .lock()
+            .get(&("Gate".to_string(), "default-scheduler".to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let gated = PodBuilder::new("g").scheduling_gate("wait").info();
+    e.add(gated.clone());
+    assert_eq!(gate(), 1);
+    // Another update that keeps the gate does not count it twice.
+    let relabelled = PodBuilder::new("g")
+        .scheduling_gate("wait")
+        .label("x", "y")
+        .info();
+    e.q.update(&gated, relabelled.clone());
+    assert_eq!(gate(), 1);
+    // Ungated, it stays counted while it waits in activeQ, and leaves the count when popped.
+    e.q.update(&relabelled, PodBuilder::new("g").label("x", "y").info());
+    assert_eq!(gate(), 1);
+    e.q.pop().expect("g");
+    assert_eq!(gate(), 0);
+}
+
+#[test]
+fn queueing_hints_are_reported_with_their_answer() {
+    let e = env();
+    e.add(pod("p"));
+    e.pop_and_fail(&[LABELLED, BROKEN], &[]);
+    let update = ActionType::UPDATE_NODE_LABEL;
+    e.q.move_all_to_active_or_backoff(node_event(update), None, Some(&node_obj(&[])));
+    e.q.move_all_to_active_or_backoff(
+        node_event(ActionType::UPDATE_NODE_TAINT),
+        None,
+        Some(&node_obj(&[])),
+    );
+    let hints = e.metrics.3.lock().clone();
+    assert_eq!(
+        hints,
+        [
+            (
+                LABELLED.into(),
+                "NodeUpdateNodeLabel".into(),
+                "QueueSkip".into()
+            ),
+            (BROKEN.into(), "NodeUpdateNodeTaint".into(), "Error".into()),
+        ]
+    );
 }
 
 // ---- SchedulerPopFromBackoffQ -------------------------------------------------------------

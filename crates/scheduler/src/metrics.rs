@@ -62,9 +62,107 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
-fn fine_histogram() -> Histogram {
-    // 0.1 ms .. ~3 s, for extension points and plugins.
-    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+fn extension_point_histogram() -> Histogram {
+    // 0.1 ms .. [~200 ms, Inf), as upstream's extension point and event handling latencies.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 12))
+}
+
+fn plugin_histogram() -> Histogram {
+    // 0.01 ms .. [~22 ms, Inf) by a factor of 1.5, as upstream's plugin and queueing hint
+    // durations: plugin latency needs the finer steps.
+    Histogram::new(exponential_buckets(0.00001, 1.5, 20))
+}
+
+fn sli_histogram() -> Histogram {
+    // 10 ms .. [~88 min, Inf), as upstream's pod scheduling SLI.
+    Histogram::new(exponential_buckets(0.01, 2.0, 20))
+}
+
+/// Upstream's `attempts` label of the SLI: the count, capped at "15+".
+pub fn attempts_label(attempts: u32) -> String {
+    if attempts >= 15 {
+        "15+".to_string()
+    } else {
+        attempts.to_string()
+    }
+}
+
+/// Handles of a family by three label values, looked up by borrowed parts (no label
+/// vector, no key string built for a handle that exists).
+#[derive(Debug)]
+struct ByThree<A, C, M> {
+    handles: RwLock<ThreeLevels<A, C, M>>,
+}
+
+type ThreeLevels<A, C, M> = FxHashMap<A, FxHashMap<String, FxHashMap<C, M>>>;
+
+impl<A, C, M> Default for ByThree<A, C, M> {
+    fn default() -> Self {
+        Self {
+            handles: RwLock::new(FxHashMap::default()),
+        }
+    }
+}
+
+impl<A, C, M> ByThree<A, C, M>
+where
+    A: std::hash::Hash + Eq + std::borrow::Borrow<str>,
+    C: std::hash::Hash + Eq + Copy,
+    M: Clone,
+{
+    fn get(
+        &self,
+        a: &str,
+        b: &str,
+        c: C,
+        owned_a: impl FnOnce() -> A,
+        create: impl FnOnce() -> M,
+    ) -> M {
+        if let Some(m) = self
+            .handles
+            .read()
+            .get(a)
+            .and_then(|m| m.get(b))
+            .and_then(|m| m.get(&c))
+        {
+            return m.clone();
+        }
+        let m = create();
+        self.handles
+            .write()
+            .entry(owned_a())
+            .or_default()
+            .entry(b.to_string())
+            .or_default()
+            .insert(c, m.clone());
+        m
+    }
+}
+
+/// Handles of a family by one string label, so a hot caller looks up a `&str` instead of
+/// building the label vector.
+#[derive(Debug)]
+struct ByLabel<M> {
+    handles: RwLock<FxHashMap<String, M>>,
+}
+
+impl<M> Default for ByLabel<M> {
+    fn default() -> Self {
+        Self {
+            handles: RwLock::new(FxHashMap::default()),
+        }
+    }
+}
+
+impl<M: Clone> ByLabel<M> {
+    fn get(&self, key: &str, create: impl FnOnce() -> M) -> M {
+        if let Some(m) = self.handles.read().get(key) {
+            return m.clone();
+        }
+        let m = create();
+        self.handles.write().insert(key.to_string(), m.clone());
+        m
+    }
 }
 
 /// Every metric the scheduler exports.
@@ -84,6 +182,22 @@ pub struct SchedulerMetrics {
     goroutines: Family<Labels, Gauge>,
     /// `goroutines{operation="binding"}`, kept at hand: it moves twice per bound pod.
     binding_goroutines: Gauge,
+    /// `pending_pods` by queue, kept at hand: the queue reports after every change.
+    pending_by_queue: [Gauge; 4],
+    unschedulable_pods: Family<Labels, Gauge>,
+    sli_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    queueing_hint_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    /// By plugin, event and hint.
+    queueing_hint_handles: ByThree<String, &'static str, Histogram>,
+    event_handling_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    /// By event label.
+    event_handling_handles: ByLabel<Histogram>,
+    /// `scheduler_cache_size` for nodes, pods and assumed pods.
+    cache_size: [Gauge; 3],
+    permit_wait_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    plugin_evaluations: Family<Labels, Counter>,
+    /// By profile, plugin and extension point.
+    plugin_evaluation_handles: ByThree<String, ExtensionPoint, Counter>,
     /// Handles into `extension_point_duration`, by profile.
     extension_point_handles: HistogramHandles,
     /// Handles into `plugin_duration`, by plugin.
@@ -165,14 +279,14 @@ impl SchedulerMetrics {
             pod_scheduling_attempts.clone(),
         );
         let extension_point_duration: Family<Labels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(fine_histogram);
+            Family::new_with_constructor(extension_point_histogram);
         registry.register(
             "framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point",
             extension_point_duration.clone(),
         );
         let plugin_duration: Family<Labels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(fine_histogram);
+            Family::new_with_constructor(plugin_histogram);
         registry.register(
             "plugin_execution_duration_seconds",
             "Duration for running a plugin at a specific extension point",
@@ -193,6 +307,63 @@ impl SchedulerMetrics {
         let binding_goroutines = goroutines
             .get_or_create(&vec![("operation", BINDING.to_string())])
             .clone();
+        let pending_by_queue = ["active", "backoff", "unschedulable", "gated"].map(|q| {
+            pending_pods
+                .get_or_create(&vec![("queue", q.to_string())])
+                .clone()
+        });
+        let unschedulable_pods = Family::<Labels, Gauge>::default();
+        registry.register(
+            "unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin",
+            unschedulable_pods.clone(),
+        );
+        let sli_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(sli_histogram);
+        registry.register(
+            "pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts",
+            sli_duration.clone(),
+        );
+        let queueing_hint_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(plugin_histogram);
+        registry.register(
+            "queueing_hint_execution_duration_seconds",
+            "Duration for running a queueing hint function of a plugin",
+            queueing_hint_duration.clone(),
+        );
+        let event_handling_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(extension_point_histogram);
+        registry.register(
+            "event_handling_duration_seconds",
+            "Event handling latency in seconds",
+            event_handling_duration.clone(),
+        );
+        let cache_sizes = Family::<Labels, Gauge>::default();
+        // Upstream's name has the subsystem twice: scheduler_scheduler_cache_size.
+        registry.register(
+            "scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache",
+            cache_sizes.clone(),
+        );
+        let cache_size = ["nodes", "pods", "assumed_pods"].map(|t| {
+            cache_sizes
+                .get_or_create(&vec![("type", t.to_string())])
+                .clone()
+        });
+        let permit_wait_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "permit_wait_duration_seconds",
+            "Duration of waiting on permit",
+            permit_wait_duration.clone(),
+        );
+        let plugin_evaluations = Family::<Labels, Counter>::default();
+        registry.register(
+            "plugin_evaluation",
+            "Number of attempts to schedule pods by each plugin and the extension point (available only in PreFilter, Filter, PreScore, and Score)",
+            plugin_evaluations.clone(),
+        );
         Self {
             registry,
             schedule_attempts,
@@ -207,6 +378,17 @@ impl SchedulerMetrics {
             queue_incoming,
             goroutines,
             binding_goroutines,
+            pending_by_queue,
+            unschedulable_pods,
+            sli_duration,
+            queueing_hint_duration,
+            queueing_hint_handles: ByThree::default(),
+            event_handling_duration,
+            event_handling_handles: ByLabel::default(),
+            cache_size,
+            permit_wait_duration,
+            plugin_evaluations,
+            plugin_evaluation_handles: ByThree::default(),
             extension_point_handles: HistogramHandles::default(),
             plugin_handles: HistogramHandles::default(),
         }
@@ -244,6 +426,33 @@ impl SchedulerMetrics {
         self.pending_pods
             .get_or_create(&vec![("queue", queue.to_string())])
             .set(count as i64);
+    }
+
+    /// A pod was bound `since_first_attempt` after it first entered activeQ, after
+    /// `attempts` attempts (`scheduler_pod_scheduling_sli_duration_seconds{attempts}`).
+    pub fn pod_scheduled_sli(&self, attempts: u32, since_first_attempt: Duration) {
+        self.sli_duration
+            .get_or_create(&vec![("attempts", attempts_label(attempts))])
+            .observe(since_first_attempt.as_secs_f64());
+    }
+
+    /// The scheduler handled one cluster event (`scheduler_event_handling_duration_seconds`).
+    pub fn event_handled(&self, event: &str, took: Duration) {
+        self.event_handling_handles
+            .get(event, || {
+                self.event_handling_duration
+                    .get_or_create(&vec![("event", event.to_string())])
+                    .clone()
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// The cache's sizes (`scheduler_scheduler_cache_size{type}`).
+    pub fn cache_sizes(&self, sizes: kubesched_cache::CacheSizes) {
+        let [nodes, pods, assumed] = &self.cache_size;
+        nodes.set(sizes.nodes as i64);
+        pods.set(sizes.pods as i64);
+        assumed.set(sizes.assumed_pods as i64);
     }
 
     /// A pod entered a queue because of an event.
@@ -391,6 +600,32 @@ impl MetricsSink for SchedulerMetrics {
         self.preemption_victims.observe(victims as f64);
     }
 
+    fn permit_wait(&self, code: Code, duration: Duration) {
+        self.permit_wait_duration
+            .get_or_create(&vec![("result", code.as_str().to_string())])
+            .observe(duration.as_secs_f64());
+    }
+
+    fn plugin_evaluations(&self, profile: &str, point: ExtensionPoint, plugin: &str, count: u64) {
+        self.plugin_evaluation_handles
+            .get(
+                profile,
+                plugin,
+                point,
+                || profile.to_string(),
+                || {
+                    self.plugin_evaluations
+                        .get_or_create(&vec![
+                            ("plugin", plugin.to_string()),
+                            ("extension_point", point.as_str().to_string()),
+                            ("profile", profile.to_string()),
+                        ])
+                        .clone()
+                },
+            )
+            .inc_by(count);
+    }
+
     fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration) {
         self.plugin_handles
             .observe(plugin, point, code, duration.as_secs_f64(), || {
@@ -408,6 +643,43 @@ impl MetricsSink for SchedulerMetrics {
 impl kubesched_queue::QueueMetrics for SchedulerMetrics {
     fn incoming(&self, queue: &str, event: &str) {
         self.queue_incoming(queue, event);
+    }
+
+    fn pending(&self, counts: kubesched_queue::QueueCounts) {
+        let [active, backoff, unschedulable, gated] = &self.pending_by_queue;
+        active.set(counts.active as i64);
+        backoff.set(counts.backoff as i64);
+        unschedulable.set(counts.unschedulable as i64);
+        gated.set(counts.gated as i64);
+    }
+
+    fn unschedulable_reason(&self, plugin: &str, profile: &str, delta: i64) {
+        self.unschedulable_pods
+            .get_or_create(&vec![
+                ("plugin", plugin.to_string()),
+                ("profile", profile.to_string()),
+            ])
+            .inc_by(delta);
+    }
+
+    fn queueing_hint(&self, plugin: &str, event: &str, hint: &'static str, took: Duration) {
+        self.queueing_hint_handles
+            .get(
+                plugin,
+                event,
+                hint,
+                || plugin.to_string(),
+                || {
+                    self.queueing_hint_duration
+                        .get_or_create(&vec![
+                            ("plugin", plugin.to_string()),
+                            ("event", event.to_string()),
+                            ("hint", hint.to_string()),
+                        ])
+                        .clone()
+                },
+            )
+            .observe(took.as_secs_f64());
     }
 }
 
@@ -470,6 +742,60 @@ mod tests {
                 ("TaintToleration", "Filter", 8000, 1),
             ]
         );
+    }
+
+    fn line_value(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
+    #[test]
+    fn v1_34_series_carry_upstreams_names_and_labels() {
+        use kubesched_queue::QueueMetrics;
+        let m = SchedulerMetrics::new();
+        m.permit_wait(Code::Unschedulable, Duration::from_millis(3));
+        m.plugin_evaluations("p", ExtensionPoint::Filter, "NodePorts", 4);
+        m.plugin_evaluations("p", ExtensionPoint::Filter, "NodePorts", 2);
+        m.unschedulable_reason("NodePorts", "p", 1);
+        m.unschedulable_reason("NodePorts", "p", 1);
+        m.unschedulable_reason("NodePorts", "p", -1);
+        m.queueing_hint("NodePorts", "NodeAdd", "Queue", Duration::from_micros(5));
+        m.pod_scheduled_sli(20, Duration::from_secs(1));
+        let text = m.encode();
+        let v = |series: &str| {
+            line_value(&text, series).unwrap_or_else(|| panic!("{series} in\n{text}"))
+        };
+        assert_eq!(
+            v("scheduler_permit_wait_duration_seconds_count{result=\"Unschedulable\"}"),
+            1.0
+        );
+        assert_eq!(
+            v(
+                "scheduler_plugin_evaluation_total{plugin=\"NodePorts\",extension_point=\"Filter\",profile=\"p\"}"
+            ),
+            6.0
+        );
+        assert_eq!(
+            v("scheduler_unschedulable_pods{plugin=\"NodePorts\",profile=\"p\"}"),
+            1.0
+        );
+        assert_eq!(
+            v(
+                "scheduler_queueing_hint_execution_duration_seconds_count{plugin=\"NodePorts\",event=\"NodeAdd\",hint=\"Queue\"}"
+            ),
+            1.0
+        );
+        // Upstream caps the attempts label at 15.
+        assert_eq!(
+            v("scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"15+\"}"),
+            1.0
+        );
+        assert_eq!(attempts_label(14), "14");
     }
 
     #[test]

@@ -252,17 +252,23 @@ impl Scheduler {
         self.profiles.contains_key(&pod.scheduler_name)
     }
 
-    fn refresh_pending_gauges(&self) {
-        let c = self.queue.counts();
-        self.metrics.set_pending("active", c.active);
-        self.metrics.set_pending("backoff", c.backoff);
-        self.metrics.set_pending("unschedulable", c.unschedulable);
-        self.metrics.set_pending("gated", c.gated);
+    /// `scheduler_scheduler_cache_size` (the queue reports `scheduler_pending_pods` itself,
+    /// after every change).
+    fn refresh_cache_gauges(&self) {
+        self.metrics.cache_sizes(self.cache.sizes());
     }
 
     /// Applies one cluster change to the cache, the queue and the nominator, as upstream's
     /// event handlers do. Malformed objects are logged and skipped; nothing else stops.
     pub fn handle_change(&self, change: ClusterChange) {
+        let event = event_label(&change);
+        let started = Instant::now();
+        self.apply_change(change);
+        self.metrics.event_handled(&event, started.elapsed());
+        self.refresh_cache_gauges();
+    }
+
+    fn apply_change(&self, change: ClusterChange) {
         match change {
             ClusterChange::PodAdded(pod) => self.on_pod_added(pod),
             ClusterChange::PodUpdated(old, new) => self.on_pod_updated(old, new),
@@ -318,7 +324,6 @@ impl Scheduler {
                 );
             }
         }
-        self.refresh_pending_gauges();
     }
 
     fn on_pod_added(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
@@ -497,7 +502,7 @@ impl Scheduler {
                 );
             }
         }
-        self.refresh_pending_gauges();
+        self.refresh_cache_gauges();
     }
 
     /// Filter and score; on success the chosen node. On failure the status to report,
@@ -729,6 +734,7 @@ impl Scheduler {
         let start = self.next_start_node_index.load(Ordering::Relaxed);
         let (feasible, rejected) =
             self.filter_nodes(fw, state, pod, &mut diagnosis, nodes, start)?;
+        fw.record_filter_evaluations(state, feasible.len(), rejected.iter().map(|(_, s)| s));
         let processed = feasible.len() + rejected.len();
         if !all.is_empty() {
             self.next_start_node_index
@@ -1041,6 +1047,11 @@ impl Scheduler {
             self.metrics
                 .attempt(AttemptResult::Scheduled, fw.profile_name(), start.elapsed());
             self.metrics.pod_scheduled_after(qpi.attempts);
+            if let Some(first) = qpi.initial_attempt_timestamp {
+                let now = self.handle.clock().now();
+                self.metrics
+                    .pod_scheduled_sli(qpi.attempts, now.saturating_duration_since(first));
+            }
             fw.run_post_bind_plugins(&state, &assumed, &host);
             if let Some(o) = self.observer.lock().clone() {
                 o.attempt(
@@ -1334,6 +1345,43 @@ fn unreadable_parts_status(fw: &Framework, pod: &PodInfo) -> Option<Status> {
     }
     let plugin = plugin?;
     Some(Status::unresolvable(format!("parsing pod: {}", parts.join("; "))).with_plugin(plugin))
+}
+
+/// Upstream's label of a cluster event in `scheduler_event_handling_duration_seconds`.
+fn event_label(change: &ClusterChange) -> std::borrow::Cow<'static, str> {
+    let pod = |assigned: bool, action: PodAction| -> &'static str {
+        match (assigned, action) {
+            (true, PodAction::Add) => "AssignedPodAdd",
+            (true, PodAction::Update) => "AssignedPodUpdate",
+            (true, PodAction::Delete) => "AssignedPodDelete",
+            (false, PodAction::Add) => "UnscheduledPodAdd",
+            (false, PodAction::Update) => "UnscheduledPodUpdate",
+            (false, PodAction::Delete) => "UnscheduledPodDelete",
+        }
+    };
+    let label = match change {
+        ClusterChange::PodAdded(p) => pod(is_assigned(p), PodAction::Add),
+        // A pod that got bound leaves the unscheduled pods and joins the assigned ones.
+        ClusterChange::PodUpdated(old, new) if !is_assigned(old) && is_assigned(new) => {
+            pod(true, PodAction::Add)
+        }
+        ClusterChange::PodUpdated(_, new) => pod(is_assigned(new), PodAction::Update),
+        ClusterChange::PodDeleted(p) => pod(is_assigned(p), PodAction::Delete),
+        ClusterChange::NodeAdded(_) => "NodeAdd",
+        ClusterChange::NodeUpdated(..) => "NodeUpdate",
+        ClusterChange::NodeDeleted(_) => "NodeDelete",
+        ClusterChange::Other {
+            resource, action, ..
+        } => return ClusterEvent::new(*resource, *action).label().into(),
+    };
+    label.into()
+}
+
+#[derive(Clone, Copy)]
+enum PodAction {
+    Add,
+    Update,
+    Delete,
 }
 
 /// A rejection at Reserve, Permit or binding counts one node: the chosen one.
