@@ -172,7 +172,6 @@ pub struct SchedulerMetrics {
     schedule_attempts: Family<Labels, Counter>,
     attempt_duration: Family<Labels, Histogram, fn() -> Histogram>,
     algorithm_duration: Histogram,
-    pending_pods: Family<Labels, Gauge>,
     preemption_victims: Histogram,
     preemption_attempts: Counter,
     pod_scheduling_attempts: Histogram,
@@ -369,7 +368,6 @@ impl SchedulerMetrics {
             schedule_attempts,
             attempt_duration,
             algorithm_duration,
-            pending_pods,
             preemption_victims,
             preemption_attempts,
             pod_scheduling_attempts,
@@ -419,13 +417,6 @@ impl SchedulerMetrics {
     /// PostFilter (preemption) ran for a pod.
     pub fn preemption_attempt(&self) {
         self.preemption_attempts.inc();
-    }
-
-    /// Sets the pending pods gauge of one queue.
-    pub fn set_pending(&self, queue: &str, count: usize) {
-        self.pending_pods
-            .get_or_create(&vec![("queue", queue.to_string())])
-            .set(count as i64);
     }
 
     /// A pod was bound `since_first_attempt` after it first entered activeQ, after
