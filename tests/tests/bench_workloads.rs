@@ -9,7 +9,7 @@ use kubesched_sim::bench::{self, BenchOptions, BenchWorkload};
 // Links every in-tree plugin, as the binary has them.
 use kubesched_tests as _;
 
-const FAMILIES: [&str; 13] = [
+const FAMILIES: [&str; 14] = [
     "MixedSchedulingBasePod",
     "PreemptionBasic",
     "PreferredTopologySpreading",
@@ -21,6 +21,7 @@ const FAMILIES: [&str; 13] = [
     "SchedulingPodAffinity",
     "SchedulingPodAntiAffinity",
     "SchedulingSecrets",
+    "SchedulingWithResourceClaimTemplateStructured",
     "TopologySpreading",
     "Unschedulable",
 ];

@@ -270,3 +270,10 @@ fn example_extender_scenario() {
         [kubesched_example_extender::MAINTENANCE_REASON]
     );
 }
+
+#[test]
+fn dra_example_table() {
+    let report = run_example("dra", None);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    insta::assert_snapshot!(report.to_table(false));
+}

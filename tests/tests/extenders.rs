@@ -132,7 +132,7 @@ fn filter_with_node_names_composes_the_fit_error_from_failed_and_unresolvable_no
     assert_eq!(
         p.message.as_deref(),
         Some(
-            "0/3 nodes are available: 1 gpu busy, 2 no gpu. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
+            "0/3 nodes are available: 1 gpu busy, 2 no gpu. no new claims to deallocate, preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
         )
     );
     let req = &ext.requests("filter")[0];
@@ -210,7 +210,7 @@ fn nodes_an_extender_rejects_are_counted_with_the_plugins_reasons() {
     let msg = p.message.as_deref().unwrap_or_default();
     assert!(
         msg.starts_with(
-            "0/3 nodes are available: 1 Insufficient cpu, 2 license server says no. preemption: "
+            "0/3 nodes are available: 1 Insufficient cpu, 2 license server says no. no new claims to deallocate, preemption: "
         ),
         "{msg}"
     );
@@ -540,7 +540,7 @@ fn the_preempt_verb_gets_whole_victims_without_node_cache_and_can_veto_preemptio
     assert_eq!(
         urgent.message.as_deref(),
         Some(
-            "0/2 nodes are available: 2 Insufficient cpu. preemption: no candidate node for preemption"
+            "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: no candidate node for preemption"
         )
     );
     assert_eq!(

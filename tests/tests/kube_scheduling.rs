@@ -54,7 +54,7 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
         // larger than a node's allocatable is unresolvable there, so preemption cannot help.
         assert_eq!(
             note,
-            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
         );
         assert_eq!(failed["regarding"]["kind"], "Pod");
         assert_eq!(failed["metadata"]["namespace"], "default");

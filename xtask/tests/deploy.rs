@@ -15,6 +15,7 @@ use xtask::yaml::{self, Yaml};
 // args the binary knows. rustc links a crate only when a source line names it.
 use kubesched_plugin_default_binder as _;
 use kubesched_plugin_default_preemption as _;
+use kubesched_plugin_dynamic_resources as _;
 use kubesched_plugin_hint_node as _;
 use kubesched_plugin_image_locality as _;
 use kubesched_plugin_inter_pod_affinity as _;

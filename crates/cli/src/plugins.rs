@@ -12,6 +12,8 @@ pub use kubesched_framework as framework;
 use kubesched_plugin_default_binder as _;
 #[cfg(feature = "plugin-default-preemption")]
 use kubesched_plugin_default_preemption as _;
+#[cfg(feature = "plugin-dynamic-resources")]
+use kubesched_plugin_dynamic_resources as _;
 #[cfg(feature = "plugin-hint-node")]
 use kubesched_plugin_hint_node as _;
 #[cfg(feature = "plugin-image-locality")]

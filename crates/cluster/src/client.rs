@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
     Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
 };
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -65,6 +66,10 @@ impl KubeClient {
     }
 
     fn pods_api(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    fn claims_api(&self, namespace: &str) -> Api<ResourceClaim> {
         Api::namespaced(self.client.clone(), namespace)
     }
 
@@ -133,6 +138,13 @@ pub fn client_error(e: kube::Error, doing: &str) -> ClientError {
         kube::Error::Api(s) => ClientError::Other(format!("{doing}: {} ({})", s.message, s.code)),
         other => ClientError::Other(format!("{doing}: {other}")),
     }
+}
+
+fn claim_name(claim: &ResourceClaim) -> (&str, &str) {
+    (
+        claim.metadata.namespace.as_deref().unwrap_or("default"),
+        claim.metadata.name.as_deref().unwrap_or(""),
+    )
 }
 
 /// The condition as upstream's UpdatePodCondition would leave it, and whether anything
@@ -295,6 +307,58 @@ impl ClusterClient for KubeClient {
             Some(patch) => self.patch_status(pod, patch).await,
             None => Ok(()),
         }
+    }
+
+    async fn get_resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ResourceClaim, ClientError> {
+        self.claims_api(namespace)
+            .get(name)
+            .await
+            .map_err(|e| client_error(e, &format!("reading ResourceClaim {namespace}/{name}")))
+    }
+
+    async fn update_resource_claim(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let (ns, name) = claim_name(claim);
+        self.claims_api(ns)
+            .replace(name, &PostParams::default(), claim)
+            .await
+            .map_err(|e| client_error(e, &format!("updating ResourceClaim {ns}/{name}")))
+    }
+
+    async fn update_resource_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let (ns, name) = claim_name(claim);
+        self.claims_api(ns)
+            .replace_status(name, &PostParams::default(), claim)
+            .await
+            .map_err(|e| client_error(e, &format!("updating ResourceClaim {ns}/{name} status")))
+    }
+
+    async fn remove_resource_claim_reservation(
+        &self,
+        claim: &ResourceClaim,
+        pod_uid: &str,
+    ) -> Result<(), ClientError> {
+        let (ns, name) = claim_name(claim);
+        // As upstream: a strategic merge patch deleting one reservedFor entry by UID, with
+        // the claim's UID as precondition and no resourceVersion.
+        let patch = json!({
+            "metadata": {"uid": claim.metadata.uid},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
+        });
+        self.claims_api(ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| client_error(e, &format!("unreserving ResourceClaim {ns}/{name}")))
     }
 
     fn record_event(&self, event: Event) {

@@ -39,6 +39,10 @@ pub const RULES: &[Rule] = &[
     Rule { api_group: "storage.k8s.io", resource: "csistoragecapacities", verbs: READ },
     Rule { api_group: "storage.k8s.io", resource: "volumeattachments", verbs: READ },
     Rule { api_group: "policy", resource: "poddisruptionbudgets", verbs: READ },
+    Rule { api_group: "resource.k8s.io", resource: "resourceclaims", verbs: &["get", "list", "watch", "update"] },
+    Rule { api_group: "resource.k8s.io", resource: "resourceclaims/status", verbs: &["patch", "update"] },
+    Rule { api_group: "resource.k8s.io", resource: "resourceslices", verbs: READ },
+    Rule { api_group: "resource.k8s.io", resource: "deviceclasses", verbs: READ },
     Rule { api_group: "events.k8s.io", resource: "events", verbs: &["create", "patch", "update"] },
     Rule { api_group: "coordination.k8s.io", resource: "leases", verbs: &["create", "get", "update"] },
     // Delegated authentication and authorization of the secure port.

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
@@ -618,6 +619,21 @@ impl WatcherSet {
                 ReplicationController,
                 replication_controllers,
                 Some(EventResource::Workload)
+            ),
+            "ResourceClaim" => store!(
+                ResourceClaim,
+                resource_claims,
+                Some(EventResource::ResourceClaim)
+            ),
+            "ResourceSlice" => store!(
+                ResourceSlice,
+                resource_slices,
+                Some(EventResource::ResourceSlice)
+            ),
+            "DeviceClass" => store!(
+                DeviceClass,
+                device_classes,
+                Some(EventResource::DeviceClass)
             ),
             other => tracing::error!(kind = other, "no watcher for this kind"),
         }

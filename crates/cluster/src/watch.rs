@@ -142,6 +142,24 @@ pub const WATCHED_KINDS: &[WatchedKind] = &[
         resource: "replicationcontrollers",
         needed_by: SPREAD_PLUGINS,
     },
+    WatchedKind {
+        kind: "ResourceClaim",
+        api_group: "resource.k8s.io",
+        resource: "resourceclaims",
+        needed_by: &["DynamicResources"],
+    },
+    WatchedKind {
+        kind: "ResourceSlice",
+        api_group: "resource.k8s.io",
+        resource: "resourceslices",
+        needed_by: &["DynamicResources"],
+    },
+    WatchedKind {
+        kind: "DeviceClass",
+        api_group: "resource.k8s.io",
+        resource: "deviceclasses",
+        needed_by: &["DynamicResources"],
+    },
 ];
 
 /// The kinds the compiled-in plugins need (pods and nodes always).

@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kubesched_model::PodInfo;
 
 /// Why a write to the cluster failed.
@@ -127,6 +128,53 @@ pub trait ClusterClient: Send + Sync {
         &self,
         pvc: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim, ClientError>;
+    /// Reads a ResourceClaim as the API server has it now (DynamicResources rereads a
+    /// claim after a write conflict).
+    async fn get_resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ResourceClaim, ClientError> {
+        let _ = (namespace, name);
+        Err(unsupported("reading ResourceClaims"))
+    }
+
+    /// Replaces a ResourceClaim's metadata and spec (DynamicResources adds its allocation
+    /// finalizer this way). Conflict when `metadata.resourceVersion` is stale. Returns the
+    /// claim as stored.
+    async fn update_resource_claim(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let _ = claim;
+        Err(unsupported("updating ResourceClaims"))
+    }
+
+    /// Replaces a ResourceClaim's status (allocation and `reservedFor`) through the `status`
+    /// subresource. Conflict when `metadata.resourceVersion` is stale. Returns the claim as
+    /// stored.
+    async fn update_resource_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let _ = claim;
+        Err(unsupported("updating ResourceClaim status"))
+    }
+
+    /// Removes the pod with `pod_uid` from the claim's `status.reservedFor` without a
+    /// resourceVersion precondition (a strategic merge patch in cluster mode).
+    async fn remove_resource_claim_reservation(
+        &self,
+        claim: &ResourceClaim,
+        pod_uid: &str,
+    ) -> Result<(), ClientError> {
+        let _ = (claim, pod_uid);
+        Err(unsupported("patching ResourceClaim status"))
+    }
+}
+
+fn unsupported(what: &str) -> ClientError {
+    ClientError::Other(format!("{what} is not supported by this cluster client"))
 }
 
 /// A client that accepts every write and remembers nothing: for tests and dry runs.
@@ -156,5 +204,25 @@ impl ClusterClient for NoopClient {
         pvc: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim, ClientError> {
         Ok(pvc.clone())
+    async fn get_resource_claim(&self, _: &str, name: &str) -> Result<ResourceClaim, ClientError> {
+        Err(ClientError::NotFound(format!(
+            "resourceclaims.resource.k8s.io {name:?} not found"
+        )))
+    }
+    async fn update_resource_claim(&self, c: &ResourceClaim) -> Result<ResourceClaim, ClientError> {
+        Ok(c.clone())
+    }
+    async fn update_resource_claim_status(
+        &self,
+        c: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        Ok(c.clone())
+    }
+    async fn remove_resource_claim_reservation(
+        &self,
+        _: &ResourceClaim,
+        _: &str,
+    ) -> Result<(), ClientError> {
+        Ok(())
     }
 }

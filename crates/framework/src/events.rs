@@ -35,6 +35,12 @@ pub enum EventResource {
     Namespace,
     /// A Service, ReplicaSet, StatefulSet or ReplicationController (spreading owners).
     Workload,
+    /// A resource.k8s.io ResourceClaim.
+    ResourceClaim,
+    /// A resource.k8s.io ResourceSlice.
+    ResourceSlice,
+    /// A resource.k8s.io DeviceClass.
+    DeviceClass,
     /// Matches every resource.
     WildCard,
 }
@@ -56,6 +62,9 @@ impl EventResource {
             Self::VolumeAttachment => "VolumeAttachment",
             Self::Namespace => "Namespace",
             Self::Workload => "Workload",
+            Self::ResourceClaim => "ResourceClaim",
+            Self::ResourceSlice => "ResourceSlice",
+            Self::DeviceClass => "DeviceClass",
             Self::WildCard => "*",
         }
     }
@@ -97,10 +106,12 @@ impl ActionType {
     pub const UPDATE_POD_SCHEDULING_GATES_ELIMINATED: Self = Self(1 << 10);
     /// Any other update.
     pub const UPDATE_OTHER: Self = Self(1 << 11);
+    /// A pod's `status.resourceClaimStatuses` changed (its generated claims were named).
+    pub const UPDATE_POD_GENERATED_RESOURCE_CLAIM: Self = Self(1 << 12);
     /// Every kind of update.
-    pub const UPDATE: Self = Self(((1 << 12) - 1) & !0b11);
+    pub const UPDATE: Self = Self(((1 << 13) - 1) & !0b11);
     /// Everything.
-    pub const ALL: Self = Self((1 << 12) - 1);
+    pub const ALL: Self = Self((1 << 13) - 1);
 
     /// Whether any bit is shared.
     pub fn intersects(&self, other: ActionType) -> bool {
@@ -117,7 +128,7 @@ impl ActionType {
         self.0 == 0
     }
 
-    const NAMES: [(ActionType, &'static str); 12] = [
+    const NAMES: [(ActionType, &'static str); 13] = [
         (Self::ADD, "Add"),
         (Self::DELETE, "Delete"),
         (Self::UPDATE_NODE_ALLOCATABLE, "UpdateNodeAllocatable"),
@@ -133,6 +144,10 @@ impl ActionType {
             "UpdatePodSchedulingGatesEliminated",
         ),
         (Self::UPDATE_OTHER, "Update"),
+        (
+            Self::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+            "UpdatePodGeneratedResourceClaim",
+        ),
     ];
 }
 

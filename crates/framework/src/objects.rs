@@ -1,5 +1,5 @@
 //! `ObjectStore`: the latest copy of the cluster objects plugins look up besides nodes and
-//! pods (namespaces, services, workloads, storage, disruption budgets). Both backends fill
+//! pods (namespaces, services, workloads, storage, disruption budgets, dynamic resources). Both backends fill
 //! it from their event streams; plugins only read it.
 
 use std::collections::BTreeMap;
@@ -10,12 +10,16 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
 use k8s_openapi::{Metadata, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kubesched_model::{LabelSelector, Labels, PodInfo};
 use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One kind's objects by `namespace/name` (or `name` for cluster-scoped kinds).
 #[derive(Debug)]
@@ -24,6 +28,9 @@ pub struct Store<K> {
     /// Counts the changes, so a plugin waiting for the cluster (e.g. for a volume to be
     /// bound) wakes up on the next change instead of polling.
     changes: tokio::sync::watch::Sender<u64>,
+    /// Bumped on every write, so readers can keep what they derive from the content
+    /// until it changes.
+    generation: AtomicU64,
 }
 
 impl<K> Default for Store<K> {
@@ -31,6 +38,7 @@ impl<K> Default for Store<K> {
         Self {
             items: RwLock::new(BTreeMap::new()),
             changes: tokio::sync::watch::Sender::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 }
@@ -42,6 +50,7 @@ impl<K> Store<K> {
     }
 
     fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
@@ -59,6 +68,11 @@ impl<K: Metadata<Ty = ObjectMeta>> Store<K> {
         let key = key_of(obj.metadata());
         self.items.write().insert(key, Arc::new(obj));
         self.changed();
+    }
+
+    /// A number that changes whenever the content changes.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Removes an object; returns it if it was there.
@@ -137,6 +151,10 @@ pub struct ObjectStore {
     pub csi_storage_capacities: Store<CSIStorageCapacity>,
     pub volume_attachments: Store<VolumeAttachment>,
     pub pod_disruption_budgets: Store<PodDisruptionBudget>,
+    pub resource_slices: Store<ResourceSlice>,
+    pub device_classes: Store<DeviceClass>,
+    pub resource_claims: Store<ResourceClaim>,
+    pub resource_claim_templates: Store<ResourceClaimTemplate>,
 }
 
 impl ObjectStore {

@@ -15,6 +15,17 @@ fn scaled_down(old: &Resource, new: &Resource) -> bool {
             .any(|(name, amount)| *amount > new.scalar.get(name).copied().unwrap_or(0))
 }
 
+/// The names of the pod's generated ResourceClaims (`status.resourceClaimStatuses`).
+fn generated_claims(
+    pod: &PodInfo,
+) -> Option<&Vec<kubesched_model::k8s_openapi::api::core::v1::PodResourceClaimStatus>> {
+    pod.pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref())
+        .filter(|v| !v.is_empty())
+}
+
 /// The events a pod update is: one per kind of change that may make other pods (or the pod
 /// itself) schedulable, or a single general `Update` when none of them applies. The
 /// resource is `AssignedPod` when the new pod is bound, `UnscheduledPod` otherwise.
@@ -36,6 +47,9 @@ pub fn pod_update_events(old: &PodInfo, new: &PodInfo) -> Vec<ClusterEvent> {
     }
     if old.tolerations != new.tolerations {
         actions.push(ActionType::UPDATE_POD_TOLERATION);
+    }
+    if generated_claims(old) != generated_claims(new) {
+        actions.push(ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM);
     }
     if actions.is_empty() {
         actions.push(ActionType::UPDATE_OTHER);

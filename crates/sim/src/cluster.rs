@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kubesched_framework::clock::{Clock, FakeClock};
@@ -18,6 +19,8 @@ use kubesched_framework::{
     ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, async_trait,
 };
 use kubesched_scheduler::{ClusterChange, PodLister};
+
+use crate::claims;
 use parking_lot::Mutex;
 
 use crate::volumes::{VolumeController, VolumeIndex};
@@ -162,14 +165,17 @@ impl SimCluster {
         }
     }
 
-    /// Adds or replaces a pod.
+    /// Adds or replaces a pod. As the resource-claim controller would, the claims of its
+    /// `resourceClaimTemplateName` entries are created first.
     pub fn apply_pod(&self, mut pod: api::Pod) {
         if pod.metadata.namespace.is_none() {
             pod.metadata.namespace = Some("default".into());
         }
+        let claim_changes = claims::generate_claims(&mut pod, &self.objects);
         let key = pod_key(&pod);
         let pod = Arc::new(pod);
         let mut s = self.state.lock();
+        s.changes.extend(claim_changes.into_iter().flatten());
         let change = match s.pods.insert(key, pod.clone()) {
             Some(old) => ClusterChange::PodUpdated(old, pod),
             None => {
@@ -246,15 +252,144 @@ impl SimCluster {
     }
 
     /// Deletes a pod by `namespace/name`, at once.
+    /// Creates the template claims pods still wait for (after a template was added).
+    pub fn run_claim_controller(&self) {
+        let mut s = self.state.lock();
+        let waiting: Vec<(String, Arc<api::Pod>)> = s
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                p.spec
+                    .as_ref()
+                    .and_then(|sp| sp.resource_claims.as_ref())
+                    .is_some_and(|c| c.iter().any(|e| e.resource_claim_template_name.is_some()))
+            })
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        for (key, old) in waiting {
+            let mut new = (*old).clone();
+            if let Some(changes) = claims::generate_claims(&mut new, &self.objects) {
+                let new = Arc::new(new);
+                s.pods.insert(key, new.clone());
+                s.changes.extend(changes);
+                s.changes.push_back(ClusterChange::PodUpdated(old, new));
+            }
+        }
+    }
+
+    /// Writes a claim back with a new resourceVersion and reports the change.
+    fn store_claim(&self, old: Arc<ResourceClaim>, mut new: ResourceClaim) -> ResourceClaim {
+        new.metadata.resource_version = Some(claims::next_version(&old));
+        self.objects.resource_claims.upsert(new.clone());
+        self.state.lock().changes.push_back(ClusterChange::Other {
+            resource: EventResource::ResourceClaim,
+            action: ActionType::UPDATE,
+            old: Some(EventObject::Object(old)),
+            new: Some(EventObject::Object(Arc::new(new.clone()))),
+        });
+        new
+    }
+
+    /// The stored claim `claim` is a copy of, if that copy is current.
+    fn current_claim(&self, claim: &ResourceClaim) -> Result<Arc<ResourceClaim>, ClientError> {
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        let Some(stored) = self
+            .objects
+            .resource_claims
+            .get(claim.metadata.namespace.as_deref(), name)
+        else {
+            return Err(ClientError::NotFound(format!(
+                "resourceclaims.resource.k8s.io {name:?} not found"
+            )));
+        };
+        if claim.metadata.resource_version.is_some()
+            && stored.metadata.resource_version != claim.metadata.resource_version
+        {
+            return Err(ClientError::Conflict(claims::conflict_message(name)));
+        }
+        Ok(stored)
+    }
+
+    /// Deletes a pod by `namespace/name`. As the resource-claim controller would, the
+    /// claims generated for it go away and other claims drop its reservation (and their
+    /// allocation when nobody is left).
     pub fn delete_pod_by_key(&self, key: &str) -> bool {
         let mut s = self.state.lock();
         s.terminating.remove(key);
         match s.pods.remove(key) {
             Some(old) => {
-                s.changes.push_back(ClusterChange::PodDeleted(old));
+                s.changes.push_back(ClusterChange::PodDeleted(old.clone()));
+                drop(s);
+                self.release_claims_of(&old);
                 true
             }
             None => false,
+        }
+    }
+
+    fn release_claims_of(&self, pod: &api::Pod) {
+        let Some(entries) = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()) else {
+            return;
+        };
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let uid = pod
+            .metadata
+            .uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| format!("{ns}/{name}"));
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.clone())
+            .unwrap_or_default();
+        for entry in entries {
+            let (claim_name, generated) = match &entry.resource_claim_name {
+                Some(n) => (Some(n.clone()), false),
+                None => (
+                    statuses
+                        .iter()
+                        .find(|s| s.name == entry.name)
+                        .and_then(|s| s.resource_claim_name.clone()),
+                    true,
+                ),
+            };
+            let Some(claim_name) = claim_name else {
+                continue;
+            };
+            let Some(claim) = self.objects.resource_claims.get(Some(ns), &claim_name) else {
+                continue;
+            };
+            let owned = claim
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == uid);
+            if generated && owned {
+                self.objects.resource_claims.remove(Some(ns), &claim_name);
+                self.state.lock().changes.push_back(ClusterChange::Other {
+                    resource: EventResource::ResourceClaim,
+                    action: ActionType::DELETE,
+                    old: Some(EventObject::Object(claim)),
+                    new: None,
+                });
+                continue;
+            }
+            let mut new = (*claim).clone();
+            if let Some(st) = new.status.as_mut() {
+                if let Some(r) = st.reserved_for.as_mut() {
+                    r.retain(|c| c.uid != uid);
+                }
+                if st.reserved_for.as_ref().is_none_or(Vec::is_empty) {
+                    st.reserved_for = None;
+                    st.allocation = None;
+                }
+            }
+            if new != *claim {
+                self.store_claim(claim, new);
+            }
         }
     }
 
@@ -633,6 +768,58 @@ fn replaced<
     out.metadata_mut().resource_version = Some(s.resource_version.to_string());
     out.metadata_mut().uid = old.metadata().uid.clone();
     Ok(out)
+    async fn get_resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ResourceClaim, ClientError> {
+        self.objects
+            .resource_claims
+            .get(Some(namespace), name)
+            .map(|c| (*c).clone())
+            .ok_or_else(|| {
+                ClientError::NotFound(format!("resourceclaims.resource.k8s.io {name:?} not found"))
+            })
+    }
+
+    async fn update_resource_claim(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let stored = self.current_claim(claim)?;
+        let mut new = claim.clone();
+        // The main resource does not change the status.
+        new.status = stored.status.clone();
+        Ok(self.store_claim(stored, new))
+    }
+
+    async fn update_resource_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let stored = self.current_claim(claim)?;
+        let mut new = (*stored).clone();
+        new.status = claim.status.clone();
+        Ok(self.store_claim(stored, new))
+    }
+
+    async fn remove_resource_claim_reservation(
+        &self,
+        claim: &ResourceClaim,
+        pod_uid: &str,
+    ) -> Result<(), ClientError> {
+        let mut unversioned = claim.clone();
+        unversioned.metadata.resource_version = None;
+        let stored = self.current_claim(&unversioned)?;
+        let mut new = (*stored).clone();
+        if let Some(r) = new.status.as_mut().and_then(|s| s.reserved_for.as_mut()) {
+            r.retain(|c| c.uid != pod_uid);
+        }
+        if new != *stored {
+            self.store_claim(stored, new);
+        }
+        Ok(())
+    }
 }
 
 fn jiff_seconds(seconds: i64) -> k8s_openapi::jiff::SignedDuration {

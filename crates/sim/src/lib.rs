@@ -7,6 +7,7 @@
 //! decisions are the scheduler crate's, exactly as in cluster mode.
 
 pub mod bench;
+mod claims;
 mod cluster;
 mod load;
 mod report;

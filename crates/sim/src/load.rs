@@ -69,6 +69,10 @@ pub const OTHER_KINDS: &[&str] = &[
     "CSIStorageCapacity",
     "VolumeAttachment",
     "PodDisruptionBudget",
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 ];
 
 /// Kinds that are valid Kubernetes objects but mean nothing to a scheduler simulation;
@@ -324,6 +328,8 @@ const NAMESPACED_OTHER_KINDS: &[&str] = &[
     "PersistentVolumeClaim",
     "CSIStorageCapacity",
     "PodDisruptionBudget",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 ];
 
 /// Applies a stored object of another kind to the object store, reporting decode errors.
@@ -354,6 +360,7 @@ pub fn apply_other(
     {
         meta.insert("namespace".into(), "default".into());
     }
+    use k8s_openapi::api::resource::v1 as resource;
     let object = describe(&doc, "");
     let o = cluster.objects();
     macro_rules! put {
@@ -387,6 +394,21 @@ pub fn apply_other(
         "CSIStorageCapacity" => put!(CSIStorageCapacity, o.csi_storage_capacities),
         "VolumeAttachment" => put!(VolumeAttachment, o.volume_attachments),
         "PodDisruptionBudget" => put!(PodDisruptionBudget, o.pod_disruption_budgets),
+        "ResourceSlice" => put!(resource::ResourceSlice, o.resource_slices),
+        "DeviceClass" => put!(resource::DeviceClass, o.device_classes),
+        "ResourceClaim" => {
+            let mut claim = decode::<resource::ResourceClaim>(doc, file, &object, problems)?;
+            crate::claims::fill_identity(&mut claim);
+            let event = EventObject::object(std::sync::Arc::new(claim.clone()));
+            o.resource_claims.upsert(claim);
+            Some(event)
+        }
+        "ResourceClaimTemplate" => {
+            let added = put!(resource::ResourceClaimTemplate, o.resource_claim_templates);
+            // Pods that waited for this template get their claims now.
+            cluster.run_claim_controller();
+            added
+        }
         _ => None,
     }
 }
@@ -404,6 +426,9 @@ pub fn event_resource(kind: &str) -> Option<kubesched_framework::events::EventRe
         "CSIDriver" => R::CSIDriver,
         "CSIStorageCapacity" => R::CSIStorageCapacity,
         "VolumeAttachment" => R::VolumeAttachment,
+        "ResourceSlice" => R::ResourceSlice,
+        "DeviceClass" => R::DeviceClass,
+        "ResourceClaim" => R::ResourceClaim,
         _ => return None,
     })
 }

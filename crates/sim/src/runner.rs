@@ -686,7 +686,7 @@ impl Simulation {
                         let name = format!("{prefix}-{n}");
                         node.metadata.name = Some(name.clone());
                         let labels = node.metadata.labels.get_or_insert_with(Default::default);
-                        labels.insert("kubernetes.io/hostname".into(), name);
+                        labels.insert("kubernetes.io/hostname".into(), name.clone());
                         if !c.zones.is_empty() {
                             labels.insert(
                                 "topology.kubernetes.io/zone".into(),
@@ -702,6 +702,24 @@ impl Simulation {
                             self.add_csi_node(&name_of(&node), csi);
                         }
                         self.add_node(node, &file);
+                        if let Some(t) = &c.resource_slice {
+                            let mut slice = t.clone();
+                            let driver = slice
+                                .pointer("/spec/driver")
+                                .and_then(|d| d.as_str())
+                                .unwrap_or("driver")
+                                .to_string();
+                            slice["apiVersion"] = "resource.k8s.io/v1".into();
+                            slice["kind"] = "ResourceSlice".into();
+                            slice["metadata"]["name"] = format!("{name}-{driver}").into();
+                            slice["spec"]["nodeName"] = name.clone().into();
+                            if slice.pointer("/spec/pool/name").is_none() {
+                                slice["spec"]["pool"]["name"] = name.clone().into();
+                                slice["spec"]["pool"]["generation"] = 1.into();
+                                slice["spec"]["pool"]["resourceSliceCount"] = 1.into();
+                            }
+                            self.add_other("ResourceSlice", slice, &file);
+                        }
                     }
                     self.deliver_changes();
                 }

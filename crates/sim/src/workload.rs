@@ -73,6 +73,10 @@ pub struct CreateNodes {
     /// A CSINode for every node (as scheduler_perf's `nodeAllocatableStrategy`).
     #[serde(default)]
     pub csi_node: Option<CsiNodeTemplate>,
+    /// A ResourceSlice published for each node, as a DRA driver would: named
+    /// `<node>-<driver>`, with `spec.nodeName` and the pool name set to the node's name.
+    #[serde(default)]
+    pub resource_slice: Option<serde_json::Value>,
 }
 
 /// The CSINode each created node gets.

@@ -259,6 +259,9 @@ async fn serve(
                 state.lock().update(t.def, ns(&t), name, obj, true)
             })
             .map(|o| (200, typed(t.def, &o))),
+        (Method::PUT, Some(name), Some("status")) => parse_body(body)
+            .and_then(|obj| state.lock().update_status(t.def, ns(&t), name, obj))
+            .map(|o| (200, typed(t.def, &o))),
         (Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             patch(state, &t, name, sub, headers, body).map(|o| (200, typed(t.def, &o)))
         }

@@ -81,6 +81,34 @@ macro_rules! res {
 pub const RESOURCES: &[ResourceDef] = &[
     res!("", "v1", "pods", "Pod", true),
     res!("", "v1", "nodes", "Node", false),
+    res!(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "ResourceClaim",
+        true
+    ),
+    res!(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        "ResourceSlice",
+        false
+    ),
+    res!(
+        "resource.k8s.io",
+        "v1",
+        "deviceclasses",
+        "DeviceClass",
+        false
+    ),
+    res!(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaimtemplates",
+        "ResourceClaimTemplate",
+        true
+    ),
     res!("", "v1", "namespaces", "Namespace", false),
     res!("", "v1", "services", "Service", true),
     res!(
@@ -602,6 +630,39 @@ impl State {
             }
         }
         self.commit(def, key, old, obj)
+    }
+
+    /// A `PUT` of the `status` subresource: the status of `obj` replaces the stored one;
+    /// everything else stays as stored. Conflict on a stale resourceVersion.
+    pub(crate) fn update_status(
+        &mut self,
+        def: &'static ResourceDef,
+        ns: &str,
+        name: &str,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
+        let key = Self::key(def, ns, name);
+        let Some(old) = self.objects.get(&key).cloned() else {
+            return Err(ApiError::not_found(def, name));
+        };
+        let given = meta_str(&obj, "resourceVersion");
+        if !given.is_empty() && given != meta_str(&old, "resourceVersion") {
+            return Err(ApiError::conflict(
+                def,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        let mut new = old.clone();
+        match obj.get("status") {
+            Some(status) => new["status"] = status.clone(),
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        self.commit(def, key, old, new)
     }
 
     /// Stores `new` in place of `old` unless nothing changed (then no new version).

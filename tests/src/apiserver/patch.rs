@@ -12,6 +12,8 @@ fn merge_key(field: &str) -> Option<&'static str> {
         "containerStatuses" | "initContainerStatuses" => Some("name"),
         "tolerations" => None,
         "ownerReferences" => Some("uid"),
+        // ResourceClaim status.reservedFor is keyed by the consumer UID.
+        "reservedFor" => Some("uid"),
         _ => None,
     }
 }

@@ -1,0 +1,971 @@
+//! The structured-parameters allocator: given the claims a pod still needs allocated,
+//! finds devices for all of them on one node, as upstream's `structured` allocator (its
+//! stable variant, with v1.34's default features: admin access and prioritized lists on,
+//! partitionable devices, device taints, consumable capacity and binding conditions off).
+//!
+//! The search is exhaustive with early exit: claims in order, requests in order, one
+//! device after the other, backtracking when a later device cannot be found. The first
+//! complete solution wins. Pools and slices are visited in name order so results are
+//! deterministic.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use kubesched_framework::model::Labels;
+use kubesched_framework::model::k8s_openapi::api::core::v1::{
+    NodeSelector as ApiNodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+};
+use kubesched_framework::model::k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
+    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, ResourceClaim,
+};
+
+use crate::cel::{CelCache, CompiledExpression};
+use crate::slices::{DeviceId, IndexedDevice, IndexedSlice, SliceIndex};
+
+/// Upstream's `AllocationResultsMaxSize`: devices one claim may get.
+pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
+
+/// Which optional allocator features are on (v1.34 defaults: admin access and
+/// prioritized lists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// `DRAAdminAccess`.
+    pub admin_access: bool,
+    /// `DRAPrioritizedList` (`firstAvailable`).
+    pub prioritized_list: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Self {
+            admin_access: true,
+            prioritized_list: true,
+        }
+    }
+}
+
+/// `namespace/name` of a claim, as upstream's `klog.KObj` prints it.
+pub fn kobj(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or(""),
+        claim.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// One request, or one subrequest of a `firstAvailable` list, ready to match devices.
+#[derive(Debug)]
+struct RequestData {
+    /// `request` or `request/subrequest`.
+    full_name: String,
+    /// The top-level request's name.
+    base: String,
+    /// The subrequest's name, if any.
+    sub: Option<String>,
+    class: Arc<DeviceClass>,
+    class_selectors: Vec<Arc<CompiledExpression>>,
+    selectors: Vec<Arc<CompiledExpression>>,
+    all: bool,
+    count: usize,
+    admin_access: bool,
+}
+
+/// A top-level request: one alternative, or several in priority order.
+#[derive(Debug)]
+struct RequestPlan {
+    alternatives: Vec<RequestData>,
+    first_available: bool,
+}
+
+#[derive(Debug)]
+struct ClaimPlan {
+    claim: Arc<ResourceClaim>,
+    requests: Vec<RequestPlan>,
+    /// `matchAttribute` constraints: (attribute, request names it applies to; empty: all).
+    constraints: Vec<(String, Vec<String>)>,
+}
+
+/// An allocator for one pod's pending claims; built in PreFilter, used by every Filter.
+#[derive(Debug)]
+pub struct Allocator {
+    plans: Result<Vec<ClaimPlan>, String>,
+    allocated: Arc<HashSet<DeviceId>>,
+    index: Arc<SliceIndex>,
+}
+
+/// The node an allocation is attempted on.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its labels.
+    pub labels: &'a Labels,
+}
+
+fn compile_selectors(
+    cel: &CelCache,
+    selectors: Option<&Vec<DeviceSelector>>,
+    owner: &dyn Fn(usize) -> String,
+) -> Result<Vec<Arc<CompiledExpression>>, String> {
+    let mut out = Vec::new();
+    for (i, s) in selectors.into_iter().flatten().enumerate() {
+        let Some(c) = &s.cel else {
+            return Err(format!(
+                "{}, selector #{i}: CEL expression empty (unsupported selector type?)",
+                owner(i)
+            ));
+        };
+        out.push(cel.get_or_compile(&c.expression));
+    }
+    Ok(out)
+}
+
+impl Allocator {
+    /// Prepares the allocation of `claims`. `allocated` are the devices in use by other
+    /// claims; `class_of` looks device classes up.
+    pub fn new(
+        features: Features,
+        claims: &[Arc<ResourceClaim>],
+        allocated: Arc<HashSet<DeviceId>>,
+        class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
+        index: Arc<SliceIndex>,
+        cel: &CelCache,
+    ) -> Self {
+        let plans = claims
+            .iter()
+            .map(|c| plan_claim(features, c, class_of, cel))
+            .collect();
+        Self {
+            plans,
+            allocated,
+            index,
+        }
+    }
+
+    /// How many claims this allocator allocates.
+    pub fn num_claims(&self) -> usize {
+        self.plans.as_ref().map(Vec::len).unwrap_or(0)
+    }
+
+    /// Allocates every claim on `node`: `Ok(None)` when they do not all fit, `Err` when
+    /// something is wrong with a claim, class, selector or slice.
+    pub fn allocate(&self, node: NodeRef<'_>) -> Result<Option<Vec<AllocationResult>>, String> {
+        let plans = self.plans.as_ref().map_err(Clone::clone)?;
+        let pools = gather_pools(&self.index, node)?;
+        let mut run = Run {
+            plans,
+            allocated: &self.allocated,
+            pools: &pools,
+            allocating: HashMap::new(),
+            results: plans.iter().map(|_| Vec::new()).collect(),
+            all_devices: HashMap::new(),
+            constraint_state: plans
+                .iter()
+                .map(|p| p.constraints.iter().map(|_| None).collect())
+                .collect(),
+            selected: HashMap::new(),
+        };
+        // Count what each claim needs and resolve "all" requests on this node.
+        for (ci, plan) in plans.iter().enumerate() {
+            let mut min_devices = 0usize;
+            for (ri, req) in plan.requests.iter().enumerate() {
+                let mut min_for_request = usize::MAX;
+                for (si, alt) in req.alternatives.iter().enumerate() {
+                    let n = if alt.all {
+                        let devices = run.all_devices_for(ci, alt)?;
+                        let n = devices.len();
+                        run.all_devices.insert((ci, ri, si), devices);
+                        n
+                    } else {
+                        alt.count
+                    };
+                    min_for_request = min_for_request.min(n);
+                }
+                min_devices += if min_for_request == usize::MAX {
+                    0
+                } else {
+                    min_for_request
+                };
+            }
+            if min_devices > ALLOCATION_RESULTS_MAX_SIZE {
+                return Err(format!(
+                    "claim {}: number of requested devices {min_devices} exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}",
+                    kobj(&plan.claim)
+                ));
+            }
+        }
+        match run.allocate_one(Pos::default(), false) {
+            Ok(true) => {}
+            Ok(false) | Err(Stop::MaxSize) => {
+                if let Some(p) = pools.iter().find(|p| p.invalid.is_some()) {
+                    let _ = p;
+                    return Err(
+                        "invalid resource pools were encountered: allocation failed on this node"
+                            .into(),
+                    );
+                }
+                return Ok(None);
+            }
+            Err(Stop::Fatal(e)) => return Err(e),
+        }
+        let mut out = Vec::with_capacity(plans.len());
+        for (ci, plan) in plans.iter().enumerate() {
+            out.push(run.result_of(ci, plan)?);
+        }
+        Ok(Some(out))
+    }
+}
+
+fn plan_claim(
+    features: Features,
+    claim: &Arc<ResourceClaim>,
+    class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
+    cel: &CelCache,
+) -> Result<ClaimPlan, String> {
+    let name = kobj(claim);
+    let devices = claim.spec.devices.as_ref();
+    let mut requests = Vec::new();
+    for request in devices
+        .and_then(|d| d.requests.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let subs = request.first_available.as_deref().unwrap_or_default();
+        if !subs.is_empty() {
+            if !features.prioritized_list {
+                return Err(format!(
+                    "claim {name}, request {}: has subrequests, but the DRAPrioritizedList feature is disabled",
+                    request.name
+                ));
+            }
+            let mut alternatives = Vec::new();
+            for sub in subs {
+                let full = format!("{}/{}", request.name, sub.name);
+                alternatives.push(request_data(
+                    &name,
+                    full,
+                    request.name.clone(),
+                    Some(sub.name.clone()),
+                    &sub.device_class_name,
+                    sub.allocation_mode.as_deref(),
+                    sub.count,
+                    None,
+                    sub.selectors.as_ref(),
+                    features,
+                    class_of,
+                    cel,
+                )?);
+            }
+            requests.push(RequestPlan {
+                alternatives,
+                first_available: true,
+            });
+        } else if let Some(exact) = &request.exactly {
+            requests.push(RequestPlan {
+                alternatives: vec![request_data(
+                    &name,
+                    request.name.clone(),
+                    request.name.clone(),
+                    None,
+                    &exact.device_class_name,
+                    exact.allocation_mode.as_deref(),
+                    exact.count,
+                    exact.admin_access,
+                    exact.selectors.as_ref(),
+                    features,
+                    class_of,
+                    cel,
+                )?],
+                first_available: false,
+            });
+        } else {
+            return Err(format!(
+                "claim {name}, request {}: missing device class name (unsupported request type?)",
+                request.name
+            ));
+        }
+    }
+    let mut constraints = Vec::new();
+    for (i, c) in devices
+        .and_then(|d| d.constraints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        match &c.match_attribute {
+            Some(attr) => constraints.push((attr.clone(), c.requests.clone().unwrap_or_default())),
+            None => {
+                return Err(format!(
+                    "claim {name}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                ));
+            }
+        }
+    }
+    Ok(ClaimPlan {
+        claim: claim.clone(),
+        requests,
+        constraints,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn request_data(
+    claim: &str,
+    full_name: String,
+    base: String,
+    sub: Option<String>,
+    class_name: &str,
+    mode: Option<&str>,
+    count: Option<i64>,
+    admin_access: Option<bool>,
+    selectors: Option<&Vec<DeviceSelector>>,
+    features: Features,
+    class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
+    cel: &CelCache,
+) -> Result<RequestData, String> {
+    let owner = |_: usize| format!("claim {claim}, request {full_name}");
+    let selectors = compile_selectors(cel, selectors, &owner)?;
+    if !features.admin_access && admin_access.is_some() {
+        return Err(format!(
+            "claim {claim}, request {full_name}: admin access is requested, but the feature is disabled"
+        ));
+    }
+    if class_name.is_empty() {
+        return Err(format!(
+            "claim {claim}, request {full_name}: missing device class name (unsupported request type?)"
+        ));
+    }
+    let class = class_of(class_name).ok_or_else(|| {
+        format!(
+            "claim {claim}, request {full_name}: could not retrieve device class {class_name}: deviceclass.resource.k8s.io \"{class_name}\" not found"
+        )
+    })?;
+    let class_owner = |_: usize| format!("class {class_name}");
+    let class_selectors = compile_selectors(cel, class.spec.selectors.as_ref(), &class_owner)?;
+    let (all, count) = match mode.unwrap_or("ExactCount") {
+        "ExactCount" => {
+            let n = count.unwrap_or(1);
+            let n = usize::try_from(n).map_err(|_| {
+                format!("claim {claim}, request {full_name}: exact count {n} is too large")
+            })?;
+            (false, n)
+        }
+        "All" => (true, 0),
+        other => {
+            return Err(format!(
+                "claim {claim}, request {full_name}: unsupported count mode {other}"
+            ));
+        }
+    };
+    Ok(RequestData {
+        full_name,
+        base,
+        sub,
+        class,
+        class_selectors,
+        selectors,
+        all,
+        count,
+        admin_access: admin_access == Some(true),
+    })
+}
+
+/// The slices of one pool that serve the node, at the pool's newest generation.
+#[derive(Debug)]
+struct Pool<'a> {
+    id: (Arc<str>, Arc<str>),
+    slices: Vec<&'a IndexedSlice>,
+    incomplete: bool,
+    invalid: Option<String>,
+}
+
+fn gather_pools<'a>(index: &'a SliceIndex, node: NodeRef<'_>) -> Result<Vec<Pool<'a>>, String> {
+    let mut pools: BTreeMap<(Arc<str>, Arc<str>), Pool<'a>> = BTreeMap::new();
+    for slice in index.candidates(node.name) {
+        if !slice.serves(node.name, node.labels)? {
+            continue;
+        }
+        let key = (slice.driver.clone(), slice.pool.clone());
+        let pool = pools.entry(key.clone()).or_insert_with(|| Pool {
+            id: key,
+            slices: Vec::new(),
+            incomplete: false,
+            invalid: None,
+        });
+        match pool.slices.first().map(|s| s.generation) {
+            Some(g) if slice.generation < g => continue,
+            Some(g) if slice.generation > g => pool.slices.clear(),
+            _ => {}
+        }
+        pool.slices.push(slice);
+    }
+    let mut out: Vec<Pool<'a>> = pools.into_values().collect();
+    for pool in &mut out {
+        pool.slices.sort_by(|a, b| a.name.cmp(&b.name));
+        pool.incomplete = pool.slices.len() as i64 != pool.slices[0].slice_count;
+        let mut seen = HashSet::new();
+        for s in &pool.slices {
+            for d in &s.devices {
+                if !seen.insert(&d.id.device) {
+                    pool.invalid = Some(format!("duplicate device name {}", d.id.device));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where the search is: claim, request, alternative (subrequest), device of the request.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pos {
+    claim: usize,
+    request: usize,
+    alt: usize,
+    device: usize,
+}
+
+enum Stop {
+    /// A claim would get more than [`ALLOCATION_RESULTS_MAX_SIZE`] devices.
+    MaxSize,
+    /// Something is broken; allocation must not go on.
+    Fatal(String),
+}
+
+struct DeviceChoice<'a> {
+    slice: &'a IndexedSlice,
+    device: &'a IndexedDevice,
+    request: String,
+    admin_access: bool,
+}
+
+/// A device with the slice it is in.
+type SliceDevice<'a> = (&'a IndexedSlice, &'a IndexedDevice);
+
+struct Run<'a> {
+    plans: &'a [ClaimPlan],
+    allocated: &'a HashSet<DeviceId>,
+    pools: &'a [Pool<'a>],
+    /// Devices taken in this attempt, with the claims taking them.
+    allocating: HashMap<&'a DeviceId, Vec<usize>>,
+    results: Vec<Vec<DeviceChoice<'a>>>,
+    all_devices: HashMap<(usize, usize, usize), Vec<SliceDevice<'a>>>,
+    /// Per claim, per constraint: the attribute the first device fixed and how many
+    /// devices share it.
+    constraint_state: Vec<Vec<Option<(DeviceAttribute, usize)>>>,
+    /// The alternative picked for each `firstAvailable` request.
+    selected: HashMap<(usize, usize), usize>,
+}
+
+impl<'a> Run<'a> {
+    fn all_devices_for(
+        &self,
+        ci: usize,
+        req: &RequestData,
+    ) -> Result<Vec<SliceDevice<'a>>, String> {
+        let claim = kobj(&self.plans[ci].claim);
+        let mut out = Vec::new();
+        for pool in self.pools {
+            if pool.incomplete {
+                return Err(format!(
+                    "claim {claim}, request {}: asks for all devices, but resource pool {}/{} is currently being updated",
+                    req.full_name, pool.id.0, pool.id.1
+                ));
+            }
+            if pool.invalid.is_some() {
+                return Err(format!(
+                    "claim {claim}, request {}: asks for all devices, but resource pool {}/{} is currently invalid",
+                    req.full_name, pool.id.0, pool.id.1
+                ));
+            }
+            for slice in &pool.slices {
+                for device in &slice.devices {
+                    if selectable(ci, &claim, req, device)? {
+                        out.push((*slice, device));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn in_use(&self, id: &DeviceId) -> bool {
+        self.allocated.contains(id) || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+    }
+
+    fn allocating_for_claim(&self, id: &DeviceId, ci: usize) -> bool {
+        self.allocating.get(id).is_some_and(|c| c.contains(&ci))
+    }
+
+    fn allocate_one(&mut self, r: Pos, in_alternative: bool) -> Result<bool, Stop> {
+        if r.claim >= self.plans.len() {
+            return Ok(true);
+        }
+        let plan = &self.plans[r.claim];
+        if r.request >= plan.requests.len() {
+            return match self.allocate_one(
+                Pos {
+                    claim: r.claim + 1,
+                    ..Pos::default()
+                },
+                false,
+            ) {
+                // A later claim hitting the size limit says nothing about this one.
+                Err(Stop::MaxSize) => Ok(false),
+                other => other,
+            };
+        }
+        let request = &plan.requests[r.request];
+        if request.first_available && !in_alternative {
+            let mut all_exceeded = true;
+            for alt in 0..request.alternatives.len() {
+                match self.allocate_one(Pos { alt, ..r }, true) {
+                    Err(Stop::MaxSize) => continue,
+                    Err(e) => return Err(e),
+                    Ok(done) => {
+                        all_exceeded = false;
+                        if done {
+                            self.selected.insert((r.claim, r.request), alt);
+                            return Ok(true);
+                        }
+                    }
+                }
+            }
+            return if all_exceeded {
+                Err(Stop::MaxSize)
+            } else {
+                Ok(false)
+            };
+        }
+        let req = &request.alternatives[r.alt];
+        let all = self.all_devices.get(&(r.claim, r.request, r.alt));
+        let needed = match all {
+            Some(devices) => {
+                if devices.is_empty() {
+                    // "All" needs at least one device.
+                    return Ok(false);
+                }
+                devices.len()
+            }
+            None => req.count,
+        };
+        if r.device >= needed {
+            return self.allocate_one(
+                Pos {
+                    claim: r.claim,
+                    request: r.request + 1,
+                    ..Pos::default()
+                },
+                false,
+            );
+        }
+        if self.results[r.claim].len() + needed - r.device > ALLOCATION_RESULTS_MAX_SIZE {
+            return Err(Stop::MaxSize);
+        }
+        let next = Pos {
+            device: r.device + 1,
+            ..r
+        };
+        if let Some(devices) = all {
+            let (slice, device) = devices[r.device];
+            if !self.try_device(r, req, slice, device, true)? {
+                return Ok(false);
+            }
+            let done = self.allocate_one(next, in_alternative);
+            if !matches!(done, Ok(true)) {
+                self.undo_device(r, req, device);
+            }
+            return done;
+        }
+        let claim_name = kobj(&plan.claim);
+        let pools = self.pools;
+        for pool in pools {
+            if pool.incomplete || pool.invalid.is_some() {
+                continue;
+            }
+            for slice in &pool.slices {
+                for device in &slice.devices {
+                    if req.admin_access {
+                        if self.allocating_for_claim(&device.id, r.claim) {
+                            continue;
+                        }
+                    } else if self.in_use(&device.id) {
+                        continue;
+                    }
+                    if !selectable(r.claim, &claim_name, req, device).map_err(Stop::Fatal)? {
+                        continue;
+                    }
+                    if !self.try_device(r, req, slice, device, false)? {
+                        continue;
+                    }
+                    match self.allocate_one(next, in_alternative) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => self.undo_device(r, req, device),
+                        Err(e) => {
+                            self.undo_device(r, req, device);
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Takes the device for the request if it is free and the claim's constraints allow
+    /// it. `must`: the device is required ("all" mode), so a constraint violation is an
+    /// error.
+    fn try_device(
+        &mut self,
+        r: Pos,
+        req: &RequestData,
+        slice: &'a IndexedSlice,
+        device: &'a IndexedDevice,
+        must: bool,
+    ) -> Result<bool, Stop> {
+        if req.admin_access {
+            if self.allocating_for_claim(&device.id, r.claim) {
+                return Ok(false);
+            }
+        } else if self.in_use(&device.id) {
+            return Ok(false);
+        }
+        // Partitionable devices (counters) are off in v1.34's defaults: such devices are
+        // never allocated.
+        if device
+            .device
+            .consumes_counters
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+        {
+            return Ok(false);
+        }
+        let plan = &self.plans[r.claim];
+        for (i, (attr, requests)) in plan.constraints.iter().enumerate() {
+            if !constraint_applies(requests, &req.base, req.sub.as_deref()) {
+                continue;
+            }
+            let Some(value) = lookup_attribute(device, attr) else {
+                self.undo_constraints(r.claim, i, req);
+                return self.constraint_failed(must, r, req, device);
+            };
+            let state = &mut self.constraint_state[r.claim][i];
+            match state {
+                None => *state = Some((value.clone(), 1)),
+                Some((first, n)) => {
+                    if !same_value(first, value) {
+                        self.undo_constraints(r.claim, i, req);
+                        return self.constraint_failed(must, r, req, device);
+                    }
+                    *n += 1;
+                }
+            }
+        }
+        self.allocating.entry(&device.id).or_default().push(r.claim);
+        self.results[r.claim].push(DeviceChoice {
+            slice,
+            device,
+            request: req.full_name.clone(),
+            admin_access: req.admin_access,
+        });
+        Ok(true)
+    }
+
+    fn constraint_failed(
+        &self,
+        must: bool,
+        r: Pos,
+        req: &RequestData,
+        device: &IndexedDevice,
+    ) -> Result<bool, Stop> {
+        if must {
+            return Err(Stop::Fatal(format!(
+                "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
+                kobj(&self.plans[r.claim].claim),
+                req.full_name,
+                device.id
+            )));
+        }
+        Ok(false)
+    }
+
+    /// Rolls back the first `upto` constraints of a claim for one device.
+    fn undo_constraints(&mut self, claim: usize, upto: usize, req: &RequestData) {
+        let plan = &self.plans[claim];
+        for (i, (_, requests)) in plan.constraints.iter().enumerate().take(upto) {
+            if constraint_applies(requests, &req.base, req.sub.as_deref()) {
+                release(&mut self.constraint_state[claim][i]);
+            }
+        }
+    }
+
+    fn undo_device(&mut self, r: Pos, req: &RequestData, device: &IndexedDevice) {
+        let n = self.plans[r.claim].constraints.len();
+        self.undo_constraints(r.claim, n, req);
+        if let Some(claims) = self.allocating.get_mut(&device.id)
+            && let Some(pos) = claims.iter().rposition(|c| *c == r.claim)
+        {
+            claims.remove(pos);
+        }
+        self.results[r.claim].pop();
+    }
+
+    fn result_of(&self, ci: usize, plan: &ClaimPlan) -> Result<AllocationResult, String> {
+        let results: Vec<DeviceRequestAllocationResult> = self.results[ci]
+            .iter()
+            .map(|c| DeviceRequestAllocationResult {
+                request: c.request.clone(),
+                driver: c.device.id.driver.to_string(),
+                pool: c.device.id.pool.to_string(),
+                device: c.device.id.device.to_string(),
+                admin_access: c.admin_access.then_some(true),
+                ..Default::default()
+            })
+            .collect();
+        // Class configurations first, once per class, naming the requests they serve;
+        // then the claim's own.
+        let mut config: Vec<DeviceAllocationConfiguration> = Vec::new();
+        let mut class_ranges: HashMap<String, (usize, usize)> = HashMap::new();
+        for (ri, req) in plan.requests.iter().enumerate() {
+            let alt = self.selected.get(&(ci, ri)).copied().unwrap_or(0);
+            let data = &req.alternatives[alt];
+            let class_name = data.class.metadata.name.clone().unwrap_or_default();
+            if let Some((start, end)) = class_ranges.get(&class_name) {
+                for c in &mut config[*start..*end] {
+                    c.requests
+                        .get_or_insert_with(Vec::new)
+                        .push(data.full_name.clone());
+                }
+                continue;
+            }
+            let start = config.len();
+            for c in data.class.spec.config.iter().flatten() {
+                config.push(DeviceAllocationConfiguration {
+                    source: "FromClass".into(),
+                    requests: Some(vec![data.full_name.clone()]),
+                    opaque: c.opaque.clone(),
+                });
+            }
+            class_ranges.insert(class_name, (start, config.len()));
+        }
+        let devices = plan.claim.spec.devices.as_ref();
+        for c in devices
+            .and_then(|d| d.config.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let listed = c.requests.as_deref().unwrap_or_default();
+            let applies = listed.is_empty()
+                || plan.requests.iter().enumerate().any(|(ri, req)| {
+                    let alt = self.selected.get(&(ci, ri)).copied().unwrap_or(0);
+                    let data = &req.alternatives[alt];
+                    listed.contains(&data.base) || listed.contains(&data.full_name)
+                });
+            if applies {
+                config.push(DeviceAllocationConfiguration {
+                    source: "FromClaim".into(),
+                    requests: c.requests.clone().filter(|r| !r.is_empty()),
+                    opaque: c.opaque.clone(),
+                });
+            }
+        }
+        let num_requests = plan.requests.len();
+        for c in &mut config {
+            if c.requests.as_ref().is_some_and(|r| r.len() == num_requests) {
+                c.requests = None;
+            }
+        }
+        let node_selector = node_selector_of(&self.results[ci])
+            .map_err(|e| format!("create NodeSelector for claim {}: {e}", kobj(&plan.claim)))?;
+        Ok(AllocationResult {
+            devices: Some(DeviceAllocationResult {
+                results: Some(results),
+                config: (!config.is_empty()).then_some(config),
+            }),
+            node_selector,
+            allocation_timestamp: None,
+        })
+    }
+}
+
+fn release(state: &mut Option<(DeviceAttribute, usize)>) {
+    if let Some((_, n)) = state {
+        *n -= 1;
+        if *n == 0 {
+            *state = None;
+        }
+    }
+}
+
+fn constraint_applies(requests: &[String], base: &str, sub: Option<&str>) -> bool {
+    if requests.is_empty() {
+        return true;
+    }
+    match sub {
+        None => requests.iter().any(|r| r == base),
+        Some(sub) => requests.iter().any(|r| {
+            r == base || r.strip_prefix(base).and_then(|x| x.strip_prefix('/')) == Some(sub)
+        }),
+    }
+}
+
+/// An attribute by fully qualified name; the driver's own domain may be left out on the
+/// device.
+fn lookup_attribute<'d>(device: &'d IndexedDevice, name: &str) -> Option<&'d DeviceAttribute> {
+    let attrs = device.device.attributes.as_ref()?;
+    if let Some(a) = attrs.get(name) {
+        return Some(a);
+    }
+    let (domain, id) = name.split_once('/')?;
+    if domain != &*device.id.driver {
+        return None;
+    }
+    attrs.get(id)
+}
+
+fn same_value(a: &DeviceAttribute, b: &DeviceAttribute) -> bool {
+    if let Some(s) = &b.string {
+        return a.string.as_ref() == Some(s);
+    }
+    if let Some(i) = b.int {
+        return a.int == Some(i);
+    }
+    if let Some(x) = b.bool {
+        return a.bool == Some(x);
+    }
+    if let Some(v) = &b.version {
+        return a.version.as_ref() == Some(v);
+    }
+    false
+}
+
+/// Whether the class's and the request's selectors all select the device.
+fn selectable(
+    _claim_index: usize,
+    claim: &str,
+    req: &RequestData,
+    device: &IndexedDevice,
+) -> Result<bool, String> {
+    // Binding conditions are off in v1.34's defaults: such devices are not offered.
+    if device
+        .device
+        .binding_conditions
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
+    {
+        return Ok(false);
+    }
+    let class_name = req.class.metadata.name.as_deref().unwrap_or("");
+    for (i, expr) in req.class_selectors.iter().enumerate() {
+        if let Some(e) = expr.error() {
+            return Err(format!(
+                "class {class_name}: selector #{i}: CEL compile error: {e}"
+            ));
+        }
+        match device.selected_by(expr) {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => {
+                return Err(format!(
+                    "class {class_name}: selector #{i} on device {}: CEL runtime error: {e}",
+                    device.id
+                ));
+            }
+        }
+    }
+    for (i, expr) in req.selectors.iter().enumerate() {
+        if let Some(e) = expr.error() {
+            return Err(format!(
+                "claim {claim}: selector #{i}: CEL compile error: {e}"
+            ));
+        }
+        match device.selected_by(expr) {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => {
+                return Err(format!(
+                    "claim {claim}: selector #{i} on device {}: CEL runtime error: {e}",
+                    device.id
+                ));
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The node selector of an allocation: pinned to the node when a device is node-local,
+/// the merged requirements of slice node selectors, or none for devices on all nodes.
+fn node_selector_of(choices: &[DeviceChoice<'_>]) -> Result<Option<ApiNodeSelector>, String> {
+    let mut fields: Vec<NodeSelectorRequirement> = Vec::new();
+    let mut exprs: Vec<NodeSelectorRequirement> = Vec::new();
+    for c in choices {
+        match &c.slice.nodes {
+            crate::slices::SliceNodes::Name(n) => {
+                return Ok(Some(ApiNodeSelector {
+                    node_selector_terms: vec![NodeSelectorTerm {
+                        match_fields: Some(vec![NodeSelectorRequirement {
+                            key: "metadata.name".into(),
+                            operator: "In".into(),
+                            values: Some(vec![n.clone()]),
+                        }]),
+                        match_expressions: None,
+                    }],
+                }));
+            }
+            crate::slices::SliceNodes::Selector(_) => {
+                let api = c.slice_node_selector();
+                let terms = api
+                    .map(|s| s.node_selector_terms.as_slice())
+                    .unwrap_or_default();
+                match terms.len() {
+                    0 => {}
+                    1 => {
+                        merge(
+                            &mut fields,
+                            terms[0].match_fields.as_deref().unwrap_or_default(),
+                        );
+                        merge(
+                            &mut exprs,
+                            terms[0].match_expressions.as_deref().unwrap_or_default(),
+                        );
+                    }
+                    n => {
+                        return Err(format!(
+                            "unsupported ResourceSlice.NodeSelector with {n} terms"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if fields.is_empty() && exprs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(ApiNodeSelector {
+        node_selector_terms: vec![NodeSelectorTerm {
+            match_fields: (!fields.is_empty()).then_some(fields),
+            match_expressions: (!exprs.is_empty()).then_some(exprs),
+        }],
+    }))
+}
+
+impl DeviceChoice<'_> {
+    fn slice_node_selector(&self) -> Option<&ApiNodeSelector> {
+        self.slice.api_node_selector.as_ref()
+    }
+}
+
+fn merge(to: &mut Vec<NodeSelectorRequirement>, from: &[NodeSelectorRequirement]) {
+    for r in from {
+        let values: HashSet<&String> = r.values.iter().flatten().collect();
+        let present = to.iter().any(|e| {
+            e.key == r.key
+                && e.operator == r.operator
+                && e.values.iter().flatten().collect::<HashSet<_>>() == values
+        });
+        if !present {
+            to.push(r.clone());
+        }
+    }
+}

@@ -1,0 +1,786 @@
+//! DynamicResources: dynamic resource allocation with structured parameters
+//! (resource.k8s.io/v1), as kube-scheduler v1.34 does it.
+//!
+//! PreEnqueue holds a pod back until its ResourceClaims exist; PreFilter reads them,
+//! checks their device classes and prepares the [allocator](allocator::Allocator) for the
+//! claims still to allocate; Filter allocates them on each node (and checks the node
+//! selectors of claims already allocated); Reserve keeps the chosen allocation in flight
+//! so no other pod gets the same devices; PreBind writes allocation and `reservedFor` to
+//! the claims through the cluster client; Unreserve and PostFilter undo. Pods without
+//! claims skip everything after one look at their spec. The plugin reads claims, slices
+//! and classes from the object store and never talks to the API server but through
+//! [`ClusterClient`](kubesched_framework::ClusterClient).
+
+pub mod allocator;
+pub mod cel;
+pub mod manager;
+pub mod slices;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
+use kubesched_framework::model::k8s_openapi::api::core::v1::Pod;
+use kubesched_framework::model::k8s_openapi::api::resource::v1::{
+    AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+};
+use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo};
+use kubesched_framework::{
+    ClientError, CycleState, EnqueueExtensions, FilterPlugin, Framework, Handle, NodeToStatus,
+    Plugin, PluginError, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
+    PreFilterPlugin, PreFilterResult, ReservePlugin, Status, async_trait,
+};
+use parking_lot::Mutex;
+
+use crate::allocator::{Allocator, Features, NodeRef, kobj};
+use crate::manager::{Manager, uid};
+
+/// The plugin's registered name.
+pub const NAME: &str = "DynamicResources";
+/// Filter: the pending claims do not all fit on the node.
+pub const ERR_REASON_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter: an allocated claim's node selector excludes the node.
+pub const ERR_REASON_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// PreFilter: an allocated claim cannot take another consumer.
+pub const ERR_REASON_IN_USE: &str = "resourceclaim in use";
+/// PostFilter: nothing to deallocate.
+pub const MSG_NO_NEW_CLAIMS: &str = "no new claims to deallocate";
+/// PostFilter: a claim was deallocated so the pod may fit next time.
+pub const MSG_DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+/// PostFilter: no claim could be deallocated.
+pub const MSG_STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+/// The finalizer the scheduler puts on claims it allocates.
+pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+/// Upstream's `ResourceClaimReservedForMaxSize`.
+pub const RESERVED_FOR_MAX_SIZE: usize = 256;
+/// How often PreBind tries a claim update that ran into a conflict (client-go's
+/// `retry.DefaultRetry`).
+const CONFLICT_RETRIES: usize = 5;
+
+/// The DynamicResources plugin.
+pub struct DynamicResources {
+    handle: Handle,
+    manager: Arc<Manager>,
+    features: Features,
+}
+
+impl std::fmt::Debug for DynamicResources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamicResources")
+            .field("features", &self.features)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DynamicResources {
+    /// Builds the plugin on the handle's object store and cluster client.
+    pub fn new(handle: &Handle) -> Result<Self, PluginError> {
+        Ok(Self {
+            handle: handle.clone(),
+            manager: manager::for_store(handle.objects()),
+            features: Features::default(),
+        })
+    }
+
+    /// The shared DRA state (in-flight allocations, slice index).
+    pub fn manager(&self) -> &Arc<Manager> {
+        &self.manager
+    }
+
+    /// The claims of the pod, one per `spec.resourceClaims` entry that names one, or the
+    /// reason the pod cannot be scheduled yet.
+    fn pod_claims(&self, pod: &Pod) -> Result<Vec<Arc<ResourceClaim>>, String> {
+        let mut out = Vec::new();
+        self.foreach_claim(pod, |c| out.push(c))?;
+        Ok(out)
+    }
+
+    fn foreach_claim(
+        &self,
+        pod: &Pod,
+        mut f: impl FnMut(Arc<ResourceClaim>),
+    ) -> Result<(), String> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+        let Some(claims) = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()) else {
+            return Ok(());
+        };
+        for pc in claims {
+            let (name, must_check_owner) = if let Some(n) = &pc.resource_claim_name {
+                (Some(n.clone()), false)
+            } else if pc.resource_claim_template_name.is_some() {
+                let status = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.resource_claim_statuses.as_ref())
+                    .and_then(|v| v.iter().find(|s| s.name == pc.name));
+                match status {
+                    Some(s) => (s.resource_claim_name.clone(), true),
+                    None => {
+                        return Err(format!(
+                            "pod \"{namespace}/{pod_name}\": ResourceClaim not created yet"
+                        ));
+                    }
+                }
+            } else {
+                return Err(format!(
+                    "pod \"{namespace}/{pod_name}\", spec.resourceClaim {:?}: none of the supported fields are set",
+                    pc.name
+                ));
+            };
+            // No claim was generated for this entry: that is allowed and means nothing to do.
+            let Some(name) = name else {
+                continue;
+            };
+            let Some(claim) = self.manager.claim(self.handle.objects(), namespace, &name) else {
+                return Err(format!(
+                    "resourceclaim.resource.k8s.io \"{name}\" not found"
+                ));
+            };
+            if claim.metadata.deletion_timestamp.is_some() {
+                return Err(format!("resourceclaim \"{name}\" is being deleted"));
+            }
+            if must_check_owner && !controlled_by(&claim, pod, namespace, pod_name) {
+                return Err(format!(
+                    "ResourceClaim {namespace}/{name} was not created for pod {namespace}/{pod_name} (pod is not owner)"
+                ));
+            }
+            f(claim);
+        }
+        Ok(())
+    }
+
+    /// Writes allocation (if the scheduler made one) and the reservation for the pod into
+    /// the claim, retrying on conflicts with a fresh copy as upstream's `bindClaim`.
+    async fn bind_claim(
+        &self,
+        claim: &Arc<ResourceClaim>,
+        allocation: Option<&AllocationResult>,
+        pod: &PodInfo,
+    ) -> Result<ResourceClaim, String> {
+        let client = self.handle.client();
+        let name = kobj(claim);
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or("");
+        let claim_name = claim.metadata.name.as_deref().unwrap_or("");
+        let mut current = (**claim).clone();
+        let mut last_conflict = None;
+        for attempt in 0..CONFLICT_RETRIES {
+            if attempt > 0 {
+                current = client
+                    .get_resource_claim(namespace, claim_name)
+                    .await
+                    .map_err(|e| format!("get updated claim {name} after conflict: {e}"))?;
+            }
+            if current.metadata.deletion_timestamp.is_some() {
+                return Err(format!("claim {name} got deleted in the meantime"));
+            }
+            if let Some(allocation) = allocation {
+                if current
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.allocation.is_some())
+                {
+                    return Err(format!(
+                        "claim {name} got allocated elsewhere in the meantime"
+                    ));
+                }
+                let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+                if !finalizers.iter().any(|f| f == FINALIZER) {
+                    finalizers.push(FINALIZER.to_string());
+                    match client.update_resource_claim(&current).await {
+                        Ok(updated) => current = updated,
+                        Err(ClientError::Conflict(e)) => {
+                            last_conflict =
+                                Some(format!("add finalizer to claim {name}: conflict: {e}"));
+                            continue;
+                        }
+                        Err(e) => return Err(format!("add finalizer to claim {name}: {e}")),
+                    }
+                }
+                current
+                    .status
+                    .get_or_insert_with(ResourceClaimStatus::default)
+                    .allocation = Some(allocation.clone());
+            }
+            current
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .reserved_for
+                .get_or_insert_with(Vec::new)
+                .push(ResourceClaimConsumerReference {
+                    api_group: None,
+                    resource: "pods".into(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                });
+            let what = if allocation.is_some() {
+                "add allocation and reservation to claim"
+            } else {
+                "add reservation to claim"
+            };
+            match client.update_resource_claim_status(&current).await {
+                Ok(updated) => return Ok(updated),
+                Err(ClientError::Conflict(e)) => {
+                    last_conflict = Some(format!("{what} {name}: conflict: {e}"));
+                }
+                Err(e) => return Err(format!("{what} {name}: {e}")),
+            }
+        }
+        Err(last_conflict.unwrap_or_else(|| format!("update claim {name}: conflict")))
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: NAME,
+    extension_points: [PreEnqueue, PreFilter, Filter, PostFilter, Reserve, PreBind, EnqueueExtensions],
+    factory: DynamicResources::new,
+}
+
+/// Whether the pod controls the claim. A pod without a UID (a manifest never through an
+/// API server) goes by `namespace/name`, as the model names it.
+fn controlled_by(claim: &ResourceClaim, pod: &Pod, namespace: &str, pod_name: &str) -> bool {
+    let pod_uid = pod
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| format!("{namespace}/{pod_name}"));
+    claim.metadata.namespace.as_deref() == Some(namespace)
+        && claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.uid == pod_uid)
+}
+
+fn is_reserved_for(claim: &ResourceClaim, pod_uid: &str) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .is_some_and(|r| r.iter().any(|c| c.uid == pod_uid))
+}
+
+fn reserved_count(claim: &ResourceClaim) -> usize {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .map_or(0, Vec::len)
+}
+
+fn allocation_of(claim: &ResourceClaim) -> Option<&AllocationResult> {
+    claim.status.as_ref().and_then(|s| s.allocation.as_ref())
+}
+
+fn has_claims(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .is_some_and(|c| !c.is_empty())
+}
+
+/// What PreFilter learnt about the pod's claims, shared by the cycle's later points.
+#[derive(Debug, Default)]
+struct StateInner {
+    /// The pod's claims, as of PreFilter (replaced by PreBind's writes).
+    claims: Mutex<Vec<Arc<ResourceClaim>>>,
+    /// For allocated claims with a node selector: the selector.
+    available_on: Vec<Option<NodeSelector>>,
+    /// Indices (into `claims`) of the claims the allocator allocates.
+    to_allocate: Vec<usize>,
+    allocator: Option<Allocator>,
+    /// Allocated claims found unavailable on some node (for PostFilter).
+    unavailable: Mutex<BTreeSet<usize>>,
+    /// Filter's allocation per feasible node, aligned with `to_allocate`.
+    node_allocations: Mutex<HashMap<String, Vec<AllocationResult>>>,
+    /// Reserve's choice per claim index.
+    allocations: Mutex<HashMap<usize, AllocationResult>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct DraState(Arc<StateInner>);
+
+impl Plugin for DynamicResources {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        Some(self)
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        Some(self)
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+impl PreEnqueuePlugin for DynamicResources {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if !has_claims(&pod.pod) {
+            return Status::success();
+        }
+        match self.foreach_claim(&pod.pod, |_| {}) {
+            Ok(()) => Status::success(),
+            Err(e) => Status::unresolvable(e),
+        }
+    }
+}
+
+impl PreFilterPlugin for DynamicResources {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status) {
+        if !has_claims(&pod.pod) {
+            state.write(DraState::default());
+            return (None, Status::skip());
+        }
+        let claims = match self.pod_claims(&pod.pod) {
+            Ok(c) => c,
+            Err(e) => {
+                state.write(DraState::default());
+                return (None, Status::unresolvable(e));
+            }
+        };
+        if claims.is_empty() {
+            state.write(DraState::default());
+            return (None, Status::skip());
+        }
+        let objects = self.handle.objects();
+        let mut available_on = Vec::with_capacity(claims.len());
+        let mut to_allocate = Vec::new();
+        for (i, claim) in claims.iter().enumerate() {
+            match allocation_of(claim) {
+                Some(allocation) => {
+                    if reserved_count(claim) >= RESERVED_FOR_MAX_SIZE
+                        && !is_reserved_for(claim, &pod.uid)
+                    {
+                        state.write(DraState::default());
+                        return (None, Status::unresolvable(ERR_REASON_IN_USE));
+                    }
+                    let selector = match &allocation.node_selector {
+                        Some(sel) => {
+                            match NodeSelector::compile(sel, "status.allocation.nodeSelector") {
+                                Ok(s) => Some(s),
+                                Err(e) => {
+                                    state.write(DraState::default());
+                                    return (None, Status::error(e));
+                                }
+                            }
+                        }
+                        None => None,
+                    };
+                    available_on.push(selector);
+                }
+                None => {
+                    available_on.push(None);
+                    to_allocate.push(i);
+                    if self.manager.has_pending_allocation(uid(claim)) {
+                        state.write(DraState::default());
+                        return (
+                            None,
+                            Status::unresolvable(format!(
+                                "resource claim {} is in the process of being allocated",
+                                kobj(claim)
+                            )),
+                        );
+                    }
+                    for request in claim
+                        .spec
+                        .devices
+                        .as_ref()
+                        .and_then(|d| d.requests.as_ref())
+                        .into_iter()
+                        .flatten()
+                    {
+                        let subs = request.first_available.as_deref().unwrap_or_default();
+                        let check = |class: &str, request_name: &str| -> Option<Status> {
+                            if class.is_empty() {
+                                return Some(Status::error(format!(
+                                    "request {request_name}: unsupported request type"
+                                )));
+                            }
+                            if objects.device_classes.get(None, class).is_none() {
+                                return Some(Status::unresolvable(format!(
+                                    "request {request_name}: device class {class} does not exist"
+                                )));
+                            }
+                            None
+                        };
+                        let problem = if subs.is_empty() {
+                            let class = request
+                                .exactly
+                                .as_ref()
+                                .map(|e| e.device_class_name.as_str())
+                                .unwrap_or("");
+                            check(class, &request.name)
+                        } else {
+                            subs.iter().find_map(|s| {
+                                check(
+                                    &s.device_class_name,
+                                    &format!("{}/{}", request.name, s.name),
+                                )
+                            })
+                        };
+                        if let Some(status) = problem {
+                            state.write(DraState::default());
+                            return (None, status);
+                        }
+                    }
+                }
+            }
+        }
+        let allocator = if to_allocate.is_empty() {
+            None
+        } else {
+            let pending: Vec<Arc<ResourceClaim>> =
+                to_allocate.iter().map(|i| claims[*i].clone()).collect();
+            let allocated = self.manager.allocated_devices(objects);
+            let index = self.manager.slices.get(&objects.resource_slices);
+            let class_of = |name: &str| objects.device_classes.get(None, name);
+            Some(Allocator::new(
+                self.features,
+                &pending,
+                allocated,
+                &class_of,
+                index,
+                &self.manager.cel,
+            ))
+        };
+        state.write(DraState(Arc::new(StateInner {
+            claims: Mutex::new(claims),
+            available_on,
+            to_allocate,
+            allocator,
+            ..StateInner::default()
+        })));
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(DraState(s)) = state.read::<DraState>() else {
+            return Status::error(format!(
+                "reading PreFilter{NAME} from the cycle state: not found"
+            ));
+        };
+        if s.available_on.is_empty() {
+            return Status::success();
+        }
+        let Some(n) = node.node() else {
+            return Status::error("node not found");
+        };
+        let unavailable: Vec<usize> = s
+            .available_on
+            .iter()
+            .enumerate()
+            .filter(|(_, sel)| {
+                sel.as_ref()
+                    .is_some_and(|sel| !sel.matches(&n.labels, &n.name))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let mut allocations = None;
+        if let Some(allocator) = &s.allocator {
+            match allocator.allocate(NodeRef {
+                name: &n.name,
+                labels: &n.labels,
+            }) {
+                Err(e) => {
+                    tracing::debug!(pod = %pod.key(), node = %n.name, error = %e, "allocation failed");
+                    return Status::error(e);
+                }
+                Ok(None) => return Status::unresolvable(ERR_REASON_CANNOT_ALLOCATE),
+                Ok(Some(a)) if a.len() != allocator.num_claims() => {
+                    return Status::unresolvable(ERR_REASON_CANNOT_ALLOCATE);
+                }
+                Ok(Some(a)) => allocations = Some(a),
+            }
+        }
+        if !unavailable.is_empty() {
+            s.unavailable.lock().extend(unavailable);
+            return Status::unresolvable(ERR_REASON_NOT_AVAILABLE);
+        }
+        if let Some(a) = allocations {
+            s.node_allocations.lock().insert(n.name.clone(), a);
+        }
+        Status::success()
+    }
+}
+
+#[async_trait]
+impl PostFilterPlugin for DynamicResources {
+    async fn post_filter(
+        &self,
+        _framework: &Framework,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        _statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let Some(DraState(s)) = state.read::<DraState>() else {
+            return (None, Status::unschedulable(MSG_NO_NEW_CLAIMS));
+        };
+        let claims = s.claims.lock().clone();
+        if claims.is_empty() {
+            return (None, Status::unschedulable(MSG_NO_NEW_CLAIMS));
+        }
+        let unavailable: Vec<usize> = s.unavailable.lock().iter().copied().collect();
+        for index in unavailable {
+            let Some(claim) = claims.get(index) else {
+                continue;
+            };
+            let reserved = claim
+                .status
+                .as_ref()
+                .and_then(|st| st.reserved_for.as_deref())
+                .unwrap_or_default();
+            if reserved.is_empty() || (reserved.len() == 1 && reserved[0].uid == pod.uid) {
+                let mut updated = (**claim).clone();
+                if let Some(st) = updated.status.as_mut() {
+                    st.reserved_for = None;
+                    st.allocation = None;
+                }
+                tracing::debug!(pod = %pod.key(), claim = %kobj(claim), "deallocating ResourceClaim");
+                if let Err(e) = self
+                    .handle
+                    .client()
+                    .update_resource_claim_status(&updated)
+                    .await
+                {
+                    return (None, Status::error(e));
+                }
+                return (None, Status::unschedulable(MSG_DEALLOCATED));
+            }
+        }
+        (None, Status::unschedulable(MSG_STILL_NOT_SCHEDULABLE))
+    }
+}
+
+impl ReservePlugin for DynamicResources {
+    fn reserve(&self, state: &mut CycleState, _pod: &PodInfo, node_name: &str) -> Status {
+        let Some(DraState(s)) = state.read::<DraState>() else {
+            return Status::error(format!(
+                "reading PreFilter{NAME} from the cycle state: not found"
+            ));
+        };
+        let Some(_) = &s.allocator else {
+            // Everything is allocated already; reserving happens in PreBind.
+            return Status::success();
+        };
+        let Some(allocations) = s.node_allocations.lock().get(node_name).cloned() else {
+            return Status::error("claim allocation not found for node");
+        };
+        if allocations.len() != s.to_allocate.len() {
+            return Status::error(format!(
+                "internal error, have {} allocations, {} claims to allocate",
+                allocations.len(),
+                s.to_allocate.len()
+            ));
+        }
+        let claims = s.claims.lock().clone();
+        let mut chosen = s.allocations.lock();
+        for (index, allocation) in s.to_allocate.iter().zip(allocations) {
+            let mut claim = (*claims[*index]).clone();
+            let finalizers = claim.metadata.finalizers.get_or_insert_with(Vec::new);
+            if !finalizers.iter().any(|f| f == FINALIZER) {
+                finalizers.push(FINALIZER.to_string());
+            }
+            claim
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .allocation = Some(allocation.clone());
+            self.manager.signal_pending_allocation(Arc::new(claim));
+            chosen.insert(*index, allocation);
+        }
+        Status::success()
+    }
+
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, _node_name: &str) {
+        let Some(DraState(s)) = state.read::<DraState>() else {
+            return;
+        };
+        let claims = s.claims.lock().clone();
+        for claim in claims {
+            if self.manager.remove_pending_allocation(uid(&claim)) {
+                self.manager.restore(
+                    claim.metadata.namespace.as_deref().unwrap_or(""),
+                    claim.metadata.name.as_deref().unwrap_or(""),
+                );
+            }
+            if allocation_of(&claim).is_some() && is_reserved_for(&claim, &pod.uid) {
+                let client = self.handle.client().clone();
+                let pod_uid = pod.uid.clone();
+                let name = kobj(&claim);
+                // Unreserve cannot wait; the write goes on in the background and a
+                // failure only means the next attempt finds the reservation again.
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => {
+                        rt.spawn(async move {
+                            if let Err(e) = client
+                                .remove_resource_claim_reservation(&claim, &pod_uid)
+                                .await
+                            {
+                                tracing::error!(claim = %name, error = %e, "unreserve");
+                            }
+                        });
+                    }
+                    Err(_) => {
+                        tracing::error!(claim = %name, "unreserve: no runtime to remove the reservation");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PreBindPlugin for DynamicResources {
+    async fn pre_bind(&self, state: &CycleState, pod: &PodInfo, _node_name: &str) -> Status {
+        let Some(DraState(s)) = state.read::<DraState>() else {
+            return Status::skip();
+        };
+        let claims = s.claims.lock().clone();
+        if claims.is_empty() {
+            return Status::skip();
+        }
+        for (index, claim) in claims.iter().enumerate() {
+            if is_reserved_for(claim, &pod.uid) {
+                continue;
+            }
+            let allocation = s.allocations.lock().get(&index).cloned();
+            let result = self.bind_claim(claim, allocation.as_ref(), pod).await;
+            if allocation.is_some() {
+                if let Ok(updated) = &result {
+                    self.manager.assume(Arc::new(updated.clone()));
+                }
+                self.manager.remove_pending_allocation(uid(claim));
+            }
+            match result {
+                Ok(updated) => s.claims.lock()[index] = Arc::new(updated),
+                Err(e) => return Status::error(e),
+            }
+        }
+        Status::success()
+    }
+}
+
+/// Upstream's `isSchedulableAfterClaimChange`.
+fn after_claim_change(
+    plugin: &DynamicResources,
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let Some(modified) = new.and_then(|n| n.downcast::<ResourceClaim>()) else {
+        // The backend did not hand the object over: err on the side of trying.
+        return Ok(QueueingHint::Queue);
+    };
+    let original = old.and_then(|o| o.downcast::<ResourceClaim>());
+    let mut uses_claim = false;
+    if plugin
+        .foreach_claim(&pod.pod, |c| {
+            if uid(&c) == uid(modified) {
+                uses_claim = true;
+            }
+        })
+        .is_err()
+    {
+        return Ok(QueueingHint::Skip);
+    }
+    if let Some(o) = original
+        && allocation_of(o).is_some()
+        && allocation_of(modified).is_none()
+    {
+        // Deallocated: its devices are free for anybody.
+        return Ok(QueueingHint::Queue);
+    }
+    if !uses_claim {
+        return Ok(QueueingHint::Skip);
+    }
+    match original {
+        None => Ok(QueueingHint::Queue),
+        Some(o) if o.status == modified.status => Ok(QueueingHint::Skip),
+        Some(_) => Ok(QueueingHint::Queue),
+    }
+}
+
+/// Upstream's `isSchedulableAfterPodChange`: the pod's generated claims got named.
+fn after_pod_change(
+    plugin: &DynamicResources,
+    pod: &PodInfo,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let modified = new
+        .and_then(EventObject::as_pod)
+        .ok_or("unexpected object in isSchedulableAfterPodChange")?;
+    if modified.uid != pod.uid {
+        return Ok(QueueingHint::Skip);
+    }
+    Ok(match plugin.foreach_claim(&modified.pod, |_| {}) {
+        Ok(()) => QueueingHint::Queue,
+        Err(_) => QueueingHint::Skip,
+    })
+}
+
+impl EnqueueExtensions for DynamicResources {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let for_claims = Self {
+            handle: self.handle.clone(),
+            manager: self.manager.clone(),
+            features: self.features,
+        };
+        let for_pods = Self {
+            handle: self.handle.clone(),
+            manager: self.manager.clone(),
+            features: self.features,
+        };
+        vec![
+            // A node's labels may decide which slices or allocations reach it.
+            ClusterEventWithHint::new(
+                EventResource::Node,
+                ActionType::ADD.union(ActionType::UPDATE_NODE_LABEL),
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::ResourceClaim,
+                ActionType::ADD.union(ActionType::UPDATE),
+                move |pod, old, new| after_claim_change(&for_claims, pod, old, new),
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+                move |pod, _old, new| after_pod_change(&for_pods, pod, new),
+            ),
+            ClusterEventWithHint::new(
+                EventResource::DeviceClass,
+                ActionType::ADD.union(ActionType::UPDATE),
+            ),
+            ClusterEventWithHint::new(
+                EventResource::ResourceSlice,
+                ActionType::ADD.union(ActionType::UPDATE),
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests;
