@@ -209,7 +209,7 @@ fn local_static_volumes_are_bound_where_they_are() {
     assert_eq!(failed.status, PodState::Unschedulable);
     let msg = message_of(&report, left);
     assert!(
-        msg.starts_with("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."),
+        msg.starts_with("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."),
         "{msg}"
     );
     assert_eq!(volume_of(&cluster, left), None);

@@ -204,6 +204,7 @@ impl ClusterClient for NoopClient {
         pvc: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim, ClientError> {
         Ok(pvc.clone())
+    }
     async fn get_resource_claim(&self, _: &str, name: &str) -> Result<ResourceClaim, ClientError> {
         Err(ClientError::NotFound(format!(
             "resourceclaims.resource.k8s.io {name:?} not found"

@@ -19,10 +19,9 @@ use kubesched_framework::{
     ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, async_trait,
 };
 use kubesched_scheduler::{ClusterChange, PodLister};
-
-use crate::claims;
 use parking_lot::Mutex;
 
+use crate::claims;
 use crate::volumes::{VolumeController, VolumeIndex};
 
 #[derive(Default)]
@@ -251,7 +250,6 @@ impl SimCluster {
         }
     }
 
-    /// Deletes a pod by `namespace/name`, at once.
     /// Creates the template claims pods still wait for (after a template was added).
     pub fn run_claim_controller(&self) {
         let mut s = self.state.lock();
@@ -729,45 +727,7 @@ impl ClusterClient for SimCluster {
         self.sync_volumes(&mut s);
         Ok(new)
     }
-}
 
-/// An update (PUT) of an object as the API server does it: NotFound when it does not exist,
-/// Conflict when the resourceVersion given is not the current one; the status stays (it has
-/// its own subresource) and the object gets a new resourceVersion.
-#[allow(clippy::too_many_arguments)]
-fn replaced<
-    K: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> + Clone,
-    S,
->(
-    s: &mut State,
-    resource: &str,
-    name: &str,
-    old: Option<&K>,
-    new: &K,
-    status_of: impl Fn(&K) -> S,
-    set_status: impl Fn(&mut K, S),
-) -> Result<K, ClientError> {
-    let Some(old) = old else {
-        return Err(ClientError::NotFound(format!(
-            "{resource} {name:?} not found"
-        )));
-    };
-    let current = old.metadata().resource_version.clone();
-    if let Some(given) = new.metadata().resource_version.as_deref()
-        && !given.is_empty()
-        && current.as_deref() != Some(given)
-    {
-        return Err(ClientError::Conflict(format!(
-            "Operation cannot be fulfilled on {resource} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
-        )));
-    }
-    let mut out = new.clone();
-    set_status(&mut out, status_of(old));
-    let current = current.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    s.resource_version = s.resource_version.max(current) + 1;
-    out.metadata_mut().resource_version = Some(s.resource_version.to_string());
-    out.metadata_mut().uid = old.metadata().uid.clone();
-    Ok(out)
     async fn get_resource_claim(
         &self,
         namespace: &str,
@@ -820,6 +780,45 @@ fn replaced<
         }
         Ok(())
     }
+}
+
+/// An update (PUT) of an object as the API server does it: NotFound when it does not exist,
+/// Conflict when the resourceVersion given is not the current one; the status stays (it has
+/// its own subresource) and the object gets a new resourceVersion.
+#[allow(clippy::too_many_arguments)]
+fn replaced<
+    K: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> + Clone,
+    S,
+>(
+    s: &mut State,
+    resource: &str,
+    name: &str,
+    old: Option<&K>,
+    new: &K,
+    status_of: impl Fn(&K) -> S,
+    set_status: impl Fn(&mut K, S),
+) -> Result<K, ClientError> {
+    let Some(old) = old else {
+        return Err(ClientError::NotFound(format!(
+            "{resource} {name:?} not found"
+        )));
+    };
+    let current = old.metadata().resource_version.clone();
+    if let Some(given) = new.metadata().resource_version.as_deref()
+        && !given.is_empty()
+        && current.as_deref() != Some(given)
+    {
+        return Err(ClientError::Conflict(format!(
+            "Operation cannot be fulfilled on {resource} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+        )));
+    }
+    let mut out = new.clone();
+    set_status(&mut out, status_of(old));
+    let current = current.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    s.resource_version = s.resource_version.max(current) + 1;
+    out.metadata_mut().resource_version = Some(s.resource_version.to_string());
+    out.metadata_mut().uid = old.metadata().uid.clone();
+    Ok(out)
 }
 
 fn jiff_seconds(seconds: i64) -> k8s_openapi::jiff::SignedDuration {
