@@ -159,7 +159,7 @@ fn pod_change_hint(
     })
 }
 
-/// A node was added or had its labels or taints changed: only a node carrying one of the
+/// A node was added or had its labels changed: only a node carrying one of the
 /// pod's topology keys can change anything.
 fn node_change_hint(
     pod: &PodInfo,
@@ -191,13 +191,14 @@ impl EnqueueExtensions for InterPodAffinity {
                     .union(ActionType::DELETE),
                 pod_change_hint,
             ),
-            // UpdateNodeTaint too: a node that was not ready when added reaches the queue
-            // only through a later taint change.
+            // Not UpdateNodeTaint: a taint never changes this plugin's answer, and with
+            // queueing hints no Node/Add is dropped before the hints see it (upstream v1.34
+            // registers Add | UpdateNodeLabel for the same reason). A node added with a taint
+            // that rejects the pod makes TaintToleration a rejector too, whose hint follows
+            // the taint's removal.
             ClusterEventWithHint::with_hint(
                 EventResource::Node,
-                ActionType::ADD
-                    .union(ActionType::UPDATE_NODE_LABEL)
-                    .union(ActionType::UPDATE_NODE_TAINT),
+                ActionType::ADD.union(ActionType::UPDATE_NODE_LABEL),
                 node_change_hint,
             ),
         ]
