@@ -277,3 +277,82 @@ fn dra_example_table() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     insta::assert_snapshot!(report.to_table(false));
 }
+
+/// The claims the simulated resource-claim controller made for examples/dra and what the
+/// scheduler wrote into them: each scheduled pod's claim is allocated on the pod's node,
+/// reserved for the pod and protected by the finalizer, no device is handed out twice, and
+/// the 24Gi GPUs of gpu-c, which the class's memory selector leaves out, are never used.
+#[test]
+fn dra_example_allocates_devices_on_the_pods_nodes() {
+    let (report, cluster) = run_example_on_cluster("dra", None);
+    let mut claims = cluster.objects().resource_claims.list();
+    claims.sort_by_key(|c| c.metadata.name.clone());
+    let mut taken = std::collections::BTreeSet::new();
+    let mut out = String::new();
+    for claim in &claims {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let owner = claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.name.clone())
+            .unwrap_or_else(|| "-".into());
+        let status = claim.status.clone().unwrap_or_default();
+        let devices: Vec<String> = status
+            .allocation
+            .as_ref()
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|r| format!("{}/{}", r.pool, r.device))
+            .collect();
+        let reserved: Vec<String> = status
+            .reserved_for
+            .iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .collect();
+        let pod = report
+            .pods
+            .iter()
+            .find(|p| p.namespace == "ml" && p.name == owner);
+        if let Some(node) = pod.and_then(|p| p.node.as_deref()) {
+            assert_eq!(reserved, [owner.clone()], "{name} is reserved for its pod");
+            assert!(
+                devices.iter().all(|d| d.starts_with(&format!("{node}/"))),
+                "{name}: {devices:?} are on {node}"
+            );
+            assert_eq!(
+                claim.metadata.finalizers.as_deref(),
+                Some(&["resource.kubernetes.io/delete-protection".to_string()][..])
+            );
+            let recorded = cluster
+                .pod(&format!("ml/{owner}"))
+                .and_then(|p| p.status.clone()?.resource_claim_statuses)
+                .unwrap_or_default();
+            assert_eq!(
+                recorded
+                    .iter()
+                    .map(|s| (s.name.as_str(), s.resource_claim_name.as_deref()))
+                    .collect::<Vec<_>>(),
+                [("gpus", Some(name.as_str()))],
+                "the pod's status names its generated claim"
+            );
+        } else {
+            assert!(devices.is_empty() && reserved.is_empty(), "{name}");
+        }
+        for d in &devices {
+            assert!(taken.insert(d.clone()), "{d} is allocated twice");
+            assert!(!d.starts_with("gpu-c/"), "{d} has too little memory");
+        }
+        out.push_str(&format!(
+            "{name}: owner={owner} devices=[{}] reservedFor=[{}]\n",
+            devices.join(" "),
+            reserved.join(" ")
+        ));
+    }
+    insta::assert_snapshot!(out);
+}
