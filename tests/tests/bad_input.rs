@@ -68,15 +68,31 @@ spec:
   containers: [{name: c, resources: {requests: {cpu: "1"}}}]
 "#;
 
-const WORKLOAD: &str = r#"apiVersion: kubesched.io/v1alpha1
-kind: Workload
+const WORKLOAD: &str = r#"kind: Workload
 name: basic
-operations:
-- op: createNodes
-  count: 10
-- op: createPods
-  count: 20
-  measured: true
+description: Two zones, spread pods and a few that never fit.
+ops:
+- createNodes:
+    count: 10
+    zones: [zone-a, zone-b]
+    template:
+      metadata: {name: node, labels: {gen: "5"}}
+      status:
+        allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
+- createPods:
+    count: 20
+    namespace: web
+    measure: true
+    template:
+      metadata: {name: web, labels: {app: web}}
+      spec:
+        containers:
+        - {name: c, image: app, resources: {requests: {cpu: 500m, memory: 1Gi}}}
+        topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
+- deletePods: {namespace: web, labels: {app: web}, count: 5}
+- advanceClock: {seconds: 30}
+- barrier: {}
 "#;
 
 const CONFIG: &str = r#"apiVersion: kubescheduler.config.k8s.io/v1
@@ -193,6 +209,22 @@ fn compile_all(m: &kubesched_sim::Manifests) {
     }
 }
 
+/// The seeds themselves are valid, so a mutation is what breaks them.
+#[test]
+fn the_seeds_load_cleanly() {
+    let mut m = kubesched_sim::Manifests::default();
+    let mut problems = Vec::new();
+    kubesched_sim::load_text(MANIFESTS, "cluster.yaml", &mut m, &mut problems);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!((m.nodes.len(), m.pods.len()), (1, 2));
+    for p in &m.pods {
+        let info = kubesched_model::PodInfo::new(Arc::new(p.clone())).expect("pod compiles");
+        assert!(info.problems.is_empty(), "{:?}", info.problems);
+    }
+    kubesched_sim::Workload::from_str(WORKLOAD, "workload.yaml").expect("valid workload");
+    kubesched_config::load_str(CONFIG, "scheduler.yaml").expect("valid configuration");
+}
+
 proptest! {
     #![proptest_config(config())]
 
@@ -222,10 +254,9 @@ proptest! {
         kubesched_sim::load_text(&text, "list.json", &mut m, &mut problems);
         problems_name_their_file(&problems, "list.json");
         for p in &problems {
-            // A problem with an object names it, and a decode problem names the field.
-            if p.object.is_some() {
-                prop_assert!(p.field.is_some() || p.message.contains("field") || !p.message.is_empty());
-            }
+            // Something inside an object changed: the problem names the object and the field.
+            prop_assert!(p.object.is_some(), "{p}");
+            prop_assert!(p.field.as_ref().is_some_and(|f| !f.is_empty()), "{p}");
         }
         compile_all(&m);
     }
@@ -235,6 +266,21 @@ proptest! {
         let text = apply(WORKLOAD, &e);
         if let Err(err) = kubesched_sim::Workload::from_str(&text, "workload.yaml") {
             prop_assert!(err.to_string().starts_with("workload.yaml: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn workloads_with_swapped_values_name_the_field(pick in 1usize..80, with in odd_values()) {
+        let mut doc: Value = serde_saphyr::from_str(WORKLOAD).expect("valid seed");
+        let mut left = pick;
+        swap_value(&mut doc, &mut left, &with);
+        let text = serde_json::to_string(&doc).expect("json");
+        if let Err(err) = kubesched_sim::Workload::from_str(&text, "workload.yaml") {
+            let shown = err.to_string();
+            prop_assert!(shown.starts_with("workload.yaml: "), "{shown}");
+            // Something inside the document changed: the error names where.
+            let field = shown["workload.yaml: ".len()..].split(':').next().unwrap_or("");
+            prop_assert!(!field.is_empty() && field != "." && field != "(document)", "{shown}");
         }
     }
 
@@ -254,6 +300,12 @@ proptest! {
         let text = serde_json::to_string(&doc).expect("json");
         if let Err(err) = kubesched_config::load_str(&text, "scheduler.yaml") {
             prop_assert!(err.to_string().contains("scheduler.yaml"), "{err}");
+            // Only the whole document swapped for another value has no field to name.
+            if pick > 0 {
+                for p in err.problems() {
+                    prop_assert!(!p.path.is_empty(), "{err}");
+                }
+            }
         }
     }
 

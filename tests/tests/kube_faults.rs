@@ -31,8 +31,18 @@ const NODES: usize = 200;
 const NODE_CPU_MILLI: i64 = 4000;
 const WAVES: usize = 10;
 const KILL_EVERY: Duration = Duration::from_secs(20);
-/// Resident memory a scheduler process may reach.
-const MAX_RSS_BYTES: u64 = 768 << 20;
+/// Resident memory a scheduler process may reach (a debug build holds about 70 MiB with
+/// 1,500 live pods on 200 nodes; the live set stays that size however long the run).
+const MAX_RSS_BYTES: u64 = 256 << 20;
+/// Memory of the nodes that run out of memory first: 8 pods of 256Mi.
+const SMALL_MEMORY: &str = "2Gi";
+/// How many 256Mi pods fit on such a node.
+const SMALL_MEMORY_SLOTS: usize = 8;
+/// The taint (and label) that keeps every other pod off those nodes, so the pods made
+/// for them fill their memory.
+const SMALL_MEMORY_KEY: &str = "kubesched.test/small-memory";
+/// Pod slots of the nodes that run out of slots first.
+const FEW_PODS: &str = "10";
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -133,6 +143,39 @@ fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Whether node `i` is one of the small-memory nodes (tainted for the pods made for them).
+fn small_memory(i: usize) -> bool {
+    i % 4 == 1
+}
+
+/// Node `i`: 4 CPUs; every fourth has little memory (and is kept for the pods made for
+/// it) and every fourth (another) few pod slots, so all three allocatable amounts fill up.
+fn fault_node(i: usize) -> serde_json::Value {
+    let mut n = node(&format!("node-{i:03}"), "4");
+    for part in ["capacity", "allocatable"] {
+        match i % 4 {
+            1 => n["status"][part]["memory"] = json!(SMALL_MEMORY),
+            2 => n["status"][part]["pods"] = json!(FEW_PODS),
+            _ => {}
+        }
+    }
+    if small_memory(i) {
+        n["metadata"]["labels"][SMALL_MEMORY_KEY] = json!("true");
+        n["spec"]["taints"] =
+            json!([{"key": SMALL_MEMORY_KEY, "value": "true", "effect": "NoSchedule"}]);
+    }
+    n
+}
+
+/// A wave pod for the small-memory nodes: it tolerates their taint and selects them.
+fn small_memory_pod(name: &str, cpu_milli: i64) -> serde_json::Value {
+    let mut p = wave_pod(name, cpu_milli, false);
+    p["spec"]["nodeSelector"] = json!({SMALL_MEMORY_KEY: "true"});
+    p["spec"]["tolerations"] =
+        json!([{"key": SMALL_MEMORY_KEY, "operator": "Exists", "effect": "NoSchedule"}]);
+    p
+}
+
 /// What one wave pod asks for.
 fn wave_pod(name: &str, cpu_milli: i64, big: bool) -> serde_json::Value {
     let mut p = pod(name, &format!("{cpu_milli}m"));
@@ -163,7 +206,7 @@ async fn invariants_hold_under_faults_and_leader_kills() {
         let kubeconfig = server.write_kubeconfig();
         let dir = server.dir().to_path_buf();
         for i in 0..NODES {
-            server.create("nodes", node(&format!("node-{i:03}"), "4"));
+            server.create("nodes", fault_node(i));
         }
         let mut next_id = 0usize;
         let mut schedulers = vec![
@@ -186,10 +229,16 @@ async fn invariants_hold_under_faults_and_leader_kills() {
         server.delay_at_random("GET", "/api", 0.05, Duration::from_millis(300));
         server.delay_at_random("PATCH", "/status", 0.10, Duration::from_millis(300));
 
-        let capacity: i64 = NODES as i64 * NODE_CPU_MILLI;
+        // CPU of the nodes every pod may use; the small-memory nodes are bounded by count.
+        let small_nodes = (0..NODES).filter(|i| small_memory(*i)).count();
+        let capacity: i64 = (NODES - small_nodes) as i64 * NODE_CPU_MILLI;
+        let small_cap = small_nodes * SMALL_MEMORY_SLOTS * 95 / 100;
+        let mut small_live = 0usize;
         let per_wave = total_pods.div_ceil(WAVES);
         let wave_every = Duration::from_secs(fault_secs) / WAVES as u32;
-        let mut live: VecDeque<(String, i64)> = VecDeque::new();
+        // Live pods, oldest first: name, CPU counted in `demand` (0 for small-memory pods),
+        // whether made for the small-memory nodes.
+        let mut live: VecDeque<(String, i64, bool)> = VecDeque::new();
         let mut demand: i64 = 0;
         let mut tally = Tally::default();
         let mut rng = fastrand_like(7);
@@ -202,14 +251,19 @@ async fn invariants_hold_under_faults_and_leader_kills() {
         let mut restarted = false;
         let mut pending_kill: Option<(String, Instant)> = None;
         let mut last_sample = start;
-        while start.elapsed() < Duration::from_secs(fault_secs) || waves_done < WAVES {
+        // The run ends after its time and its waves, and once the last kill was taken over.
+        while start.elapsed() < Duration::from_secs(fault_secs)
+            || waves_done < WAVES
+            || pending_kill.is_some()
+        {
             let now = Instant::now();
             // A wave: make room (deleting the oldest pods, gracefully), then create.
             if waves_done < WAVES && now >= start + wave_every * waves_done as u32 {
                 let wave_demand: i64 = per_wave as i64 * 300 + 2 * 3500;
                 while demand + wave_demand > capacity * 55 / 100 {
-                    let Some((name, cpu)) = live.pop_front() else { break };
+                    let Some((name, cpu, small)) = live.pop_front() else { break };
                     demand -= cpu;
+                    small_live -= usize::from(small);
                     tally.deleted += 1;
                     if rng.next().is_multiple_of(2) {
                         server.delete_with_grace("default", &name, 1);
@@ -220,15 +274,21 @@ async fn invariants_hold_under_faults_and_leader_kills() {
                 for i in 0..per_wave {
                     let cpu = 100 + (rng.next() % 5) as i64 * 100;
                     let name = format!("w{waves_done}-{i:04}");
-                    server.create("pods", wave_pod(&name, cpu, false));
-                    live.push_back((name, cpu));
-                    demand += cpu;
+                    if i % 2 == 0 && small_live < small_cap {
+                        server.create("pods", small_memory_pod(&name, cpu));
+                        live.push_back((name, 0, true));
+                        small_live += 1;
+                    } else {
+                        server.create("pods", wave_pod(&name, cpu, false));
+                        live.push_back((name, cpu, false));
+                        demand += cpu;
+                    }
                 }
                 // Two pods that mostly need preemption: their victims terminate for 2 s.
                 for i in 0..2 {
                     let name = format!("big{waves_done}-{i}");
                     server.create("pods", wave_pod(&name, 3500, true));
-                    live.push_back((name, 3500));
+                    live.push_back((name, 3500, false));
                     demand += 3500;
                 }
                 tally.created += per_wave + 2;
@@ -328,11 +388,38 @@ async fn invariants_hold_under_faults_and_leader_kills() {
         for b in &bindings {
             *per_node.entry(b.node.as_str()).or_default() += 1;
         }
-        let peak_cpu = bindings
+        let peak = |f: fn(&kubesched_tests::apiserver::BindingRecord) -> (i64, i64)| {
+            bindings
+                .iter()
+                .map(|b| {
+                    let (used, allocatable) = f(b);
+                    used * 100 / allocatable.max(1)
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let peak_cpu = peak(|b| (b.cpu_used, b.cpu_allocatable));
+        let peak_memory = peak(|b| (b.memory_used, b.memory_allocatable));
+        let peak_pods = peak(|b| (b.pods_used, b.pods_allocatable));
+        let big_bound = bindings.iter().filter(|b| b.pod.starts_with("default/big")).count();
+        // What the schedulers asked of the server: binds by answer, and preemption's
+        // deletions (the test deletes its pods directly, never over HTTP).
+        let requests = server.requests();
+        let binds = |status: u16| {
+            requests
+                .iter()
+                .filter(|r| r.method == "POST" && r.path.ends_with("/binding") && r.status == status)
+                .count()
+        };
+        let (binds_ok, binds_500, binds_409) = (binds(201), binds(500), binds(409));
+        let victims = requests
             .iter()
-            .map(|b| b.cpu_used * 100 / b.cpu_allocatable.max(1))
-            .max()
-            .unwrap_or(0);
+            .filter(|r| r.method == "DELETE" && r.path.contains("/pods/"))
+            .count();
+        let peak_connections = server
+            .connections()
+            .peak
+            .load(std::sync::atomic::Ordering::SeqCst);
 
         // Stop the survivors cleanly; read every process's stderr for panics.
         for s in &mut schedulers {
@@ -372,10 +459,13 @@ async fn invariants_hold_under_faults_and_leader_kills() {
 
         eprintln!(
             "fault run: {fault_secs} s, {} pods created in {WAVES} waves on {NODES} nodes, {} deleted by the test; \
-             {} bindings accepted ({} pods still unbound); {} leader kills, takeovers {:?} (longest {:?}, bound {:?}); \
+             {} bindings accepted ({big_bound} of them pods that needed preemption; {} pods still unbound); \
+             bind answers: {binds_ok} 201, {binds_500} 500, {binds_409} 409; {victims} victims deleted by preemption; \
+             {} leader kills, takeovers {:?} (longest {:?}, bound {:?}); \
              {} exits after a lost lease; {} watches dropped, {} compactions, {} restarts; \
-             injected: 5% 500 and 3% 409 on bind, slow binds/lists/patches; peak node CPU {peak_cpu}%; \
-             peak RSS {} MiB; processes {}",
+             injected: 5% 500 and 3% 409 on bind, slow binds/lists/patches; \
+             peak node usage after a binding: CPU {peak_cpu}%, memory {peak_memory}%, pods {peak_pods}%; \
+             peak RSS {} MiB; peak TCP connections {peak_connections}; processes {}",
             tally.created,
             tally.deleted,
             bindings.len(),
@@ -396,6 +486,10 @@ async fn invariants_hold_under_faults_and_leader_kills() {
         assert!(over.is_empty(), "over allocatable: {:?}", &over[..over.len().min(5)]);
         assert!(settled, "{} pods never bound: {:?}", left.len(), &left[..left.len().min(10)]);
         assert!(tally.kills >= (fault_secs / KILL_EVERY.as_secs()).saturating_sub(1) as usize);
+        // The faults happened and preemption ran with its victims terminating.
+        assert!(binds_500 > 0 && binds_409 > 0, "no bind failed");
+        assert!(tally.watch_drops > 0 && tally.compactions > 0 && tally.restarts == 1);
+        assert!(victims > 0 && big_bound > 0, "preemption never ran");
         assert_eq!(tally.takeovers.len(), tally.kills, "every kill was followed by a takeover");
         assert!(
             longest_takeover <= LEASE_DURATION + RENEW_DEADLINE,

@@ -217,12 +217,27 @@ fn describe(doc: &serde_json::Value, fallback: &str) -> String {
     }
 }
 
-fn decode<T: DeserializeOwned>(
+fn decode<T: DeserializeOwned + k8s_openapi::Resource>(
     doc: serde_json::Value,
     file: &str,
     object: &str,
     problems: &mut Vec<InputProblem>,
 ) -> Option<T> {
+    // The typed decoders check a given apiVersion and kind themselves but report them
+    // for the object as a whole; checked here first, the problem names the field.
+    for (field, expected) in [("apiVersion", T::API_VERSION), ("kind", T::KIND)] {
+        if let Some(given) = doc.get(field)
+            && given.as_str() != Some(expected)
+        {
+            problems.push(InputProblem {
+                file: file.into(),
+                object: Some(object.into()),
+                field: Some(field.into()),
+                message: format!("expected {expected:?} for a {}, got {given}", T::KIND),
+            });
+            return None;
+        }
+    }
     match serde_path_to_error::deserialize::<_, T>(doc) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -563,6 +578,47 @@ mod tests {
         );
         assert!(o.storage_classes.get(None, "fast").is_some());
         assert!(o.volume_attachments.get(None, "va").is_some());
+    }
+
+    #[test]
+    fn decode_problems_name_the_field() {
+        let cases = [
+            (
+                r#"{"apiVersion": "", "kind": "Pod", "metadata": {"name": "p"}}"#,
+                "apiVersion",
+            ),
+            (
+                r#"{"apiVersion": "v2", "kind": "Node", "metadata": {"name": "n"}}"#,
+                "apiVersion",
+            ),
+            (
+                r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": 5}]}}"#,
+                "spec.containers[0].name",
+            ),
+            (
+                r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"priority": "high"}}"#,
+                "spec.priority",
+            ),
+        ];
+        for (text, field) in cases {
+            let mut m = Manifests::default();
+            let mut problems = Vec::new();
+            load_text(text, "f.json", &mut m, &mut problems);
+            assert_eq!(problems.len(), 1, "{text}: {problems:?}");
+            assert_eq!(problems[0].field.as_deref(), Some(field), "{text}");
+            assert!(problems[0].object.is_some(), "{text}");
+        }
+        // Hand-written manifests may leave apiVersion out.
+        let mut m = Manifests::default();
+        let mut problems = Vec::new();
+        load_text(
+            r#"{"kind": "Pod", "metadata": {"name": "p"}}"#,
+            "f.json",
+            &mut m,
+            &mut problems,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(m.pods.len(), 1);
     }
 
     fn class(name: &str, value: i32, global_default: bool, policy: Option<&str>) -> PriorityClass {
