@@ -231,7 +231,7 @@ fn plugins_listing() -> String {
         .max(4);
     out.push_str(&format!("{:<width$}  EXTENSION POINTS\n", "NAME"));
     for d in plugins {
-        let points: Vec<&str> = d.extension_points.iter().map(|p| p.as_str()).collect();
+        let points: Vec<&str> = d.extension_points().iter().map(|p| p.as_str()).collect();
         out.push_str(&format!("{:<width$}  {}\n", d.name, points.join(", ")));
     }
     out

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kubesched_framework::registry;
-use kubesched_framework::{ExtensionPoint, PluginRef, ProfileSpec};
+use kubesched_framework::{ExtensionPoint, PluginRef, PointSet, ProfileSpec};
 
 use crate::error::FieldError;
 use crate::types::{PluginConfig, PluginEntry, PluginSet, Plugins, Profile, SetKey};
@@ -85,8 +85,8 @@ include!(concat!(env!("OUT_DIR"), "/plugin_features.rs"));
 pub const MAX_WEIGHT: i32 = 100;
 
 /// The extension points a compiled-in plugin implements.
-fn points_of(name: &str) -> Option<&'static [ExtensionPoint]> {
-    registry::find(name).map(|d| d.extension_points)
+fn points_of(name: &str) -> Option<PointSet> {
+    registry::find(name).map(|d| d.extension_points())
 }
 
 /// The default `multiPoint` set of this build (upstream's defaults that are compiled in) and
@@ -427,7 +427,7 @@ fn expand(
             let Some(points) = points_of(&m.entry.name) else {
                 continue; // reported as not compiled in
             };
-            if !points.contains(&point) {
+            if !points.contains(point) {
                 problems.push(FieldError::new(
                     entry_path(index, key, m),
                     format!(
@@ -462,7 +462,7 @@ fn expand(
                 let Some(points) = points_of(name) else {
                     continue;
                 };
-                if !points.contains(&point) || set.disables(name) {
+                if !points.contains(point) || set.disables(name) {
                     continue;
                 }
                 if specific.contains(&name) {

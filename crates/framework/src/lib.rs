@@ -28,6 +28,8 @@ pub mod normalize;
 mod objects;
 mod parallel;
 mod plugin;
+#[doc(hidden)]
+pub mod probe;
 pub mod registry;
 mod runtime;
 mod snapshot;
@@ -79,4 +81,5 @@ pub mod __private {
     pub use inventory;
     #[cfg(feature = "linkme")]
     pub use linkme;
+    pub use crate::probe;
 }

@@ -5,7 +5,9 @@
 //! 1. At start-up the [`Framework`](crate::Framework) of each profile looks the plugin's
 //!    name up in the [registry](crate::registry), decodes its args and calls its factory
 //!    once with a [`Handle`](crate::Handle). One object serves every extension point it
-//!    implements; it says which through the `as_*` methods of [`Plugin`].
+//!    implements. The trait impls below are its only declaration of them:
+//!    [`register_plugin!`](crate::register_plugin) derives the `as_*` methods of [`Plugin`]
+//!    and the registry's point set from those impls, so the two cannot disagree.
 //! 2. For each pod, the scheduling cycle calls PreFilter, Filter (in parallel over nodes),
 //!    PostFilter (only when no node fits), PreScore, Score and NormalizeScore, then Reserve
 //!    and Permit on the chosen node. Per-pod data goes in the [`CycleState`], never in the
@@ -135,6 +137,71 @@ impl ExtensionPoint {
             Self::PostBind => "postBind",
             Self::EnqueueExtensions => "enqueueExtensions",
         }
+    }
+}
+
+/// A set of extension points, in the order a pod meets them. `Copy` and const-buildable,
+/// so the registry can hold one per plugin.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PointSet(u16);
+
+impl PointSet {
+    /// No point.
+    pub const EMPTY: Self = Self(0);
+
+    /// Every point, [`ExtensionPoint::EnqueueExtensions`] included, in order.
+    pub const ALL: [ExtensionPoint; 13] = [
+        ExtensionPoint::QueueSort,
+        ExtensionPoint::PreEnqueue,
+        ExtensionPoint::PreFilter,
+        ExtensionPoint::Filter,
+        ExtensionPoint::PostFilter,
+        ExtensionPoint::PreScore,
+        ExtensionPoint::Score,
+        ExtensionPoint::Reserve,
+        ExtensionPoint::Permit,
+        ExtensionPoint::PreBind,
+        ExtensionPoint::Bind,
+        ExtensionPoint::PostBind,
+        ExtensionPoint::EnqueueExtensions,
+    ];
+
+    /// This set and `point`.
+    #[must_use]
+    pub const fn with(self, point: ExtensionPoint) -> Self {
+        Self(self.0 | (1 << point as u16))
+    }
+
+    /// Whether `point` is in the set.
+    pub const fn contains(self, point: ExtensionPoint) -> bool {
+        self.0 & (1 << point as u16) != 0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The points, in the order a pod meets them.
+    pub fn iter(self) -> impl Iterator<Item = ExtensionPoint> {
+        Self::ALL.into_iter().filter(move |p| self.contains(*p))
+    }
+
+    /// The points as a vector, in order.
+    pub fn to_vec(self) -> Vec<ExtensionPoint> {
+        self.iter().collect()
+    }
+}
+
+impl FromIterator<ExtensionPoint> for PointSet {
+    fn from_iter<I: IntoIterator<Item = ExtensionPoint>>(iter: I) -> Self {
+        iter.into_iter().fold(Self::EMPTY, Self::with)
+    }
+}
+
+impl std::fmt::Debug for PointSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 

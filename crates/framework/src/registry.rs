@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{ExtensionPoint, Handle, Plugin};
+use crate::{Handle, Plugin, PointSet};
 
 #[cfg(not(any(feature = "inventory", feature = "linkme")))]
 compile_error!(
@@ -162,8 +162,9 @@ pub type PluginFactory = fn(&DecodedArgs, &Handle) -> Result<Arc<dyn Plugin>, cr
 pub struct PluginDescriptor {
     /// The plugin's name, e.g. `NodeResourcesFit`.
     pub name: &'static str,
-    /// The extension points it implements.
-    pub extension_points: &'static [ExtensionPoint],
+    /// The extension points the plugin type implements, read from its trait impls (see
+    /// [`register_plugin!`](crate::register_plugin)).
+    pub points: fn() -> PointSet,
     /// Its args codec.
     pub args: ArgsCodec,
     /// Its factory.
@@ -172,11 +173,18 @@ pub struct PluginDescriptor {
     pub crate_name: &'static str,
 }
 
+impl PluginDescriptor {
+    /// The extension points the plugin implements.
+    pub fn extension_points(&self) -> PointSet {
+        (self.points)()
+    }
+}
+
 impl std::fmt::Debug for PluginDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginDescriptor")
             .field("name", &self.name)
-            .field("extension_points", &self.extension_points)
+            .field("extension_points", &self.extension_points())
             .field("crate", &self.crate_name)
             .finish()
     }
@@ -270,26 +278,45 @@ pub fn feature_for(name: &str) -> String {
     out
 }
 
-/// Registers a plugin at link time. Use once per plugin, at the crate's top level:
+/// Registers a plugin at link time. Use once per plugin, at the crate's top level.
+///
+/// The plugin's trait impls are its declaration: the macro implements
+/// [`Plugin`](crate::Plugin) for the type (through [`impl_plugin!`](crate::impl_plugin)) and
+/// derives the extension points the registry reports from the same impls, so a point
+/// cannot be listed without an impl nor implemented without being used. Do not write
+/// `impl Plugin` yourself.
 ///
 /// ```ignore
 /// kubesched_framework::register_plugin! {
 ///     name: "NodeName",
-///     extension_points: [Filter, EnqueueExtensions],
+///     plugin: NodeName,                // implements FilterPlugin and EnqueueExtensions
 ///     factory: NodeName::new,          // fn(&Handle) -> Result<NodeName, PluginError>
 /// }
 /// kubesched_framework::register_plugin! {
 ///     name: "NodeResourcesFit",
-///     extension_points: [PreFilter, Filter, Score, EnqueueExtensions],
+///     plugin: NodeResourcesFit,
 ///     args: NodeResourcesFitArgs,      // implements PluginArgs
-///     factory: Fit::new,               // fn(&NodeResourcesFitArgs, &Handle) -> Result<Fit, PluginError>
+///     factory: NodeResourcesFit::new,  // fn(&NodeResourcesFitArgs, &Handle) -> Result<NodeResourcesFit, PluginError>
 /// }
 /// ```
-#[cfg(feature = "linkme")]
+///
+/// The list of earlier versions is refused with a pointer to the new form:
+///
+/// ```compile_fail
+/// kubesched_framework::register_plugin! {
+///     name: "Old",
+///     extension_points: [Filter],
+///     factory: |_h: &kubesched_framework::Handle| -> Result<(), kubesched_framework::PluginError> { Ok(()) },
+/// }
+/// ```
 #[macro_export]
 macro_rules! register_plugin {
-    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], args: $args:ty, factory: $factory:expr $(,)?) => {
+    (name: $name:expr, plugin: $plugin:ty, args: $args:ty, factory: $factory:expr $(,)?) => {
+        $crate::impl_plugin!($plugin, name: $name);
         const _: () = {
+            fn __kubesched_points() -> $crate::PointSet {
+                $crate::__kubesched_points_of!($plugin)
+            }
             fn __kubesched_factory(
                 args: &$crate::registry::DecodedArgs,
                 handle: &$crate::Handle,
@@ -297,90 +324,72 @@ macro_rules! register_plugin {
                 let typed = args.get::<$args>().ok_or_else(|| {
                     $crate::PluginError(format!("{}: args of the wrong type", $name))
                 })?;
-                let plugin = ($factory)(typed, handle)?;
+                let plugin: $plugin = ($factory)(typed, handle)?;
                 Ok(::std::sync::Arc::new(plugin))
             }
-            #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGINS)]
-            #[linkme(crate = $crate::__private::linkme)]
-            static __KUBESCHED_PLUGIN: $crate::registry::PluginDescriptor =
+            $crate::__kubesched_submit! {
                 $crate::registry::PluginDescriptor {
                     name: $name,
-                    extension_points: &[$($crate::ExtensionPoint::$p),*],
+                    points: __kubesched_points,
                     args: $crate::registry::ArgsCodec::of::<$args>(),
                     factory: __kubesched_factory,
                     crate_name: env!("CARGO_PKG_NAME"),
-                };
+                }
+            }
         };
     };
-    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], factory: $factory:expr $(,)?) => {
+    (name: $name:expr, plugin: $plugin:ty, factory: $factory:expr $(,)?) => {
+        $crate::impl_plugin!($plugin, name: $name);
         const _: () = {
+            fn __kubesched_points() -> $crate::PointSet {
+                $crate::__kubesched_points_of!($plugin)
+            }
             fn __kubesched_factory(
                 _args: &$crate::registry::DecodedArgs,
                 handle: &$crate::Handle,
             ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
-                let plugin = ($factory)(handle)?;
+                let plugin: $plugin = ($factory)(handle)?;
                 Ok(::std::sync::Arc::new(plugin))
             }
-            #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGINS)]
-            #[linkme(crate = $crate::__private::linkme)]
-            static __KUBESCHED_PLUGIN: $crate::registry::PluginDescriptor =
+            $crate::__kubesched_submit! {
                 $crate::registry::PluginDescriptor {
                     name: $name,
-                    extension_points: &[$($crate::ExtensionPoint::$p),*],
+                    points: __kubesched_points,
                     args: $crate::registry::ArgsCodec::none(),
                     factory: __kubesched_factory,
                     crate_name: env!("CARGO_PKG_NAME"),
-                };
+                }
+            }
         };
+    };
+    (name: $name:expr, extension_points: $($rest:tt)*) => {
+        ::std::compile_error!(
+            "register_plugin!: `extension_points: [...]` is gone; write `plugin: YourType,` instead \
+             (the points come from its trait impls) and delete your `impl Plugin` block; \
+             see docs/writing-a-plugin.md, \"Migrating a plugin\""
+        );
     };
 }
 
-/// Registers a plugin at link time (inventory backend). See the `linkme` variant's docs.
-#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+/// Puts a descriptor in the link-time collection (linkme backend).
+#[cfg(feature = "linkme")]
+#[doc(hidden)]
 #[macro_export]
-macro_rules! register_plugin {
-    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], args: $args:ty, factory: $factory:expr $(,)?) => {
-        const _: () = {
-            fn __kubesched_factory(
-                args: &$crate::registry::DecodedArgs,
-                handle: &$crate::Handle,
-            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
-                let typed = args.get::<$args>().ok_or_else(|| {
-                    $crate::PluginError(format!("{}: args of the wrong type", $name))
-                })?;
-                let plugin = ($factory)(typed, handle)?;
-                Ok(::std::sync::Arc::new(plugin))
-            }
-            $crate::__private::inventory::submit! {
-                $crate::registry::PluginDescriptor {
-                    name: $name,
-                    extension_points: &[$($crate::ExtensionPoint::$p),*],
-                    args: $crate::registry::ArgsCodec::of::<$args>(),
-                    factory: __kubesched_factory,
-                    crate_name: env!("CARGO_PKG_NAME"),
-                }
-            }
-        };
+macro_rules! __kubesched_submit {
+    ($descriptor:expr) => {
+        #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGINS)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __KUBESCHED_PLUGIN: $crate::registry::PluginDescriptor = $descriptor;
     };
-    (name: $name:expr, extension_points: [$($p:ident),* $(,)?], factory: $factory:expr $(,)?) => {
-        const _: () = {
-            fn __kubesched_factory(
-                _args: &$crate::registry::DecodedArgs,
-                handle: &$crate::Handle,
-            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
-                let plugin = ($factory)(handle)?;
-                Ok(::std::sync::Arc::new(plugin))
-            }
-            $crate::__private::inventory::submit! {
-                $crate::registry::PluginDescriptor {
-                    name: $name,
-                    extension_points: &[$($crate::ExtensionPoint::$p),*],
-                    args: $crate::registry::ArgsCodec::none(),
-                    factory: __kubesched_factory,
-                    crate_name: env!("CARGO_PKG_NAME"),
-                }
-            }
-        };
+}
+
+/// Puts a descriptor in the link-time collection (inventory backend).
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubesched_submit {
+    ($descriptor:expr) => {
+        $crate::__private::inventory::submit! { $descriptor }
     };
 }
 

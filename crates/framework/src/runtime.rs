@@ -12,7 +12,7 @@ use crate::plugin::{MAX_NODE_SCORE, MIN_NODE_SCORE};
 use crate::registry::{self, DecodedArgs};
 use crate::waiting::is_rejection;
 use crate::{
-    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PostFilterResult,
+    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PointSet, PostFilterResult,
     PreFilterResult, ScorePlugin, Status,
 };
 
@@ -190,24 +190,10 @@ fn implements(p: &dyn Plugin, point: ExtensionPoint) -> bool {
 
 /// The extension points a plugin object really implements.
 pub fn implemented_points(p: &dyn Plugin) -> Vec<ExtensionPoint> {
-    [
-        ExtensionPoint::QueueSort,
-        ExtensionPoint::PreEnqueue,
-        ExtensionPoint::PreFilter,
-        ExtensionPoint::Filter,
-        ExtensionPoint::PostFilter,
-        ExtensionPoint::PreScore,
-        ExtensionPoint::Score,
-        ExtensionPoint::Reserve,
-        ExtensionPoint::Permit,
-        ExtensionPoint::PreBind,
-        ExtensionPoint::Bind,
-        ExtensionPoint::PostBind,
-        ExtensionPoint::EnqueueExtensions,
-    ]
-    .into_iter()
-    .filter(|pt| implements(p, *pt))
-    .collect()
+    PointSet::ALL
+        .into_iter()
+        .filter(|pt| implements(p, *pt))
+        .collect()
 }
 
 impl Framework {

@@ -13,19 +13,13 @@ use kubesched_testing::PodBuilder;
 
 struct FakeDra;
 
-impl Plugin for FakeDra {
-    fn name(&self) -> &str {
-        "DynamicResources"
-    }
-}
-
 fn new_fake(_h: &Handle) -> Result<FakeDra, PluginError> {
     Ok(FakeDra)
 }
 
 kubesched_framework::register_plugin! {
     name: "DynamicResources",
-    extension_points: [],
+    plugin: FakeDra,
     factory: new_fake,
 }
 

@@ -18,15 +18,6 @@ impl Always {
     }
 }
 
-impl Plugin for Always {
-    fn name(&self) -> &str {
-        "Always"
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-}
-
 impl FilterPlugin for Always {
     fn filter(&self, _: &CycleState, _: &PodInfo, _: &NodeInfo) -> Status {
         Status::success()
@@ -35,7 +26,7 @@ impl FilterPlugin for Always {
 
 kubesched_framework::register_plugin! {
     name: "Always",
-    extension_points: [Filter],
+    plugin: Always,
     factory: Always::new,
 }
 
@@ -73,15 +64,6 @@ impl Limit {
     }
 }
 
-impl Plugin for Limit {
-    fn name(&self) -> &str {
-        "Limit"
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-}
-
 impl FilterPlugin for Limit {
     fn filter(&self, _: &CycleState, _: &PodInfo, node: &NodeInfo) -> Status {
         if node.pods.len() as i64 >= self.0 {
@@ -94,7 +76,7 @@ impl FilterPlugin for Limit {
 
 kubesched_framework::register_plugin! {
     name: "Limit",
-    extension_points: [Filter],
+    plugin: Limit,
     args: LimitArgs,
     factory: Limit::new,
 }
@@ -102,10 +84,19 @@ kubesched_framework::register_plugin! {
 // A second crate registering "Always" would be reported; simulate it from this binary.
 mod again {
     use super::*;
+
+    struct AlwaysAgain;
+
+    impl FilterPlugin for AlwaysAgain {
+        fn filter(&self, _: &CycleState, _: &PodInfo, _: &NodeInfo) -> Status {
+            Status::success()
+        }
+    }
+
     kubesched_framework::register_plugin! {
         name: "Always",
-        extension_points: [Filter],
-        factory: Always::new,
+        plugin: AlwaysAgain,
+        factory: |_: &Handle| Ok::<_, PluginError>(AlwaysAgain),
     }
 }
 
@@ -114,7 +105,7 @@ fn registered_plugins_are_listed_sorted() {
     let names: Vec<&str> = registry::plugins().iter().map(|d| d.name).collect();
     assert_eq!(names, vec!["Always", "Always", "Limit"]);
     let d = registry::find("Limit").expect("registered");
-    assert_eq!(d.extension_points, &[ExtensionPoint::Filter]);
+    assert_eq!(d.extension_points().to_vec(), [ExtensionPoint::Filter]);
     assert_eq!(d.args.kind, Some("LimitArgs"));
 }
 

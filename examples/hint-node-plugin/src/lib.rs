@@ -42,25 +42,13 @@ impl HintNode {
 // (`use kubesched_plugin_hint_node as _;` in crates/cli/src/plugins.rs).
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [Filter, EnqueueExtensions],
+    plugin: HintNode,
     factory: HintNode::new,
 }
 
 /// The node the pod asks for, if it asks.
 fn hinted_node(pod: &PodInfo) -> Option<&str> {
     pod.labels.get(HINT_LABEL).map(String::as_str)
-}
-
-impl Plugin for HintNode {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 impl FilterPlugin for HintNode {

@@ -29,17 +29,8 @@ impl DefaultBinder {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [Bind],
+    plugin: DefaultBinder,
     factory: DefaultBinder::new,
-}
-
-impl Plugin for DefaultBinder {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_bind(&self) -> Option<&dyn BindPlugin> {
-        Some(self)
-    }
 }
 
 #[async_trait]

@@ -314,7 +314,7 @@ fn nanos_since_epoch(t: std::time::SystemTime) -> i128 {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreEnqueue, PostFilter, EnqueueExtensions],
+    plugin: DefaultPreemption,
     args: DefaultPreemptionArgs,
     factory: DefaultPreemption::new,
 }
@@ -349,21 +349,6 @@ impl EnqueueExtensions for DefaultPreemption {
             ActionType::DELETE,
             after_pod_deletion,
         )]
-    }
-}
-
-impl Plugin for DefaultPreemption {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
-    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
-        Some(self)
     }
 }
 

@@ -49,7 +49,7 @@ impl ImageLocality {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [Score],
+    plugin: ImageLocality,
     factory: ImageLocality::new,
 }
 
@@ -104,15 +104,6 @@ fn sum_image_scores(node: &NodeInfo, pod: &PodInfo, total_nodes: usize) -> i64 {
         .filter_map(|image| node.image_states.get(normalized_image_name(image).as_ref()))
         .map(|state| scaled_image_score(state, total_nodes))
         .sum()
-}
-
-impl Plugin for ImageLocality {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
 }
 
 impl ScorePlugin for ImageLocality {

@@ -84,30 +84,9 @@ impl InterPodAffinity {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, PreScore, Score, EnqueueExtensions],
+    plugin: InterPodAffinity,
     args: InterPodAffinityArgs,
     factory: InterPodAffinity::new,
-}
-
-impl Plugin for InterPodAffinity {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 /// Whether `other` matches every term of the rejected pod. Hints see the terms as written,

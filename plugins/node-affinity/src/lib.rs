@@ -122,7 +122,7 @@ impl NodeAffinity {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, PreScore, Score, EnqueueExtensions],
+    plugin: NodeAffinity,
     args: NodeAffinityArgs,
     factory: NodeAffinity::new,
 }
@@ -171,27 +171,6 @@ fn preferred_score(terms: &[WeightedNodeSelectorTerm], node: &Node) -> i64 {
         .filter(|t| t.term.matches(&node.labels, &node.name))
         .map(|t| i64::from(t.weight))
         .sum()
-}
-
-impl Plugin for NodeAffinity {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 impl PreFilterPlugin for NodeAffinity {

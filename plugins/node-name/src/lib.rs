@@ -29,25 +29,13 @@ impl NodeName {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [Filter, EnqueueExtensions],
+    plugin: NodeName,
     factory: NodeName::new,
 }
 
 /// Whether the pod may run on a node with this name.
 fn fits(pod: &PodInfo, node_name: &str) -> bool {
     pod.node_name.as_deref().is_none_or(|n| n == node_name)
-}
-
-impl Plugin for NodeName {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 impl FilterPlugin for NodeName {

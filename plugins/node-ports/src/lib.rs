@@ -33,28 +33,13 @@ impl NodePorts {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, EnqueueExtensions],
+    plugin: NodePorts,
     factory: NodePorts::new,
 }
 
 /// The host ports the pod being scheduled wants, computed by PreFilter.
 #[derive(Debug, Clone)]
 struct WantedPorts(Vec<HostPort>);
-
-impl Plugin for NodePorts {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
-}
 
 impl PreFilterPlugin for NodePorts {
     fn pre_filter(

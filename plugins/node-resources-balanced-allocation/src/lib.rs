@@ -192,7 +192,7 @@ impl BalancedAllocation {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreScore, Score],
+    plugin: BalancedAllocation,
     args: NodeResourcesBalancedAllocationArgs,
     factory: BalancedAllocation::new,
 }
@@ -200,18 +200,6 @@ kubesched_framework::register_plugin! {
 /// The pod's requests of the configured resources, kept by PreScore for Score.
 #[derive(Debug, Clone)]
 struct PreScoreState(Vec<i64>);
-
-impl Plugin for BalancedAllocation {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
 
 impl PreScorePlugin for BalancedAllocation {
     fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {

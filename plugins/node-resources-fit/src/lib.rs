@@ -193,7 +193,7 @@ impl NodeResourcesFit {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, PreScore, Score, EnqueueExtensions],
+    plugin: NodeResourcesFit,
     args: NodeResourcesFitArgs,
     factory: NodeResourcesFit::new,
 }
@@ -205,27 +205,6 @@ struct PreFilterState(Resource);
 /// The pod's scoring request of each configured resource, kept by PreScore for Score.
 #[derive(Debug, Clone)]
 struct PreScoreState(Vec<i64>);
-
-impl Plugin for NodeResourcesFit {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
-}
 
 impl PreFilterPlugin for NodeResourcesFit {
     fn pre_filter(

@@ -45,7 +45,7 @@ impl NodeUnschedulable {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [Filter, EnqueueExtensions],
+    plugin: NodeUnschedulable,
     factory: NodeUnschedulable::new,
 }
 
@@ -54,18 +54,6 @@ fn unschedulable_taint() -> Taint {
         key: TAINT_NODE_UNSCHEDULABLE.to_string(),
         value: String::new(),
         effect: TaintEffect::NoSchedule,
-    }
-}
-
-impl Plugin for NodeUnschedulable {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
     }
 }
 

@@ -54,23 +54,8 @@ impl NodeVolumeLimits {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, EnqueueExtensions],
+    plugin: NodeVolumeLimits,
     factory: NodeVolumeLimits::new,
-}
-
-impl Plugin for NodeVolumeLimits {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 /// The volumes attached to each node through VolumeAttachments (`driver/handle` → driver),

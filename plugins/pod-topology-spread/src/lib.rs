@@ -128,30 +128,9 @@ impl Inner {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, PreScore, Score, EnqueueExtensions],
+    plugin: PodTopologySpread,
     args: PodTopologySpreadArgs,
     factory: PodTopologySpread::new,
-}
-
-impl Plugin for PodTopologySpread {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 fn queue_if(cond: bool) -> QueueingHint {

@@ -21,17 +21,8 @@ impl PrioritySort {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [QueueSort],
+    plugin: PrioritySort,
     factory: PrioritySort::new,
-}
-
-impl Plugin for PrioritySort {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
-        Some(self)
-    }
 }
 
 impl QueueSortPlugin for PrioritySort {

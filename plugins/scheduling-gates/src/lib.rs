@@ -37,20 +37,8 @@ impl SchedulingGates {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreEnqueue, EnqueueExtensions],
+    plugin: SchedulingGates,
     factory: SchedulingGates::new,
-}
-
-impl Plugin for SchedulingGates {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 impl PreEnqueuePlugin for SchedulingGates {

@@ -48,20 +48,8 @@ impl SelectorSpread {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreScore, Score],
+    plugin: SelectorSpread,
     factory: SelectorSpread::new,
-}
-
-impl Plugin for SelectorSpread {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
 }
 
 /// The pod's group selector, computed once per cycle.

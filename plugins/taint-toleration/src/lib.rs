@@ -43,7 +43,7 @@ impl TaintToleration {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [Filter, PreScore, Score, EnqueueExtensions],
+    plugin: TaintToleration,
     factory: TaintToleration::new,
 }
 
@@ -60,24 +60,6 @@ fn count_intolerable_prefer_no_schedule(taints: &[Taint], tolerations: &[Tolerat
         .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(t, tolerations))
         .count();
     i64::try_from(count).unwrap_or(i64::MAX)
-}
-
-impl Plugin for TaintToleration {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 impl FilterPlugin for TaintToleration {

@@ -162,7 +162,7 @@ fn owned_by(
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, PreScore, Score, Reserve, PreBind, EnqueueExtensions],
+    plugin: VolumeBinding,
     args: VolumeBindingArgs,
     factory: VolumeBinding::new,
 }
@@ -179,33 +179,6 @@ struct CycleInner {
     by_node: Mutex<HashMap<String, PodVolumes>>,
     /// What Reserve assumed.
     reserved: Mutex<Option<Reserved>>,
-}
-
-impl Plugin for VolumeBinding {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
-        Some(self)
-    }
-    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
 }
 
 impl PreFilterPlugin for VolumeBinding {

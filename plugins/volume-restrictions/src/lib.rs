@@ -48,7 +48,7 @@ impl VolumeRestrictions {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, EnqueueExtensions],
+    plugin: VolumeRestrictions,
     factory: VolumeRestrictions::new,
 }
 
@@ -74,21 +74,6 @@ impl PreFilterState {
             .iter()
             .filter(|c| self.rwop_claims.contains(*c))
             .count() as i64
-    }
-}
-
-impl Plugin for VolumeRestrictions {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
     }
 }
 

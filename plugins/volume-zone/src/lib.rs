@@ -64,7 +64,7 @@ impl VolumeZone {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreFilter, Filter, EnqueueExtensions],
+    plugin: VolumeZone,
     factory: VolumeZone::new,
 }
 
@@ -82,21 +82,6 @@ struct PvTopology {
 /// The topology of the pod's bound volumes, computed by PreFilter.
 #[derive(Debug, Clone)]
 struct PreFilterState(Arc<Vec<PvTopology>>);
-
-impl Plugin for VolumeZone {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
-}
 
 fn has_volumes(pod: &Pod) -> bool {
     pod.spec

@@ -5,40 +5,197 @@
 
 use kubesched_config::{ConfigError, LoadedConfig, ProfileSpec};
 use kubesched_framework::registry::PluginArgs;
-use kubesched_framework::{ExtensionPoint, Plugin};
+use kubesched_framework::ExtensionPoint;
 use serde::{Deserialize, Serialize};
 
-/// A plugin object that does nothing: the config crate never builds plugins.
-pub struct Fake(pub &'static str);
-
-impl Plugin for Fake {
-    fn name(&self) -> &str {
-        self.0
-    }
+/// Implements one extension point's trait for a fake plugin type, doing nothing: the
+/// config crate never runs plugins, it only reads the points they implement.
+#[macro_export]
+macro_rules! fake_side {
+    ($t:ident, QueueSort) => {
+        impl kubesched_framework::QueueSortPlugin for $t {
+            fn less(&self, _: &kubesched_framework::QueuedPodInfo, _: &kubesched_framework::QueuedPodInfo) -> bool {
+                false
+            }
+        }
+    };
+    ($t:ident, PreEnqueue) => {
+        impl kubesched_framework::PreEnqueuePlugin for $t {
+            fn pre_enqueue(&self, _: &kubesched_framework::model::PodInfo) -> kubesched_framework::Status {
+                kubesched_framework::Status::success()
+            }
+        }
+    };
+    ($t:ident, PreFilter) => {
+        impl kubesched_framework::PreFilterPlugin for $t {
+            fn pre_filter(
+                &self,
+                _: &mut kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &[std::sync::Arc<kubesched_framework::model::NodeInfo>],
+            ) -> (Option<kubesched_framework::PreFilterResult>, kubesched_framework::Status) {
+                (None, kubesched_framework::Status::success())
+            }
+        }
+    };
+    ($t:ident, Filter) => {
+        impl kubesched_framework::FilterPlugin for $t {
+            fn filter(
+                &self,
+                _: &kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &kubesched_framework::model::NodeInfo,
+            ) -> kubesched_framework::Status {
+                kubesched_framework::Status::success()
+            }
+        }
+    };
+    ($t:ident, PostFilter) => {
+        #[kubesched_framework::async_trait]
+        impl kubesched_framework::PostFilterPlugin for $t {
+            async fn post_filter(
+                &self,
+                _: &kubesched_framework::Framework,
+                _: &kubesched_framework::CycleState,
+                _: &std::sync::Arc<kubesched_framework::model::PodInfo>,
+                _: &kubesched_framework::NodeToStatus,
+            ) -> (Option<kubesched_framework::PostFilterResult>, kubesched_framework::Status) {
+                (None, kubesched_framework::Status::unschedulable("fake"))
+            }
+        }
+    };
+    ($t:ident, PreScore) => {
+        impl kubesched_framework::PreScorePlugin for $t {
+            fn pre_score(
+                &self,
+                _: &mut kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &[std::sync::Arc<kubesched_framework::model::NodeInfo>],
+            ) -> kubesched_framework::Status {
+                kubesched_framework::Status::success()
+            }
+        }
+    };
+    ($t:ident, Score) => {
+        impl kubesched_framework::ScorePlugin for $t {
+            fn score(
+                &self,
+                _: &kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &kubesched_framework::model::NodeInfo,
+            ) -> Result<i64, kubesched_framework::Status> {
+                Ok(0)
+            }
+        }
+    };
+    ($t:ident, Reserve) => {
+        impl kubesched_framework::ReservePlugin for $t {
+            fn reserve(
+                &self,
+                _: &mut kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &str,
+            ) -> kubesched_framework::Status {
+                kubesched_framework::Status::success()
+            }
+            fn unreserve(
+                &self,
+                _: &mut kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &str,
+            ) {
+            }
+        }
+    };
+    ($t:ident, Permit) => {
+        impl kubesched_framework::PermitPlugin for $t {
+            fn permit(
+                &self,
+                _: &kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &str,
+            ) -> (kubesched_framework::Status, std::time::Duration) {
+                (kubesched_framework::Status::success(), std::time::Duration::ZERO)
+            }
+        }
+    };
+    ($t:ident, PreBind) => {
+        #[kubesched_framework::async_trait]
+        impl kubesched_framework::PreBindPlugin for $t {
+            async fn pre_bind(
+                &self,
+                _: &kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &str,
+            ) -> kubesched_framework::Status {
+                kubesched_framework::Status::skip()
+            }
+        }
+    };
+    ($t:ident, Bind) => {
+        #[kubesched_framework::async_trait]
+        impl kubesched_framework::BindPlugin for $t {
+            async fn bind(
+                &self,
+                _: &kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &str,
+            ) -> kubesched_framework::Status {
+                kubesched_framework::Status::skip()
+            }
+        }
+    };
+    ($t:ident, PostBind) => {
+        impl kubesched_framework::PostBindPlugin for $t {
+            fn post_bind(
+                &self,
+                _: &kubesched_framework::CycleState,
+                _: &kubesched_framework::model::PodInfo,
+                _: &str,
+            ) {
+            }
+        }
+    };
+    ($t:ident, EnqueueExtensions) => {
+        impl kubesched_framework::EnqueueExtensions for $t {
+            fn events_to_register(&self) -> Vec<kubesched_framework::events::ClusterEventWithHint> {
+                Vec::new()
+            }
+        }
+    };
 }
 
 /// Registers a fake plugin: `fake_plugin!("Name", [Filter, Score]);` or with an args type:
-/// `fake_plugin!("Name", [Filter], args: MyArgs);`.
+/// `fake_plugin!("Name", [Filter], args: MyArgs);`. Each fake is its own type implementing
+/// exactly the listed points (doing nothing), as a real plugin would.
 #[macro_export]
 macro_rules! fake_plugin {
     ($name:literal, [$($p:ident),* $(,)?]) => {
-        kubesched_framework::register_plugin! {
-            name: $name,
-            extension_points: [$($p),*],
-            factory: |_h: &kubesched_framework::Handle| -> Result<common::Fake, kubesched_framework::PluginError> {
-                Ok(common::Fake($name))
-            },
-        }
+        const _: () = {
+            struct Fake;
+            $(fake_side!(Fake, $p);)*
+            kubesched_framework::register_plugin! {
+                name: $name,
+                plugin: Fake,
+                factory: |_h: &kubesched_framework::Handle| -> Result<Fake, kubesched_framework::PluginError> {
+                    Ok(Fake)
+                },
+            }
+        };
     };
     ($name:literal, [$($p:ident),* $(,)?], args: $args:ty) => {
-        kubesched_framework::register_plugin! {
-            name: $name,
-            extension_points: [$($p),*],
-            args: $args,
-            factory: |_a: &$args, _h: &kubesched_framework::Handle| -> Result<common::Fake, kubesched_framework::PluginError> {
-                Ok(common::Fake($name))
-            },
-        }
+        const _: () = {
+            struct Fake;
+            $(fake_side!(Fake, $p);)*
+            kubesched_framework::register_plugin! {
+                name: $name,
+                plugin: Fake,
+                args: $args,
+                factory: |_a: &$args, _h: &kubesched_framework::Handle| -> Result<Fake, kubesched_framework::PluginError> {
+                    Ok(Fake)
+                },
+            }
+        };
     };
 }
 
