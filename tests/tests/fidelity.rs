@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, Handle, Plugin, PluginError, PreFilterPlugin, PreFilterResult, Status,
+    CycleState, Handle, PluginError, PreFilterPlugin, PreFilterResult, Status,
 };
 use kubesched_scheduler::Scheduler;
 use kubesched_sim::{
@@ -29,15 +29,6 @@ struct UpdateDuringCycle;
 impl UpdateDuringCycle {
     fn new(_: &Handle) -> Result<Self, PluginError> {
         Ok(Self)
-    }
-}
-
-impl Plugin for UpdateDuringCycle {
-    fn name(&self) -> &str {
-        "UpdateDuringCycle"
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
     }
 }
 
@@ -64,7 +55,7 @@ impl PreFilterPlugin for UpdateDuringCycle {
 
 kubesched_framework::register_plugin! {
     name: "UpdateDuringCycle",
-    extension_points: [PreFilter],
+    plugin: UpdateDuringCycle,
     factory: UpdateDuringCycle::new,
 }
 

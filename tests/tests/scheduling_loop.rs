@@ -7,9 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use kubesched_framework::model::{NodeInfo, PodInfo};
-use kubesched_framework::{
-    CycleState, FilterPlugin, Handle, PermitPlugin, Plugin, PluginError, Status,
-};
+use kubesched_framework::{CycleState, FilterPlugin, Handle, PermitPlugin, PluginError, Status};
 use kubesched_sim::{Manifests, PodState, SimReport, Simulation, SimulationOptions, load_text};
 use kubesched_tests as _;
 
@@ -21,15 +19,6 @@ struct CountingFilter;
 impl CountingFilter {
     fn new(_: &Handle) -> Result<Self, PluginError> {
         Ok(Self)
-    }
-}
-
-impl Plugin for CountingFilter {
-    fn name(&self) -> &str {
-        "CountingFilter"
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
     }
 }
 
@@ -49,7 +38,7 @@ impl FilterPlugin for CountingFilter {
 
 kubesched_framework::register_plugin! {
     name: "CountingFilter",
-    extension_points: [Filter],
+    plugin: CountingFilter,
     factory: CountingFilter::new,
 }
 
@@ -64,15 +53,6 @@ impl TestPermit {
         Ok(Self {
             handle: handle.clone(),
         })
-    }
-}
-
-impl Plugin for TestPermit {
-    fn name(&self) -> &str {
-        "TestPermit"
-    }
-    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
-        Some(self)
     }
 }
 
@@ -99,7 +79,7 @@ impl PermitPlugin for TestPermit {
 
 kubesched_framework::register_plugin! {
     name: "TestPermit",
-    extension_points: [Permit],
+    plugin: TestPermit,
     factory: TestPermit::new,
 }
 

@@ -77,9 +77,9 @@ pub struct PluginError(pub String);
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::probe;
     #[cfg(all(feature = "inventory", not(feature = "linkme")))]
     pub use inventory;
     #[cfg(feature = "linkme")]
     pub use linkme;
-    pub use crate::probe;
 }

@@ -99,10 +99,16 @@ macro_rules! __kubesched_points_of {
         let probe = Probe::<$t>::new();
         let sides = [
             ($crate::ExtensionPoint::QueueSort, (&probe).has_queue_sort()),
-            ($crate::ExtensionPoint::PreEnqueue, (&probe).has_pre_enqueue()),
+            (
+                $crate::ExtensionPoint::PreEnqueue,
+                (&probe).has_pre_enqueue(),
+            ),
             ($crate::ExtensionPoint::PreFilter, (&probe).has_pre_filter()),
             ($crate::ExtensionPoint::Filter, (&probe).has_filter()),
-            ($crate::ExtensionPoint::PostFilter, (&probe).has_post_filter()),
+            (
+                $crate::ExtensionPoint::PostFilter,
+                (&probe).has_post_filter(),
+            ),
             ($crate::ExtensionPoint::PreScore, (&probe).has_pre_score()),
             ($crate::ExtensionPoint::Score, (&probe).has_score()),
             ($crate::ExtensionPoint::Reserve, (&probe).has_reserve()),
@@ -282,10 +288,7 @@ mod tests {
 
     #[test]
     fn the_probe_sees_exactly_the_impls() {
-        assert_eq!(
-            crate::__kubesched_points_of!(Nothing).to_vec(),
-            []
-        );
+        assert_eq!(crate::__kubesched_points_of!(Nothing).to_vec(), []);
         assert_eq!(
             crate::__kubesched_points_of!(FilterAndScore).to_vec(),
             [ExtensionPoint::Filter, ExtensionPoint::Score]
@@ -323,7 +326,7 @@ mod tests {
         assert_eq!(
             score.score(
                 &CycleState::default(),
-                &PodInfo::new(Arc::new(Default::default())).expect("an empty pod compiles"),
+                &kubesched_testing::PodBuilder::new("p").info(),
                 &NodeInfo::default()
             ),
             Ok(7)

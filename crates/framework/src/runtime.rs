@@ -12,8 +12,8 @@ use crate::plugin::{MAX_NODE_SCORE, MIN_NODE_SCORE};
 use crate::registry::{self, DecodedArgs};
 use crate::waiting::is_rejection;
 use crate::{
-    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PointSet, PostFilterResult,
-    PreFilterResult, ScorePlugin, Status,
+    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PointSet,
+    PostFilterResult, PreFilterResult, ScorePlugin, Status,
 };
 
 /// The plugin that handles `spec.resourceClaims`.
@@ -196,6 +196,35 @@ pub fn implemented_points(p: &dyn Plugin) -> Vec<ExtensionPoint> {
         .collect()
 }
 
+/// The object a factory built must be the one its registration describes: same name, same
+/// extension points. `register_plugin!` derives both from one type, so this only fails for a
+/// descriptor written by hand; it runs once per plugin at start-up, never per pod.
+fn check_declaration(
+    desc: &registry::PluginDescriptor,
+    plugin: &dyn Plugin,
+) -> Result<(), PluginError> {
+    if plugin.name() != desc.name {
+        return Err(PluginError(format!(
+            "plugin {:?}: its factory built an object named {:?}",
+            desc.name,
+            plugin.name()
+        )));
+    }
+    let declared = desc.extension_points().to_vec();
+    let built = implemented_points(plugin);
+    if declared != built {
+        let names =
+            |v: &[ExtensionPoint]| v.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ");
+        return Err(PluginError(format!(
+            "plugin {:?}: registered with extension points [{}] but its object implements [{}]",
+            desc.name,
+            names(&declared),
+            names(&built)
+        )));
+    }
+    Ok(())
+}
+
 impl Framework {
     /// Where this framework reports its metrics.
     pub fn metrics(&self) -> &Arc<dyn MetricsSink> {
@@ -229,6 +258,7 @@ impl Framework {
             }
             let plugin = (desc.factory)(&args, &handle)
                 .map_err(|e| PluginError(format!("building plugin {name}: {e}")))?;
+            check_declaration(desc, plugin.as_ref())?;
             instances.insert(name, plugin);
         }
         Self::from_instances(spec, handle, metrics, instances, effective_args)
@@ -1192,5 +1222,76 @@ impl Framework {
             }
         }
         self.point_done(ExtensionPoint::PostBind, &Status::success(), start);
+    }
+}
+
+#[cfg(test)]
+mod declaration_tests {
+    use std::sync::Arc;
+
+    use kubesched_model::{NodeInfo, PodInfo};
+
+    use super::check_declaration;
+    use crate::registry::{ArgsCodec, DecodedArgs, PluginDescriptor};
+    use crate::{
+        CycleState, ExtensionPoint, FilterPlugin, Handle, Plugin, PluginError, PointSet, Status,
+    };
+
+    struct OnlyFilter;
+    impl FilterPlugin for OnlyFilter {
+        fn filter(&self, _: &CycleState, _: &PodInfo, _: &NodeInfo) -> Status {
+            Status::success()
+        }
+    }
+    crate::impl_plugin!(OnlyFilter, name: "OnlyFilter");
+
+    fn build(_: &DecodedArgs, _: &Handle) -> Result<Arc<dyn Plugin>, PluginError> {
+        Ok(Arc::new(OnlyFilter))
+    }
+
+    fn descriptor(name: &'static str, points: fn() -> PointSet) -> PluginDescriptor {
+        PluginDescriptor {
+            name,
+            points,
+            args: ArgsCodec::none(),
+            factory: build,
+            crate_name: "test",
+        }
+    }
+
+    #[test]
+    fn a_hand_written_descriptor_that_disagrees_is_refused_with_the_name() {
+        let plugin = OnlyFilter;
+        let right = descriptor("OnlyFilter", || {
+            PointSet::EMPTY.with(ExtensionPoint::Filter)
+        });
+        assert!(check_declaration(&right, &plugin).is_ok());
+
+        let extra = descriptor("OnlyFilter", || {
+            PointSet::EMPTY
+                .with(ExtensionPoint::Filter)
+                .with(ExtensionPoint::Score)
+        });
+        let err = check_declaration(&extra, &plugin).expect_err("Score listed without impl");
+        assert_eq!(
+            err.0,
+            "plugin \"OnlyFilter\": registered with extension points [Filter, Score] but its object implements [Filter]"
+        );
+
+        let missing = descriptor("OnlyFilter", || PointSet::EMPTY);
+        let err = check_declaration(&missing, &plugin).expect_err("Filter impl not listed");
+        assert!(
+            err.0.contains("registered with extension points []"),
+            "{}",
+            err.0
+        );
+
+        let renamed = descriptor("Other", || PointSet::EMPTY.with(ExtensionPoint::Filter));
+        let err = check_declaration(&renamed, &plugin).expect_err("name differs");
+        assert!(
+            err.0.contains("\"Other\"") && err.0.contains("\"OnlyFilter\""),
+            "{}",
+            err.0
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kubesched_framework::model::k8s_openapi::api::core::v1::PodResourceClaim;
 use kubesched_framework::{
-    CycleState, ExtensionPoint, Framework, Handle, Plugin, PluginError, PluginRef, ProfileSpec,
+    CycleState, ExtensionPoint, Framework, Handle, PluginError, PluginRef, ProfileSpec,
     metrics::NoMetrics,
 };
 use kubesched_testing::PodBuilder;

@@ -110,6 +110,20 @@ fn registered_plugins_are_listed_sorted() {
 }
 
 #[test]
+fn every_registered_plugin_implements_exactly_its_listed_points() {
+    for d in registry::plugins() {
+        let args = (d.args.decode)(None).expect("defaults decode");
+        let plugin = (d.factory)(&args, &Handle::default()).expect("builds");
+        assert_eq!(
+            kubesched_framework::implemented_points(plugin.as_ref()),
+            d.extension_points().to_vec(),
+            "{}",
+            d.name
+        );
+    }
+}
+
+#[test]
 fn duplicates_are_reported() {
     let dups = registry::duplicates();
     assert_eq!(dups.keys().copied().collect::<Vec<_>>(), vec!["Always"]);

@@ -14,7 +14,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, Status,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Status,
 };
 
 /// The plugin's registered name: what a KubeSchedulerConfiguration enables.
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(registry::feature_for(NAME), "plugin-hint-node");
         assert_eq!(
             kubesched_framework::implemented_points(&HintNode),
-            desc.extension_points.to_vec()
+            desc.extension_points().to_vec()
         );
     }
 

@@ -5,9 +5,7 @@
 //! does that once Bind succeeds, and a failed bind comes back as an Error status.
 
 use kubesched_framework::model::PodInfo;
-use kubesched_framework::{
-    BindPlugin, CycleState, Handle, Plugin, PluginError, Status, async_trait,
-};
+use kubesched_framework::{BindPlugin, CycleState, Handle, PluginError, Status, async_trait};
 
 /// The plugin's registered name.
 pub const NAME: &str = "DefaultBinder";
@@ -171,7 +169,7 @@ mod tests {
         let desc = registry::find(NAME).expect("registered");
         let plugin = binder(Arc::new(RecordingClient::default()));
         assert_eq!(
-            desc.extension_points,
+            desc.extension_points().to_vec(),
             kubesched_framework::implemented_points(&plugin).as_slice()
         );
     }

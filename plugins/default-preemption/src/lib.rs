@@ -40,8 +40,8 @@ use kubesched_framework::events::{
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, Feature, Framework, Handle, NodeToStatus, Plugin,
-    PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionExplainer,
+    Code, CycleState, EnqueueExtensions, Feature, Framework, Handle, NodeToStatus, PluginError,
+    PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionExplainer,
     PreemptionExplanation, RejectedPreemptionNode, Status, async_trait,
 };
 use parking_lot::Mutex;

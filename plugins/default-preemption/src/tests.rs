@@ -1314,7 +1314,7 @@ fn decode(value: Option<serde_json::Value>) -> Result<serde_json::Value, String>
 fn registered_once_with_its_points_and_args() {
     let desc = registry::find(NAME).expect("registered");
     assert_eq!(
-        desc.extension_points,
+        desc.extension_points().to_vec(),
         &[
             ExtensionPoint::PreEnqueue,
             ExtensionPoint::PostFilter,

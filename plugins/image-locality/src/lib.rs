@@ -12,9 +12,7 @@
 use std::borrow::Cow;
 
 use kubesched_framework::model::{ImageStateSummary, NodeInfo, PodInfo};
-use kubesched_framework::{
-    CycleState, Handle, MAX_NODE_SCORE, Plugin, PluginError, ScorePlugin, Status,
-};
+use kubesched_framework::{CycleState, Handle, MAX_NODE_SCORE, PluginError, ScorePlugin, Status};
 
 /// The plugin's registered name.
 pub const NAME: &str = "ImageLocality";
@@ -276,7 +274,7 @@ mod tests {
         let desc = registry::find(NAME).expect("registered");
         assert_eq!(
             kubesched_framework::implemented_points(harness().plugin().as_ref()),
-            desc.extension_points.to_vec()
+            desc.extension_points().to_vec()
         );
     }
 

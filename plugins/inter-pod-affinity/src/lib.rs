@@ -26,10 +26,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{AffinityTerm, Labels, PodInfo};
 use kubesched_framework::registry::PluginArgs;
-use kubesched_framework::{
-    EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin, PreScorePlugin,
-    ScorePlugin, TallyCache,
-};
+use kubesched_framework::{EnqueueExtensions, Handle, PluginError, TallyCache};
 
 use crate::filtering::{ExistingKey, ExistingOnNode, IncomingKey, IncomingOnNode, IncomingTotals};
 use crate::scoring::{ScoreKey, ScoreMap, ScoreOnNode};

@@ -19,7 +19,7 @@ use kubesched_framework::model::{Node, NodeInfo, NodeSelector, NodeSelectorTerm,
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, Plugin, PluginError,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, PluginError,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status,
 };
 
@@ -857,7 +857,7 @@ mod tests {
         assert_eq!(desc.args.kind, Some("NodeAffinityArgs"));
         assert_eq!(
             kubesched_framework::implemented_points(&plugin(NodeAffinityArgs::default())),
-            desc.extension_points.to_vec()
+            desc.extension_points().to_vec()
         );
     }
 

@@ -8,7 +8,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, Status,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Status,
 };
 
 /// The plugin's registered name.

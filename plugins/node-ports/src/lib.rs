@@ -10,7 +10,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{HostPort, HostPortInfo, NodeInfo, PodInfo, any_conflict};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
     PreFilterResult, Status,
 };
 use std::sync::Arc;
@@ -347,7 +347,7 @@ mod tests {
     fn registered_with_its_points() {
         let desc = registry::find(NAME).expect("registered");
         assert_eq!(
-            desc.extension_points,
+            desc.extension_points().to_vec(),
             kubesched_framework::implemented_points(&NodePorts).as_slice()
         );
     }

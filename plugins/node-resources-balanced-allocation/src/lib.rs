@@ -12,7 +12,7 @@ use kubesched_framework::model::resource::{CPU, CpuMemoryRequests, MEMORY, Score
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
-    CycleState, Handle, MAX_NODE_SCORE, Plugin, PluginError, PreScorePlugin, ScorePlugin, Status,
+    CycleState, Handle, MAX_NODE_SCORE, PluginError, PreScorePlugin, ScorePlugin, Status,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 

@@ -235,7 +235,7 @@ fn args_refused_with_the_field_named() {
 fn registered_with_its_points_and_args() {
     let desc = registry::find(NAME).expect("registered");
     assert_eq!(
-        desc.extension_points,
+        desc.extension_points().to_vec(),
         kubesched_framework::implemented_points(&plugin(&["cpu"])).as_slice()
     );
     assert_eq!(desc.args.kind, Some("NodeResourcesBalancedAllocationArgs"));

@@ -21,8 +21,8 @@ use kubesched_framework::model::resource::is_extended_resource_name;
 use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status,
+    Code, CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, ScorePlugin, Status,
 };
 
 pub use args::{

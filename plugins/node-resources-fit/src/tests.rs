@@ -742,7 +742,7 @@ fn node_event_hint_table() {
 fn registered_with_its_points_and_args() {
     let desc = registry::find(NAME).expect("registered");
     assert_eq!(
-        desc.extension_points,
+        desc.extension_points().to_vec(),
         kubesched_framework::implemented_points(&default_plugin()).as_slice()
     );
     assert_eq!(desc.args.kind, Some("NodeResourcesFitArgs"));

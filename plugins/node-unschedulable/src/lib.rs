@@ -9,7 +9,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{NodeInfo, PodInfo, Taint, TaintEffect, tolerated};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, Status,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Status,
 };
 
 /// The plugin's registered name.
@@ -298,7 +298,7 @@ mod tests {
     fn registered_with_its_points() {
         let desc = registry::find(NAME).expect("registered");
         assert_eq!(
-            desc.extension_points,
+            desc.extension_points().to_vec(),
             kubesched_framework::implemented_points(&NodeUnschedulable::default()).as_slice()
         );
     }

@@ -20,8 +20,8 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{PersistentVolumeCla
 use kubesched_framework::model::k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, ObjectStore, Plugin, PluginError,
-    PreFilterPlugin, PreFilterResult, Status,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, ObjectStore, PluginError, PreFilterPlugin,
+    PreFilterResult, Status,
 };
 
 pub use translate::{CsiVolume, IN_TREE_PLUGINS, InTreePlugin};

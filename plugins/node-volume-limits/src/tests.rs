@@ -556,7 +556,7 @@ fn registered_with_its_points() {
     let desc = registry::find(NAME).expect("registered");
     let plugin = NodeVolumeLimits::new(&Handle::default()).expect("built");
     assert_eq!(
-        desc.extension_points,
+        desc.extension_points().to_vec(),
         kubesched_framework::implemented_points(&plugin).as_slice()
     );
 }

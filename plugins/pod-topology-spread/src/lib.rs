@@ -28,10 +28,7 @@ use kubesched_framework::model::{
     InclusionPolicy, Labels, PodInfo, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use kubesched_framework::registry::PluginArgs;
-use kubesched_framework::{
-    EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin, PreScorePlugin,
-    ScorePlugin, TallyCache,
-};
+use kubesched_framework::{EnqueueExtensions, Handle, PluginError, TallyCache};
 
 pub use args::{DefaultingType, PodTopologySpreadArgs};
 

@@ -3,7 +3,7 @@
 //!
 //! It only orders queued pods: it keeps no state and must not look at nodes or the cluster.
 
-use kubesched_framework::{Handle, Plugin, PluginError, QueueSortPlugin, QueuedPodInfo};
+use kubesched_framework::{Handle, PluginError, QueueSortPlugin, QueuedPodInfo};
 
 /// The plugin's registered name.
 pub const NAME: &str = "PrioritySort";
@@ -85,7 +85,7 @@ mod tests {
     fn registered_with_its_points() {
         let desc = registry::find(NAME).expect("registered");
         assert_eq!(
-            desc.extension_points,
+            desc.extension_points().to_vec(),
             kubesched_framework::implemented_points(&PrioritySort).as_slice()
         );
     }

@@ -8,9 +8,7 @@ use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
 use kubesched_framework::model::PodInfo;
-use kubesched_framework::{
-    EnqueueExtensions, Handle, Plugin, PluginError, PreEnqueuePlugin, Status,
-};
+use kubesched_framework::{EnqueueExtensions, Handle, PluginError, PreEnqueuePlugin, Status};
 
 /// The plugin's registered name.
 pub const NAME: &str = "SchedulingGates";
@@ -142,7 +140,7 @@ mod tests {
         let desc = registry::find(NAME).expect("registered");
         assert_eq!(
             kubesched_framework::implemented_points(&SchedulingGates),
-            desc.extension_points.to_vec()
+            desc.extension_points().to_vec()
         );
     }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use kubesched_framework::model::{LabelSelector, Labels, NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, Handle, MAX_NODE_SCORE, Plugin, PluginError, PreScorePlugin, ScorePlugin, Status,
+    CycleState, Handle, MAX_NODE_SCORE, PluginError, PreScorePlugin, ScorePlugin, Status,
 };
 
 /// The plugin's registered name.

@@ -274,7 +274,7 @@ fn group_selector_merges_services_and_the_controller() {
 #[test]
 fn registered_at_score_points_only() {
     let desc = kubesched_framework::registry::find(NAME).expect("registered");
-    let points: Vec<&str> = desc.extension_points.iter().map(|p| p.as_str()).collect();
+    let points: Vec<&str> = desc.extension_points().iter().map(|p| p.as_str()).collect();
     assert_eq!(points, ["PreScore", "Score"]);
     assert!((desc.args.decode)(None).is_ok());
     assert!((desc.args.decode)(Some(&serde_json::json!({"x": 1}))).is_err());

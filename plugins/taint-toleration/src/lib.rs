@@ -13,7 +13,7 @@ use kubesched_framework::model::{
 };
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, Plugin, PluginError,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, PluginError,
     PreScorePlugin, ScorePlugin, Status,
 };
 use std::sync::Arc;
@@ -471,7 +471,7 @@ mod tests {
         let desc = kubesched_framework::registry::find(NAME).expect("registered");
         assert_eq!(
             kubesched_framework::implemented_points(&TaintToleration),
-            desc.extension_points.to_vec()
+            desc.extension_points().to_vec()
         );
     }
 

@@ -1827,7 +1827,7 @@ fn registration_lists_the_implemented_points() {
     let desc = registry::find(NAME).expect("registered");
     let pl = World::new().plugin();
     assert_eq!(
-        desc.extension_points,
+        desc.extension_points().to_vec(),
         kubesched_framework::implemented_points(&pl).as_slice()
     );
     // Pods without claims Skip PreFilter and need no state.

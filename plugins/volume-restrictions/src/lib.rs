@@ -17,7 +17,7 @@ use kubesched_framework::events::{
 use kubesched_framework::model::k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterExtensions,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterExtensions,
     PreFilterPlugin, PreFilterResult, Status,
 };
 

@@ -20,7 +20,7 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{
 use kubesched_framework::model::k8s_openapi::api::storage::v1::StorageClass;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, Plugin, PluginError, PreFilterPlugin,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
     PreFilterResult, Status,
 };
 

@@ -4,8 +4,8 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 use kubesched_config::{ConfigError, LoadedConfig, ProfileSpec};
-use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::ExtensionPoint;
+use kubesched_framework::registry::PluginArgs;
 use serde::{Deserialize, Serialize};
 
 /// Implements one extension point's trait for a fake plugin type, doing nothing: the
@@ -14,14 +14,21 @@ use serde::{Deserialize, Serialize};
 macro_rules! fake_side {
     ($t:ident, QueueSort) => {
         impl kubesched_framework::QueueSortPlugin for $t {
-            fn less(&self, _: &kubesched_framework::QueuedPodInfo, _: &kubesched_framework::QueuedPodInfo) -> bool {
+            fn less(
+                &self,
+                _: &kubesched_framework::QueuedPodInfo,
+                _: &kubesched_framework::QueuedPodInfo,
+            ) -> bool {
                 false
             }
         }
     };
     ($t:ident, PreEnqueue) => {
         impl kubesched_framework::PreEnqueuePlugin for $t {
-            fn pre_enqueue(&self, _: &kubesched_framework::model::PodInfo) -> kubesched_framework::Status {
+            fn pre_enqueue(
+                &self,
+                _: &kubesched_framework::model::PodInfo,
+            ) -> kubesched_framework::Status {
                 kubesched_framework::Status::success()
             }
         }
@@ -33,7 +40,10 @@ macro_rules! fake_side {
                 _: &mut kubesched_framework::CycleState,
                 _: &kubesched_framework::model::PodInfo,
                 _: &[std::sync::Arc<kubesched_framework::model::NodeInfo>],
-            ) -> (Option<kubesched_framework::PreFilterResult>, kubesched_framework::Status) {
+            ) -> (
+                Option<kubesched_framework::PreFilterResult>,
+                kubesched_framework::Status,
+            ) {
                 (None, kubesched_framework::Status::success())
             }
         }
@@ -59,7 +69,10 @@ macro_rules! fake_side {
                 _: &kubesched_framework::CycleState,
                 _: &std::sync::Arc<kubesched_framework::model::PodInfo>,
                 _: &kubesched_framework::NodeToStatus,
-            ) -> (Option<kubesched_framework::PostFilterResult>, kubesched_framework::Status) {
+            ) -> (
+                Option<kubesched_framework::PostFilterResult>,
+                kubesched_framework::Status,
+            ) {
                 (None, kubesched_framework::Status::unschedulable("fake"))
             }
         }
@@ -115,7 +128,10 @@ macro_rules! fake_side {
                 _: &kubesched_framework::model::PodInfo,
                 _: &str,
             ) -> (kubesched_framework::Status, std::time::Duration) {
-                (kubesched_framework::Status::success(), std::time::Duration::ZERO)
+                (
+                    kubesched_framework::Status::success(),
+                    std::time::Duration::ZERO,
+                )
             }
         }
     };
