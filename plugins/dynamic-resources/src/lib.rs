@@ -29,7 +29,7 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
 use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo};
 use kubesched_framework::{
     ClientError, CycleState, EnqueueExtensions, FilterPlugin, Framework, Handle, NodeToStatus,
-    Plugin, PluginError, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
+    PluginError, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
     PreFilterPlugin, PreFilterResult, ReservePlugin, Status, async_trait,
 };
 use parking_lot::Mutex;
@@ -234,7 +234,7 @@ impl DynamicResources {
 
 kubesched_framework::register_plugin! {
     name: NAME,
-    extension_points: [PreEnqueue, PreFilter, Filter, PostFilter, Reserve, PreBind, EnqueueExtensions],
+    plugin: DynamicResources,
     factory: DynamicResources::new,
 }
 
@@ -303,33 +303,6 @@ struct StateInner {
 
 #[derive(Debug, Clone, Default)]
 struct DraState(Arc<StateInner>);
-
-impl Plugin for DynamicResources {
-    fn name(&self) -> &str {
-        NAME
-    }
-    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
-        Some(self)
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
-        Some(self)
-    }
-    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
-        Some(self)
-    }
-    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
-        Some(self)
-    }
-    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
-        Some(self)
-    }
-}
 
 impl PreEnqueuePlugin for DynamicResources {
     fn pre_enqueue(&self, pod: &PodInfo) -> Status {

@@ -39,9 +39,9 @@ use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResourc
 use kubesched_framework::model::k8s_openapi::api::core::v1::Pod;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, Feature, FilterPlugin, Handle, PluginError,
-    PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin,
-    Status, async_trait,
+    Code, CycleState, EnqueueExtensions, Feature, FilterPlugin, Handle, PluginError, PreBindPlugin,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Status,
+    async_trait,
 };
 use parking_lot::Mutex;
 
