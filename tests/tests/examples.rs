@@ -320,7 +320,11 @@ fn dra_example_allocates_devices_on_the_pods_nodes() {
             .iter()
             .find(|p| p.namespace == "ml" && p.name == owner);
         if let Some(node) = pod.and_then(|p| p.node.as_deref()) {
-            assert_eq!(reserved, [owner.clone()], "{name} is reserved for its pod");
+            assert_eq!(
+                reserved,
+                std::slice::from_ref(&owner),
+                "{name} is reserved for its pod"
+            );
             assert!(
                 devices.iter().all(|d| d.starts_with(&format!("{node}/"))),
                 "{name}: {devices:?} are on {node}"
