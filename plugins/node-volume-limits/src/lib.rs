@@ -7,11 +7,18 @@
 //! name the node), adds the pod's new ones and compares with
 //! `CSINode.spec.drivers[].allocatable.count`. A volume used by several pods counts once.
 //! It only reads the object store; it must not write anything.
+//!
+//! Counting a node means resolving every claim of every pod on it, so the result is kept
+//! per node from one cycle to the next (keyed by the node's generation and the generations
+//! of the stores it read) and the pod's own volumes are resolved once per cycle in
+//! PreFilter; the answers are those of a fresh count.
 
 mod translate;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
@@ -37,9 +44,14 @@ const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-c
 const UNBOUND_HANDLE_PREFIX: &str = "kubesched-unbound";
 
 /// The NodeVolumeLimits plugin.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct NodeVolumeLimits {
     handle: Handle,
+    /// The last count of each node, by node name.
+    counts: RwLock<HashMap<String, Arc<NodeCount>>>,
+    /// The attachments by node, with the generations of the attachment and volume stores
+    /// they were read at.
+    attachments: Mutex<Option<((u64, u64), AttachmentsByNode)>>,
 }
 
 impl NodeVolumeLimits {
@@ -48,6 +60,8 @@ impl NodeVolumeLimits {
     pub fn new(handle: &Handle) -> Result<Self, PluginError> {
         Ok(Self {
             handle: handle.clone(),
+            counts: RwLock::default(),
+            attachments: Mutex::default(),
         })
     }
 }
@@ -59,9 +73,51 @@ kubesched_framework::register_plugin! {
 }
 
 /// The volumes attached to each node through VolumeAttachments (`driver/handle` → driver),
-/// gathered once per cycle by PreFilter.
+/// gathered again only when attachments or volumes change.
 #[derive(Debug, Clone, Default)]
 struct AttachmentsByNode(Arc<HashMap<String, Vec<(String, String)>>>);
+
+/// The generations of the stores a node's count reads besides the node itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StoreGenerations {
+    claims: u64,
+    volumes: u64,
+    classes: u64,
+    csi_nodes: u64,
+    attachments: u64,
+}
+
+/// What Filter needs to know about one node, kept while the node and the stores it was
+/// read from stay the same.
+#[derive(Debug)]
+struct NodeCount {
+    /// The `NodeInfo` generation and pod count it was computed from.
+    node_generation: u64,
+    pods: usize,
+    stores: StoreGenerations,
+    has_csi_node: bool,
+    /// Attach limit per driver (empty: nothing is limited, the rest is not computed).
+    limits: HashMap<String, i64>,
+    /// The volumes in use, or the error reading a running pod's volumes.
+    in_use: Result<InUse, Status>,
+}
+
+/// The volumes in use on a node.
+#[derive(Debug, Default)]
+struct InUse {
+    /// `driver/handle` of the volumes of the pods on the node.
+    by_pods: HashSet<String>,
+    /// Unique volumes per driver: the pods' and those of the node's attachments.
+    per_driver: HashMap<String, i64>,
+}
+
+/// The attachable volumes of the pod being scheduled, resolved once per cycle: with and
+/// without a CSINode on the node (in-tree volumes count only with one).
+#[derive(Debug, Clone)]
+struct PodVolumes {
+    with_csi_node: Arc<Result<Vec<(String, String)>, Status>>,
+    without_csi_node: Arc<Result<Vec<(String, String)>, Status>>,
+}
 
 fn volumes(pod: &Pod) -> &[Volume] {
     pod.spec
@@ -102,8 +158,8 @@ fn claim_class(pvc: &PersistentVolumeClaim) -> &str {
 
 /// Whether upstream counts an in-tree plugin's volumes on this node: migration is on for
 /// the counted plugins whenever the node has a CSINode.
-fn migration_on(csi_node: Option<&CSINode>, plugin: InTreePlugin) -> bool {
-    csi_node.is_some() && plugin.counted
+fn migration_on(has_csi_node: bool, plugin: InTreePlugin) -> bool {
+    has_csi_node && plugin.counted
 }
 
 /// The attach limit of each driver of a CSINode.
@@ -139,7 +195,7 @@ impl NodeVolumeLimits {
     fn attachable_volumes(
         &self,
         pod: &Pod,
-        csi_node: Option<&CSINode>,
+        has_csi_node: bool,
         new_pod: bool,
         out: &mut UniqueVolumes,
     ) -> Result<(), Status> {
@@ -151,7 +207,7 @@ impl NodeVolumeLimits {
                 (ephemeral_claim_name(pod, v), true)
             } else {
                 if let Some(inline) = translate::inline(v)
-                    && migration_on(csi_node, inline.plugin)
+                    && migration_on(has_csi_node, inline.plugin)
                 {
                     out.insert(
                         unique_name(inline.plugin.driver, &inline.handle),
@@ -182,7 +238,7 @@ impl NodeVolumeLimits {
                     pod.metadata.name.as_deref().unwrap_or("")
                 )));
             }
-            if let Some((driver, handle)) = self.csi_driver_info(csi_node, &pvc) {
+            if let Some((driver, handle)) = self.csi_driver_info(has_csi_node, &pvc) {
                 out.insert(unique_name(&driver, &handle), driver);
             }
         }
@@ -193,7 +249,7 @@ impl NodeVolumeLimits {
     /// in-tree), else a made-up handle under its class's provisioner.
     fn csi_driver_info(
         &self,
-        csi_node: Option<&CSINode>,
+        has_csi_node: bool,
         pvc: &PersistentVolumeClaim,
     ) -> Option<(String, String)> {
         let pv_name = pvc
@@ -206,19 +262,19 @@ impl NodeVolumeLimits {
             .flatten();
         let Some(pv) = pv else {
             // Not bound yet, or bound to a volume not seen yet: count it by its class.
-            return self.csi_driver_info_from_class(csi_node, pvc);
+            return self.csi_driver_info_from_class(has_csi_node, pvc);
         };
         if let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.as_ref()) {
             return Some((csi.driver.clone(), csi.volume_handle.clone()));
         }
         let translated = translate::persistent(&pv)?;
-        migration_on(csi_node, translated.plugin)
+        migration_on(has_csi_node, translated.plugin)
             .then(|| (translated.plugin.driver.to_string(), translated.handle))
     }
 
     fn csi_driver_info_from_class(
         &self,
-        csi_node: Option<&CSINode>,
+        has_csi_node: bool,
         pvc: &PersistentVolumeClaim,
     ) -> Option<(String, String)> {
         // Without a class the claim must bind immediately, so it is bound before the pod is
@@ -235,15 +291,26 @@ impl NodeVolumeLimits {
         );
         match translate::by_name(&class.provisioner) {
             Some(plugin) => {
-                migration_on(csi_node, plugin).then(|| (plugin.driver.to_string(), handle))
+                migration_on(has_csi_node, plugin).then(|| (plugin.driver.to_string(), handle))
             }
             None => Some((class.provisioner.clone(), handle)),
         }
     }
 
-    /// The volumes attached to each node by VolumeAttachments naming a CSI volume.
+    /// The volumes attached to each node by VolumeAttachments naming a CSI volume, read
+    /// again only when attachments or volumes changed.
     fn attachments_by_node(&self) -> AttachmentsByNode {
         let objects = self.objects();
+        let key = (
+            objects.volume_attachments.generation(),
+            objects.persistent_volumes.generation(),
+        );
+        let mut kept = self.attachments.lock();
+        if let Some((at, attachments)) = kept.as_ref()
+            && *at == key
+        {
+            return attachments.clone();
+        }
         let mut map: HashMap<String, Vec<(String, String)>> = HashMap::new();
         for va in objects.volume_attachments.list() {
             if let Some(entry) = attachment_volume(objects, &va) {
@@ -252,7 +319,100 @@ impl NodeVolumeLimits {
                     .push(entry);
             }
         }
-        AttachmentsByNode(Arc::new(map))
+        let attachments = AttachmentsByNode(Arc::new(map));
+        *kept = Some((key, attachments.clone()));
+        attachments
+    }
+
+    fn store_generations(&self) -> StoreGenerations {
+        let objects = self.objects();
+        StoreGenerations {
+            claims: objects.persistent_volume_claims.generation(),
+            volumes: objects.persistent_volumes.generation(),
+            classes: objects.storage_classes.generation(),
+            csi_nodes: objects.csi_nodes.generation(),
+            attachments: objects.volume_attachments.generation(),
+        }
+    }
+
+    /// The pod's attachable volumes (`driver/handle`, driver), or why they cannot be read.
+    fn pod_volumes(&self, pod: &Pod) -> PodVolumes {
+        let resolve = |has_csi_node| {
+            let mut out = UniqueVolumes::new();
+            self.attachable_volumes(pod, has_csi_node, true, &mut out)
+                .map(|()| out.into_iter().collect())
+        };
+        PodVolumes {
+            with_csi_node: Arc::new(resolve(true)),
+            without_csi_node: Arc::new(resolve(false)),
+        }
+    }
+
+    /// The node's count: the kept one when neither the node nor the stores changed since.
+    fn node_count(&self, node: &NodeInfo) -> Arc<NodeCount> {
+        // Read before counting: a change made meanwhile leaves an older key behind, so
+        // the next call counts again.
+        let stores = self.store_generations();
+        if let Some(kept) = self.counts.read().get(node.name())
+            && kept.node_generation == node.generation
+            && kept.pods == node.pods.len()
+            && kept.stores == stores
+        {
+            return Arc::clone(kept);
+        }
+        let count = Arc::new(self.count_node(node, stores));
+        self.counts
+            .write()
+            .insert(node.name().to_string(), Arc::clone(&count));
+        count
+    }
+
+    /// Counts the volumes in use on a node from scratch.
+    fn count_node(&self, node: &NodeInfo, stores: StoreGenerations) -> NodeCount {
+        let csi_node = self.objects().csi_nodes.get(None, node.name());
+        let has_csi_node = csi_node.is_some();
+        let limits: HashMap<String, i64> = volume_limits(csi_node.as_deref())
+            .into_iter()
+            .map(|(driver, limit)| (driver.to_string(), limit))
+            .collect();
+        let in_use = if limits.is_empty() {
+            // Filter stops at the missing limits before it looks at the node's pods.
+            Ok(InUse::default())
+        } else {
+            self.in_use(node, has_csi_node)
+        };
+        NodeCount {
+            node_generation: node.generation,
+            pods: node.pods.len(),
+            stores,
+            has_csi_node,
+            limits,
+            in_use,
+        }
+    }
+
+    fn in_use(&self, node: &NodeInfo, has_csi_node: bool) -> Result<InUse, Status> {
+        let mut attached = UniqueVolumes::new();
+        for existing in &node.pods {
+            self.attachable_volumes(&existing.pod, has_csi_node, false, &mut attached)?;
+        }
+        let by_pods: HashSet<String> = attached.keys().cloned().collect();
+        // Attachments not explained by a pod on the node (being attached or detached)
+        // still take their slot.
+        let by_node = self.attachments_by_node();
+        for (unique, driver) in by_node.0.get(node.name()).into_iter().flatten() {
+            attached
+                .entry(unique.clone())
+                .or_insert_with(|| driver.clone());
+        }
+        let mut per_driver: HashMap<String, i64> = HashMap::new();
+        for driver in attached.into_values() {
+            *per_driver.entry(driver).or_default() += 1;
+        }
+        Ok(InUse {
+            by_pods,
+            per_driver,
+        })
     }
 }
 
@@ -282,17 +442,27 @@ fn claim_is_for_pod(pod: &Pod, pvc: &PersistentVolumeClaim) -> bool {
         .any(|o| o.controller == Some(true) && o.kind == "Pod" && o.uid == uid)
 }
 
+/// Above this many kept counts per node of the cycle, old nodes are forgotten.
+const KEPT_COUNTS_PER_NODE: usize = 2;
+
 impl PreFilterPlugin for NodeVolumeLimits {
     fn pre_filter(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _nodes: &[Arc<NodeInfo>],
+        nodes: &[Arc<NodeInfo>],
     ) -> (Option<PreFilterResult>, Status) {
         if !volumes(&pod.pod).iter().any(may_count) {
             return (None, Status::skip());
         }
-        state.write(self.attachments_by_node());
+        {
+            // Counts of nodes gone (or of copies made for preemption) are not kept forever.
+            let mut counts = self.counts.write();
+            if counts.len() > KEPT_COUNTS_PER_NODE * nodes.len() + 16 {
+                counts.clear();
+            }
+        }
+        state.write(self.pod_volumes(&pod.pod));
         (None, Status::success())
     }
 }
@@ -302,59 +472,60 @@ impl FilterPlugin for NodeVolumeLimits {
         if volumes(&pod.pod).is_empty() {
             return Status::success();
         }
-        let csi_node = self.objects().csi_nodes.get(None, node.name());
-        let csi_node = csi_node.as_deref();
-        let mut new_volumes = UniqueVolumes::new();
-        if let Err(status) = self.attachable_volumes(&pod.pod, csi_node, true, &mut new_volumes) {
-            return status;
-        }
-        if new_volumes.is_empty() {
-            return Status::success();
-        }
-        let limits = volume_limits(csi_node);
-        if limits.is_empty() {
-            return Status::success();
-        }
-        let mut attached = UniqueVolumes::new();
-        for existing in &node.pods {
-            if let Err(status) =
-                self.attachable_volumes(&existing.pod, csi_node, false, &mut attached)
-            {
-                return status;
-            }
-        }
-        // A volume already on the node takes no new slot.
-        for unique in attached.keys() {
-            new_volumes.remove(unique);
-        }
-        // Attachments not explained by a pod on the node (being attached or detached) still
-        // take their slot. Computed here when PreFilter did not run.
+        // Resolved here when PreFilter did not run.
         let computed;
-        let by_node = match state.read::<AttachmentsByNode>() {
-            Some(a) => a,
+        let pod_volumes = match state.read::<PodVolumes>() {
+            Some(v) => v,
             None => {
-                computed = self.attachments_by_node();
+                computed = self.pod_volumes(&pod.pod);
                 &computed
             }
         };
-        for (unique, driver) in by_node.0.get(node.name()).into_iter().flatten() {
-            attached
-                .entry(unique.clone())
-                .or_insert_with(|| driver.clone());
+        // A claim that cannot be read fails the same way with or without a CSINode, and a
+        // pod with nothing to count fits whatever the node.
+        match (
+            pod_volumes.with_csi_node.as_ref(),
+            pod_volumes.without_csi_node.as_ref(),
+        ) {
+            (Err(status), _) | (_, Err(status)) => return status.clone(),
+            (Ok(with), Ok(without)) if with.is_empty() && without.is_empty() => {
+                return Status::success();
+            }
+            _ => {}
         }
-        let mut attached_count: HashMap<&str, i64> = HashMap::new();
-        for driver in attached.values() {
-            *attached_count.entry(driver).or_default() += 1;
+        let count = self.node_count(node);
+        let new_volumes = if count.has_csi_node {
+            &pod_volumes.with_csi_node
+        } else {
+            &pod_volumes.without_csi_node
+        };
+        let new_volumes = match new_volumes.as_ref() {
+            Ok(v) => v,
+            Err(status) => return status.clone(),
+        };
+        if new_volumes.is_empty() || count.limits.is_empty() {
+            return Status::success();
         }
-        let mut new_count: HashMap<&str, i64> = HashMap::new();
-        for driver in new_volumes.values() {
-            *new_count.entry(driver).or_default() += 1;
+        let in_use = match &count.in_use {
+            Ok(in_use) => in_use,
+            Err(status) => return status.clone(),
+        };
+        // A volume a running pod already uses takes no new slot.
+        let mut new_count: Vec<(&str, i64)> = Vec::new();
+        for (unique, driver) in new_volumes {
+            if in_use.by_pods.contains(unique) {
+                continue;
+            }
+            match new_count.iter_mut().find(|(d, _)| d == driver) {
+                Some((_, n)) => *n += 1,
+                None => new_count.push((driver, 1)),
+            }
         }
-        for (driver, count) in new_count {
-            if let Some(&limit) = limits.get(driver) {
-                let current = attached_count.get(driver).copied().unwrap_or(0);
-                if current + count > limit {
-                    tracing::trace!(pod = %pod.key(), node = %node.name(), driver, limit, current, count, "attach limit exceeded");
+        for (driver, count_new) in new_count {
+            if let Some(&limit) = count.limits.get(driver) {
+                let current = in_use.per_driver.get(driver).copied().unwrap_or(0);
+                if current + count_new > limit {
+                    tracing::trace!(pod = %pod.key(), node = %node.name(), driver, limit, current, count = count_new, "attach limit exceeded");
                     return Status::unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED);
                 }
             }

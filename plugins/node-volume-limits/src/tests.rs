@@ -3,9 +3,10 @@ use kubesched_framework::events::ClusterEvent;
 use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
 use kubesched_framework::registry;
 use kubesched_testing::{
-    NodeBuilder, PluginHarness, PodBuilder, PvBuilder, PvcBuilder, csi_node, node_info,
+    Churn, NodeBuilder, PluginHarness, PodBuilder, PvBuilder, PvcBuilder, csi_node, node_info,
     storage_class, volume, volume_attachment,
 };
+use std::collections::BTreeMap;
 
 const EBS: &str = "ebs.csi.aws.com";
 const PD: &str = "pd.csi.storage.gke.io";
@@ -593,4 +594,141 @@ fn snapshot() {
         h.run(&claims("pd", &[&format!("{PD}-0")]).info(), &nodes),
         h.run(&PodBuilder::new("plain").info(), &nodes),
     ]);
+}
+
+/// One random change to the storage objects Filter reads: claims bound, unbound, re-bound
+/// or removed, volumes re-pointed at other handles or drivers (in-tree among them), classes,
+/// CSINodes (limits changed, removed) and attachments coming and going.
+fn churn_storage(c: &mut Churn, objects: &ObjectStore, nodes: &[Arc<NodeInfo>]) {
+    let i = c.below(8);
+    match c.below(6) {
+        0 => {
+            let pv = PvBuilder::new(&format!("v{i}"));
+            let handle = format!("h{}", c.below(6));
+            let pv = match c.below(3) {
+                0 => pv.csi(EBS, &handle),
+                1 => pv.csi(PD, &handle),
+                _ => pv.aws_ebs(&format!("vol-{}", c.below(6))),
+            };
+            objects.persistent_volumes.upsert(pv.build());
+        }
+        1 => {
+            let name = format!("c{i}");
+            let pvc = match c.below(4) {
+                0 => PvcBuilder::new(&name).storage_class("gp2"),
+                1 => PvcBuilder::new(&name).storage_class("ebs"),
+                _ => PvcBuilder::new(&name).bound_to(&format!("v{}", c.below(9))),
+            };
+            objects.persistent_volume_claims.upsert(pvc.build());
+        }
+        2 => {
+            objects
+                .persistent_volume_claims
+                .remove(Some("default"), &format!("c{i}"));
+        }
+        3 => {
+            let (class, provisioner) = if c.below(2) == 0 {
+                ("gp2", "kubernetes.io/aws-ebs")
+            } else {
+                ("ebs", EBS)
+            };
+            if c.below(3) == 0 {
+                objects.storage_classes.remove(None, class);
+            } else {
+                objects
+                    .storage_classes
+                    .upsert(storage_class(class, provisioner, Some(true)));
+            }
+        }
+        4 => {
+            let Some(node) = nodes.get(c.below(nodes.len())) else {
+                return;
+            };
+            if c.below(4) == 0 {
+                objects.csi_nodes.remove(None, node.name());
+            } else {
+                let limit = |c: &mut Churn| match c.below(5) {
+                    4 => None,
+                    n => Some(n as i32),
+                };
+                let drivers = [(EBS, limit(c)), (PD, limit(c))];
+                objects.csi_nodes.upsert(csi_node(node.name(), &drivers));
+            }
+        }
+        _ => {
+            let name = format!("va-{i}");
+            match nodes.get(c.below(nodes.len())) {
+                Some(node) if c.below(3) != 0 => {
+                    let attacher = if c.below(2) == 0 { EBS } else { PD };
+                    objects.volume_attachments.upsert(volume_attachment(
+                        &name,
+                        node.name(),
+                        attacher,
+                        &format!("v{}", c.below(9)),
+                    ));
+                }
+                _ => {
+                    objects.volume_attachments.remove(None, &name);
+                }
+            }
+        }
+    }
+}
+
+/// A pod with a few of the churned claims, sometimes an inline EBS volume, a generic
+/// ephemeral volume, or a claim without a name (an error when counted).
+fn churn_pod(c: &mut Churn, name: &str) -> PodBuilder {
+    let mut pod = PodBuilder::new(name).uid(&format!("uid-{name}"));
+    for _ in 0..c.below(4) {
+        pod = pod.pvc(&format!("c{}", c.below(9)));
+    }
+    match c.below(12) {
+        0 | 1 => pod.volume(ebs_inline("inline", &format!("vol-{}", c.below(6)))),
+        2 => pod.ephemeral_volume("scratch"),
+        3 => pod.pvc(""),
+        _ => pod,
+    }
+}
+
+/// Filter keeps each node's count from one cycle to the next. Under a long run of random
+/// changes to nodes, their pods and the storage objects, one long-lived plugin must answer
+/// exactly as a plugin built fresh for each cycle.
+#[test]
+fn kept_counts_answer_as_a_fresh_plugin_would() {
+    let objects = Arc::new(ObjectStore::default());
+    let harness = || {
+        let handle = Handle::builder().objects(Arc::clone(&objects)).build();
+        PluginHarness::from_registry(NAME, None, handle).expect("registered")
+    };
+    let kept = harness();
+    let mut churn = Churn::new(11, &["z1"]);
+    let mut nodes: Vec<Arc<NodeInfo>> = (0..12).map(|_| churn.node()).collect();
+    let mut make_pod = |c: &mut Churn, node: &str| {
+        let name = c.name("pod");
+        churn_pod(c, &name).node(node)
+    };
+    let mut codes: BTreeMap<String, usize> = BTreeMap::new();
+    for step in 0..600 {
+        // Several changes at times, so a node may get a pod and lose another in between.
+        for _ in 0..1 + churn.below(3) {
+            if churn.below(2) == 0 {
+                churn.step(&mut nodes, &mut make_pod);
+            } else {
+                churn_storage(&mut churn, &objects, &nodes);
+            }
+        }
+        let name = churn.name("incoming");
+        let pod = churn_pod(&mut churn, &name).info();
+        let answer = kept.run_as_is(&pod, &nodes);
+        assert_eq!(answer, harness().run_as_is(&pod, &nodes), "step {step}");
+        for s in answer.nodes.iter().filter_map(|n| n.filter.as_ref()) {
+            *codes.entry(s.code.clone()).or_default() += 1;
+        }
+    }
+    // The churn reaches the interesting cases, not only "fits".
+    let seen = |code: &str| codes.get(code).copied().unwrap_or(0);
+    assert!(
+        seen("Unschedulable") >= 100 && seen("Error") >= 100 && seen("Success") >= 1000,
+        "{codes:?}"
+    );
 }
