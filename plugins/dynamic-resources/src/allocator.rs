@@ -21,7 +21,7 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
 };
 
 use crate::cel::{CelCache, CompiledExpression};
-use crate::slices::{DeviceId, IndexedDevice, IndexedSlice, SliceIndex};
+use crate::slices::{DeviceId, DeviceSet, IndexedDevice, IndexedSlice, SliceIndex};
 
 /// Upstream's `AllocationResultsMaxSize`: devices one claim may get.
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
@@ -90,7 +90,7 @@ struct ClaimPlan {
 #[derive(Debug)]
 pub struct Allocator {
     plans: Result<Vec<ClaimPlan>, String>,
-    allocated: Arc<HashSet<DeviceId>>,
+    allocated: Arc<DeviceSet>,
     index: Arc<SliceIndex>,
 }
 
@@ -127,7 +127,7 @@ impl Allocator {
     pub fn new(
         features: Features,
         claims: &[Arc<ResourceClaim>],
-        allocated: Arc<HashSet<DeviceId>>,
+        allocated: Arc<DeviceSet>,
         class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
         index: Arc<SliceIndex>,
         cel: &CelCache,
@@ -444,7 +444,7 @@ type SliceDevice<'a> = (&'a IndexedSlice, &'a IndexedDevice);
 
 struct Run<'a> {
     plans: &'a [ClaimPlan],
-    allocated: &'a HashSet<DeviceId>,
+    allocated: &'a DeviceSet,
     pools: &'a [Pool<'a>],
     /// Devices taken in this attempt, with the claims taking them.
     allocating: HashMap<&'a DeviceId, Vec<usize>>,

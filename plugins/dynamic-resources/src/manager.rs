@@ -3,7 +3,7 @@
 //! end of PreBind, claims as the plugin last wrote them until the watcher catches up, the
 //! devices in use, the slice index and the CEL cache.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -12,10 +12,15 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::ResourceClaim;
 use parking_lot::Mutex;
 
 use crate::cel::CelCache;
-use crate::slices::{DeviceId, SliceIndexCache};
+use crate::slices::{DeviceId, DeviceSet, SliceIndexCache};
 
 /// The devices in use, with the claim store generation and manager version they reflect.
-type AllocatedCache = (u64, u64, Arc<HashSet<DeviceId>>);
+type AllocatedCache = (u64, u64, Arc<DeviceSet>);
+
+/// The devices each stored claim's allocation takes, by the address of the store's `Arc`
+/// (kept alive by the entry, so an address cannot be reused while it is here): a claim
+/// the store still holds unchanged is not read again.
+type DevicesByClaim = rustc_hash::FxHashMap<usize, (Arc<ResourceClaim>, Arc<[DeviceId]>)>;
 
 /// Shared DRA state.
 #[derive(Debug, Default)]
@@ -25,6 +30,7 @@ pub struct Manager {
     /// Bumped whenever `in_flight` or `assumed` changes.
     version: AtomicU64,
     allocated: Mutex<Option<AllocatedCache>>,
+    devices_by_claim: Mutex<DevicesByClaim>,
     /// The slice index.
     pub slices: SliceIndexCache,
     /// Compiled selectors.
@@ -133,8 +139,10 @@ impl Manager {
     }
 
     /// Every device allocated to a claim or in flight, except admin-access allocations
-    /// (they do not take a device away from others).
-    pub fn allocated_devices(&self, objects: &ObjectStore) -> Arc<HashSet<DeviceId>> {
+    /// (they do not take a device away from others). Claims the store holds unchanged since
+    /// the last call are not read again: with a claim per pod, the store changes with every
+    /// pod, and rereading every allocation per attempt was most of PreFilter's time.
+    pub fn allocated_devices(&self, objects: &ObjectStore) -> Arc<DeviceSet> {
         let generation = objects.resource_claims.generation();
         let version = self.version.load(Ordering::Acquire);
         if let Some((g, v, set)) = self.allocated.lock().as_ref()
@@ -143,41 +151,124 @@ impl Manager {
         {
             return set.clone();
         }
-        let mut set = HashSet::new();
-        let assumed = self.assumed.lock().clone();
-        let mut add = |claim: &ResourceClaim| {
-            let results = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.allocation.as_ref())
-                .and_then(|a| a.devices.as_ref())
-                .and_then(|d| d.results.as_ref());
-            for r in results.into_iter().flatten() {
-                if r.admin_access == Some(true) {
-                    continue;
-                }
-                set.insert(DeviceId::new(&r.driver, &r.pool, &r.device));
-            }
-        };
-        for claim in objects.resource_claims.list() {
-            let k = key(
-                claim.metadata.namespace.as_deref().unwrap_or(""),
-                claim.metadata.name.as_deref().unwrap_or(""),
+        // Written copies newer than the store's replace them (few: until the watch catches up).
+        let assumed: Vec<Arc<ResourceClaim>> = self.assumed.lock().values().cloned().collect();
+        let mut replaced = rustc_hash::FxHashSet::default();
+        let mut newer = Vec::new();
+        for a in assumed {
+            let stored = objects.resource_claims.get(
+                a.metadata.namespace.as_deref(),
+                a.metadata.name.as_deref().unwrap_or(""),
             );
-            match assumed.get(&k) {
-                Some(a)
-                    if uid(a) == uid(&claim) && resource_version(a) > resource_version(&claim) =>
-                {
-                    add(a)
+            match stored {
+                Some(s) if uid(&s) == uid(&a) && resource_version(&a) > resource_version(&s) => {
+                    replaced.insert(Arc::as_ptr(&s) as usize);
+                    newer.push(a);
                 }
-                _ => add(&claim),
+                _ => {}
             }
         }
+        let mut set = DeviceSet::default();
+        let mut known = self.devices_by_claim.lock();
+        let mut next = DevicesByClaim::default();
+        next.reserve(known.len());
+        for claim in objects.resource_claims.list() {
+            let address = Arc::as_ptr(&claim) as usize;
+            let devices = match known.remove(&address) {
+                Some((_, devices)) => devices,
+                None => devices_of(&claim),
+            };
+            if !replaced.contains(&address) {
+                set.extend(devices.iter().cloned());
+            }
+            next.insert(address, (claim, devices));
+        }
+        *known = next;
+        drop(known);
+        for claim in &newer {
+            set.extend(devices_of(claim).iter().cloned());
+        }
         for claim in self.in_flight.lock().values() {
-            add(claim);
+            set.extend(devices_of(claim).iter().cloned());
         }
         let set = Arc::new(set);
         *self.allocated.lock() = Some((generation, version, set.clone()));
         set
+    }
+}
+
+/// The devices a claim's allocation takes away from others (admin access takes none).
+fn devices_of(claim: &ResourceClaim) -> Arc<[DeviceId]> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(name: &str, version: &str, devices: &[(&str, bool)]) -> ResourceClaim {
+        let results: Vec<_> = devices
+            .iter()
+            .map(|(d, admin)| {
+                json!({"request": "r", "driver": "gpu.example.com", "pool": "n1", "device": d,
+                       "adminAccess": admin})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                         "resourceVersion": version},
+            "spec": {},
+            "status": {"allocation": {"devices": {"results": results}}},
+        }))
+        .expect("claim")
+    }
+
+    fn names(set: &DeviceSet) -> Vec<String> {
+        let mut out: Vec<String> = set.iter().map(|d| d.device.to_string()).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn allocated_devices_follow_the_store_written_copies_and_in_flight_allocations() {
+        let objects = ObjectStore::default();
+        let manager = Manager::default();
+        objects
+            .resource_claims
+            .upsert(claim("a", "1", &[("gpu-0", false), ("gpu-1", true)]));
+        objects.resource_claims.upsert(claim("b", "1", &[]));
+        // Admin access leaves the device to others.
+        assert_eq!(names(&manager.allocated_devices(&objects)), ["gpu-0"]);
+
+        // A copy the plugin wrote, newer than the store's, counts instead of it; an
+        // allocation in flight counts too.
+        manager.assume(Arc::new(claim("b", "2", &[("gpu-2", false)])));
+        manager.signal_pending_allocation(Arc::new(claim("c", "1", &[("gpu-3", false)])));
+        assert_eq!(
+            names(&manager.allocated_devices(&objects)),
+            ["gpu-0", "gpu-2", "gpu-3"]
+        );
+
+        // The store catches up and a claim goes away: its devices are free again.
+        objects
+            .resource_claims
+            .upsert(claim("b", "2", &[("gpu-2", false)]));
+        manager.remove_pending_allocation("uid-c");
+        objects.resource_claims.remove(Some("ns"), "a");
+        assert_eq!(names(&manager.allocated_devices(&objects)), ["gpu-2"]);
+
+        // Unchanged claims are remembered by the store's object, not reread.
+        assert_eq!(manager.devices_by_claim.lock().len(), 1);
     }
 }

@@ -35,6 +35,10 @@ impl DeviceId {
     }
 }
 
+/// A set of devices (the devices in use). Fx-hashed: the set is rebuilt or copied per
+/// scheduling attempt, and its keys are not attacker-chosen hash floods but API names.
+pub type DeviceSet = std::collections::HashSet<DeviceId, rustc_hash::FxBuildHasher>;
+
 impl std::fmt::Display for DeviceId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}/{}", self.driver, self.pool, self.device)

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::allocator::{Allocator, Features, NodeRef};
 use crate::cel::{CelCache, DeviceValue, compile};
-use crate::slices::{DeviceId, SliceIndex};
+use crate::slices::{DeviceId, DeviceSet, SliceIndex};
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -102,7 +102,7 @@ impl Fixture {
         node: &str,
     ) -> Result<Option<Vec<AllocationResult>>, String> {
         let claims: Vec<Arc<ResourceClaim>> = claims.iter().cloned().map(Arc::new).collect();
-        let allocated: HashSet<DeviceId> = allocated
+        let allocated: DeviceSet = allocated
             .iter()
             .map(|d| DeviceId::new(DRIVER, node, d))
             .collect();
