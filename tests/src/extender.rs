@@ -267,7 +267,9 @@ pub fn tls_fixture(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-fn tls_server_config(client_auth: bool) -> rustls::ServerConfig {
+/// The TLS configuration of a test server with the `extender.test` certificate, asking
+/// for client certificates signed by the test CA when `client_auth`.
+pub(crate) fn tls_server_config(client_auth: bool) -> rustls::ServerConfig {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -114,3 +114,61 @@ async fn the_leader_renews_and_connections_stay_bounded_under_a_backlog() {
     })
     .await;
 }
+
+/// Over HTTPS, the API server offers HTTP/2 by ALPN (as kube-apiserver does) and each of the
+/// scheduler's clients multiplexes its requests and watches on one connection, as
+/// client-go's do: with slow bindings and a restart of the API server, the connections
+/// stay at one per client (scheduling, events, lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_each_client_multiplexes_on_one_connection() {
+    bounded(240, "HTTP/2 under load", async {
+        let server = TestApiServer::start_tls().await;
+        for i in 0..20 {
+            server.create("nodes", node(&format!("n{i:02}"), "64"));
+        }
+        let pods = backlog() / 2;
+        for i in 0..pods {
+            server.create("pods", pod(&format!("p{i:04}"), "100m"));
+        }
+        server.delay_at_random("POST", "/binding", 0.5, Duration::from_secs(2));
+        let mut o = options(&server, true, "leader");
+        o.config = loaded_config();
+        let runner = Runner::start(o).await.expect("start");
+        let bound = |s: &TestApiServer| s.bindings().len();
+        assert!(
+            server
+                .wait_until(Duration::from_secs(120), |s| bound(s) >= pods / 2)
+                .await,
+            "half bound: {}",
+            bound(&server)
+        );
+        let before_restart = server.connections().peak.load(Ordering::SeqCst);
+        server.restart(Duration::from_secs(1)).await;
+        server.reset_peak_connections();
+        assert!(
+            server
+                .wait_until(Duration::from_secs(180), |s| bound(s) == pods)
+                .await,
+            "all bound: {}",
+            bound(&server)
+        );
+        assert!(runner.is_leader(), "never lost the lease");
+        let after_restart = server.connections().peak.load(Ordering::SeqCst);
+        let accepted = server.connections().accepted.load(Ordering::SeqCst);
+        eprintln!(
+            "{pods} pods bound over HTTPS; peak connections {before_restart} before the restart, \
+             {after_restart} after ({accepted} accepted)"
+        );
+        assert!(
+            before_restart <= 3,
+            "peak {before_restart} connections before the restart"
+        );
+        assert!(
+            after_restart <= 3,
+            "peak {after_restart} connections after the restart"
+        );
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod connect;
 pub mod error;
 pub mod events;
 pub mod lease;

@@ -19,7 +19,6 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
-use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use kubesched_config::LoadedConfig;
@@ -162,7 +161,18 @@ pub fn build_bounded_client(
     burst: i32,
     in_flight: usize,
 ) -> Result<Client, RunError> {
-    let builder = ClientBuilder::try_from(config).map_err(|e| RunError::Client(e.to_string()))?;
+    build_client_on(config, qps, burst, in_flight, None)
+}
+
+/// [`build_bounded_client`] with a bound on each request's wait for its answer.
+fn build_client_on(
+    config: Config,
+    qps: f32,
+    burst: i32,
+    in_flight: usize,
+    request_timeout: Option<Duration>,
+) -> Result<Client, RunError> {
+    let builder = crate::connect::client_builder(&config, request_timeout)?;
     Ok(builder
         .with_layer(&InFlightLayer::new(in_flight))
         .with_layer(&RateLimitLayer::new(TokenBucket::new(qps, burst)))
@@ -197,13 +207,17 @@ impl Clients {
         renew_deadline: Duration,
     ) -> Result<Self, RunError> {
         let mut lease_config = config.clone();
-        lease_config.read_timeout = Some(renew_deadline);
-        lease_config.write_timeout = Some(renew_deadline);
         lease_config.connect_timeout = Some(renew_deadline);
         Ok(Self {
             main: build_client(config.clone(), qps, burst)?,
             events: build_bounded_client(config, qps, burst, EVENTS_MAX_IN_FLIGHT)?,
-            lease: build_bounded_client(lease_config, qps, burst, LEASE_MAX_IN_FLIGHT)?,
+            lease: build_client_on(
+                lease_config,
+                qps,
+                burst,
+                LEASE_MAX_IN_FLIGHT,
+                Some(renew_deadline),
+            )?,
         })
     }
 
@@ -318,6 +332,19 @@ impl Runner {
             cfg.client_connection.burst,
             cfg.leader_election.renew_deadline,
         )?;
+        // One request on each client before the traffic starts: its first connection
+        // negotiates HTTP/2 and the requests that follow share it, instead of each opening
+        // a connection of its own while none is ready yet. Failures are the watchers' to
+        // report.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures::future::join3(
+                clients.main.apiserver_version(),
+                clients.events.apiserver_version(),
+                clients.lease.apiserver_version(),
+            ),
+        )
+        .await;
         Self::start_with_clients(options, clients).await
     }
 

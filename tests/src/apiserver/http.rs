@@ -214,6 +214,10 @@ async fn serve(
         Some(FaultAction::Delay(d)) => tokio::time::sleep(d).await,
         None => {}
     }
+    if target.is_none() && method == Method::GET && path == "/version" {
+        let version = json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-kubesched-test"});
+        return (StatusCode::OK, axum::Json(version)).into_response();
+    }
     let Some(t) = target else {
         return error_response(&ApiError::new(
             404,

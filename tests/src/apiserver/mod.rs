@@ -947,6 +947,8 @@ pub struct TestApiServer {
     connections: Arc<ConnectionStats>,
     kubelet: tokio::task::JoinHandle<()>,
     dir: PathBuf,
+    /// Serving over TLS (ALPN h2 and http/1.1) with the test certificate, when set.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The accept loop and the connections it serves.
@@ -1004,6 +1006,7 @@ fn serve_on(
     listener: tokio::net::TcpListener,
     state: Arc<Mutex<State>>,
     stats: Arc<ConnectionStats>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Listening {
     let served = Arc::new(Mutex::new(tokio::task::JoinSet::new()));
     let router = http::router(state);
@@ -1018,14 +1021,27 @@ fn serve_on(
             let mut set = set.lock();
             // Finished connections are reaped here, so the set stays small.
             while set.try_join_next().is_some() {}
+            let tls = tls.clone();
             set.spawn(async move {
                 let _counted = counted;
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper_util::server::conn::auto::Builder::new(
+                // HTTP/1.1 or HTTP/2, whichever the client speaks (over TLS, as ALPN chose).
+                let builder = hyper_util::server::conn::auto::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(io, service)
-                .await;
+                );
+                match tls {
+                    Some(tls) => {
+                        let Ok(stream) = tokio_rustls::TlsAcceptor::from(tls).accept(stream).await
+                        else {
+                            return;
+                        };
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let _ = builder.serve_connection(io, service).await;
+                    }
+                    None => {
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let _ = builder.serve_connection(io, service).await;
+                    }
+                }
             });
         }
     });
@@ -1035,6 +1051,18 @@ fn serve_on(
 impl TestApiServer {
     /// Starts a server on a free port of 127.0.0.1.
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// Starts a server over HTTPS with the test certificate (`extender.test`, signed by
+    /// the test CA) offering HTTP/2 and HTTP/1.1 by ALPN, as kube-apiserver does.
+    pub async fn start_tls() -> Self {
+        let mut tls = crate::extender::tls_server_config(false);
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Self::start_with(Some(Arc::new(tls))).await
+    }
+
+    async fn start_with(tls: Option<Arc<rustls::ServerConfig>>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binding 127.0.0.1");
@@ -1042,7 +1070,7 @@ impl TestApiServer {
         let token = format!("token-{}", addr.port());
         let state = Arc::new(Mutex::new(State::new(token)));
         let connections = Arc::new(ConnectionStats::default());
-        let listening = serve_on(listener, state.clone(), connections.clone());
+        let listening = serve_on(listener, state.clone(), connections.clone(), tls.clone());
         let kubelet = {
             let state = state.clone();
             tokio::spawn(async move {
@@ -1065,6 +1093,7 @@ impl TestApiServer {
             connections,
             kubelet,
             dir,
+            tls,
         }
     }
 
@@ -1089,6 +1118,7 @@ impl TestApiServer {
             listener,
             self.state.clone(),
             self.connections.clone(),
+            self.tls.clone(),
         ));
     }
 
@@ -1125,9 +1155,16 @@ impl TestApiServer {
     pub fn write_kubeconfig(&self) -> PathBuf {
         let path = self.dir.join("kubeconfig");
         let token = self.state.lock().token.clone();
+        let cluster = match &self.tls {
+            Some(_) => format!(
+                "server: https://{}\n    certificate-authority: {}\n    tls-server-name: extender.test",
+                self.addr,
+                crate::extender::tls_fixture("ca.crt").display()
+            ),
+            None => format!("server: http://{}", self.addr),
+        };
         let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: http://{}\nusers:\n- name: test\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
-            self.addr
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    {cluster}\nusers:\n- name: test\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n"
         );
         std::fs::write(&path, text).expect("writing the kubeconfig");
         path
