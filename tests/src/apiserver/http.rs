@@ -115,6 +115,27 @@ fn json_response(code: u16, body: &Value) -> Response {
         .into_response()
 }
 
+/// The `reason` kube-apiserver puts in a Status for an HTTP code (metav1.StatusReason), so an
+/// injected fault reads like the real server's answer (a 409 is a Conflict, a 410 Expired).
+fn status_reason(code: u16) -> &'static str {
+    match code {
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        409 => "Conflict",
+        410 => "Expired",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        c if c >= 500 => "InternalError",
+        _ => "BadRequest",
+    }
+}
+
 fn error_response(e: &ApiError) -> Response {
     json_response(e.code, &e.status())
 }
@@ -203,12 +224,7 @@ async fn serve(
     };
     match action {
         Some(FaultAction::Status(code, message)) => {
-            let reason = if code >= 500 {
-                "InternalError"
-            } else {
-                "BadRequest"
-            };
-            return error_response(&ApiError::new(code, reason, message));
+            return error_response(&ApiError::new(code, status_reason(code), message));
         }
         Some(FaultAction::Hold(gate)) => gate.pass().await,
         Some(FaultAction::Delay(d)) => tokio::time::sleep(d).await,
@@ -671,4 +687,28 @@ fn patch(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod status_reason_tests {
+    use super::status_reason;
+
+    #[test]
+    fn injected_failures_carry_the_reason_kube_apiserver_gives_their_code() {
+        let table = [
+            (400, "BadRequest"),
+            (403, "Forbidden"),
+            (404, "NotFound"),
+            (409, "Conflict"),
+            (410, "Expired"),
+            (422, "Invalid"),
+            (429, "TooManyRequests"),
+            (500, "InternalError"),
+            (503, "ServiceUnavailable"),
+            (504, "Timeout"),
+        ];
+        for (code, reason) in table {
+            assert_eq!(status_reason(code), reason, "code {code}");
+        }
+    }
 }
