@@ -5,6 +5,7 @@ use kubesched::framework as _;
 
 pub mod apiserver;
 pub mod extender;
+pub mod schema;
 use kubesched_sim::{SimReport, Simulation, SimulationOptions, Workload};
 
 /// Runs manifests (YAML text) under a configuration (None: defaults) and returns the report.

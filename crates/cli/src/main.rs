@@ -106,6 +106,38 @@ struct SimulateArgs {
     /// Leave wall-clock timings out of the table summary (for byte-stable output).
     #[arg(long)]
     no_timing: bool,
+    /// What if: the smallest number of copies of the Node(s) in this file that lets every
+    /// pending pod schedule without evicting anyone, found by re-running the simulation.
+    #[arg(
+        long,
+        value_name = "TEMPLATE.yaml",
+        group = "what_if",
+        requires = "paths"
+    )]
+    add_nodes: Option<PathBuf>,
+    /// The most copies --add-nodes tries.
+    #[arg(long, default_value_t = 10, requires = "add_nodes")]
+    max: usize,
+    /// What if: cordon these nodes and evict their pods as `kubectl drain
+    /// --ignore-daemonsets` would; where do the replacements go, which
+    /// PodDisruptionBudgets hold the drain up?
+    #[arg(
+        long,
+        value_name = "NODE[,NODE...]",
+        value_delimiter = ',',
+        group = "what_if",
+        requires = "paths"
+    )]
+    drain: Vec<String>,
+    /// What if: scale a Deployment, StatefulSet or ReplicaSet of the input to REPLICAS pods;
+    /// where do the new ones go?
+    #[arg(
+        long,
+        value_name = "KIND/NAMESPACE/NAME=REPLICAS",
+        group = "what_if",
+        requires = "paths"
+    )]
+    scale_workload: Option<kubesched_sim::ScaleTarget>,
 }
 
 fn init_logs(verbose: u8, format: LogFormat) {
@@ -272,6 +304,14 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     loaded.feature_gates = gates;
     report_absent(&loaded);
     report_warnings(&loaded);
+    if args.add_nodes.is_some() || !args.drain.is_empty() || args.scale_workload.is_some() {
+        if args.workload.is_some() {
+            return fail(
+                "--add-nodes, --drain and --scale-workload work on manifests, not with --workload",
+            );
+        }
+        return what_if(args, loaded, manifests, problems);
+    }
     let workload = match &args.workload {
         Some(path) => match Workload::from_file(path) {
             Ok(w) => Some(w),
@@ -317,6 +357,73 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if let Some(pod) = &args.explain
+        && report.explanations.is_empty()
+    {
+        warn(&format!(
+            "no scheduling attempt of {pod} was seen, so there is nothing to explain"
+        ));
+    }
+    match args.output {
+        Output::Table => print(&report.to_table(!args.no_timing)),
+        Output::Json => print(&format!("{}\n", report.to_json())),
+        Output::Yaml => print(&report.to_yaml()),
+    }
+    ExitCode::SUCCESS
+}
+
+/// Answers `--add-nodes`, `--drain` or `--scale-workload` on the loaded manifests.
+fn what_if(
+    args: SimulateArgs,
+    config: LoadedConfig,
+    manifests: kubesched_sim::Manifests,
+    problems: Vec<kubesched_sim::InputProblem>,
+) -> ExitCode {
+    let scenario = kubesched_sim::Scenario {
+        config,
+        manifests,
+        problems,
+        seed: args.seed,
+        explain: args.explain.clone(),
+        file_hint: args
+            .paths
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    let templates = match &args.add_nodes {
+        Some(path) => {
+            let (m, problems) = load_paths(std::slice::from_ref(path));
+            if let Some(p) = problems.first() {
+                return fail(&format!("--add-nodes: {p}"));
+            }
+            if m.nodes.is_empty() {
+                return fail(&format!("--add-nodes: {} holds no Node", path.display()));
+            }
+            m.nodes
+        }
+        None => Vec::new(),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("starting the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        if args.add_nodes.is_some() {
+            kubesched_sim::add_nodes(&scenario, &templates, args.max).await
+        } else if let Some(target) = &args.scale_workload {
+            kubesched_sim::scale_workload(&scenario, target).await
+        } else {
+            kubesched_sim::drain(&scenario, &args.drain).await
+        }
+    });
     let report = match result {
         Ok(r) => r,
         Err(e) => return fail(&e.to_string()),

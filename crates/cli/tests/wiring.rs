@@ -279,3 +279,68 @@ fn feature_gates_are_parsed_shown_and_checked() {
         "{stderr}"
     );
 }
+
+#[test]
+fn what_if_flags_answer_in_json_and_exclude_each_other() {
+    let root = workspace();
+    let cluster = root.join("examples/what-if/cluster");
+    let cluster = cluster.to_str().expect("utf-8 path");
+    let pending = root.join("examples/what-if/pending.yaml");
+    let template = root.join("examples/what-if/new-node.yaml");
+    let (ok, stdout, stderr) = kubesched(
+        &[
+            "simulate",
+            cluster,
+            pending.to_str().expect("utf-8"),
+            "--add-nodes",
+            template.to_str().expect("utf-8"),
+            "--max",
+            "4",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(json["what_if"]["question"], "add-nodes");
+    assert_eq!(json["what_if"]["nodes_to_add"], 2);
+
+    let (ok, stdout, stderr) = kubesched(
+        &["simulate", cluster, "--drain", "node-1", "--no-timing"],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("What if: drain node-1"), "{stdout}");
+
+    let (ok, stdout, stderr) = kubesched(
+        &[
+            "simulate",
+            cluster,
+            "--scale-workload",
+            "sts/shop/db=3",
+            "-o",
+            "yaml",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("question: scale-workload"), "{stdout}");
+
+    let (ok, _, stderr) = kubesched(
+        &[
+            "simulate",
+            cluster,
+            "--drain",
+            "node-1",
+            "--scale-workload",
+            "sts/shop/db=3",
+        ],
+        None,
+    );
+    assert!(!ok);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let (ok, _, stderr) = kubesched(&["simulate", cluster, "--scale-workload", "pod/x=1"], None);
+    assert!(!ok);
+    assert!(stderr.contains("KIND/NAMESPACE/NAME=REPLICAS"), "{stderr}");
+}

@@ -459,6 +459,11 @@ impl SimCluster {
         self.state.lock().pods.get(key).cloned()
     }
 
+    /// One node.
+    pub fn node(&self, name: &str) -> Option<Arc<api::Node>> {
+        self.state.lock().nodes.get(name).cloned()
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.state.lock().nodes.len()

@@ -50,6 +50,8 @@ pub struct Manifests {
     pub priority_classes: Vec<PriorityClass>,
     /// Every other supported object, as raw JSON with its kind.
     pub others: Vec<(String, serde_json::Value)>,
+    /// Deployments: not simulated (pods are), kept for `--scale-workload`.
+    pub deployments: Vec<k8s_openapi::api::apps::v1::Deployment>,
     /// A KubeSchedulerConfiguration found among the manifests, with its file.
     pub config: Option<(String, String)>,
 }
@@ -78,7 +80,6 @@ pub const OTHER_KINDS: &[&str] = &[
 /// Kinds that are valid Kubernetes objects but mean nothing to a scheduler simulation;
 /// they are skipped silently.
 const IGNORED_KINDS: &[&str] = &[
-    "Deployment",
     "DaemonSet",
     "Job",
     "CronJob",
@@ -318,6 +319,11 @@ fn add_object(
         "PriorityClass" => {
             if let Some(p) = decode::<PriorityClass>(doc, file, &object, problems) {
                 manifests.priority_classes.push(p);
+            }
+        }
+        "Deployment" => {
+            if let Some(d) = decode(doc, file, &object, problems) {
+                manifests.deployments.push(d);
             }
         }
         "KubeSchedulerConfiguration" => {

@@ -6,7 +6,8 @@
 //! {pods, scheduled, unschedulable, pending, preempted, attempts, nodes, duration_seconds,
 //! pods_per_second, latency_ms_p50, latency_ms_p99}`, `events: [{reason, type, action,
 //! regarding: {namespace, name}, related, note}]`, `explanations`, `problems: [{file,
-//! object, field, message}]`. Only the timing fields of the summary depend on the machine;
+//! object, field, message}]`, and `what_if` for `--add-nodes`, `--drain` and
+//! `--scale-workload`. Only the timing fields of the summary depend on the machine;
 //! everything else is reproducible with a seed.
 
 use std::fmt::Write as _;
@@ -18,6 +19,7 @@ use kubesched_scheduler::Explanation;
 use serde::Serialize;
 
 use crate::load::InputProblem;
+use crate::whatif::WhatIf;
 
 /// Where a pod ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -108,6 +110,13 @@ pub struct PodResult {
     pub history: Vec<Attempt>,
 }
 
+impl PodResult {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
 /// Totals of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -179,6 +188,9 @@ pub struct SimReport {
     /// Problems with the input (the rest was simulated).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<InputProblem>,
+    /// The answer to `--add-nodes`, `--drain` or `--scale-workload`, for the run shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
 }
 
 /// The `p`th percentile of sorted durations, in milliseconds.
@@ -212,6 +224,9 @@ impl SimReport {
         let mut out = String::new();
         self.write_pods(&mut out);
         self.write_preempted(&mut out);
+        if let Some(w) = &self.what_if {
+            write_what_if(&mut out, w);
+        }
         for e in &self.explanations {
             write_explanation(&mut out, e);
         }
@@ -464,4 +479,129 @@ fn extender_line(x: &kubesched_scheduler::ExtenderExplanation) -> String {
         parts.push(format!("prioritize failed: {e}"));
     }
     format!("extender {}: {}", x.extender, parts.join(", "))
+}
+
+fn pod_outcome_line(status: PodState, node: Option<&str>, message: Option<&str>) -> String {
+    match (status, node) {
+        (PodState::Scheduled, Some(n)) => format!("-> {n}"),
+        (s, _) => format!("{}: {}", s.as_str(), message.unwrap_or("")),
+    }
+}
+
+fn write_what_if(out: &mut String, w: &WhatIf) {
+    match w {
+        WhatIf::AddNodes(a) => {
+            let _ = writeln!(
+                out,
+                "\nWhat if: add copies of {} (at most {})",
+                a.templates.join(" + "),
+                a.max
+            );
+            let tried: Vec<String> = a
+                .tried
+                .iter()
+                .map(|t| {
+                    let mut s = format!("{}: {} unschedulable", t.copies, t.unschedulable);
+                    if t.preempted > 0 {
+                        let _ = write!(s, ", {} preempted", t.preempted);
+                    }
+                    s
+                })
+                .collect();
+            let _ = writeln!(out, "  tried: {}", tried.join("; "));
+            match a.nodes_to_add {
+                Some(0) => {
+                    let _ = writeln!(
+                        out,
+                        "  nodes to add: 0 (every pending pod schedules as the cluster is)"
+                    );
+                }
+                Some(n) => {
+                    let _ = writeln!(
+                        out,
+                        "  nodes to add: {n} ({}); the table above is that run",
+                        a.added_nodes.join(", ")
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "  nodes to add: more than {} (the table above is the run with {}); still failing:",
+                        a.max,
+                        plural(a.max, "copy", "copies")
+                    );
+                    for f in &a.still_failing {
+                        let _ = writeln!(
+                            out,
+                            "    {} {}",
+                            f.pod,
+                            pod_outcome_line(f.status, f.node.as_deref(), f.message.as_deref())
+                        );
+                    }
+                }
+            }
+        }
+        WhatIf::Drain(d) => {
+            let _ = writeln!(out, "\nWhat if: drain {}", d.nodes.join(", "));
+            let w = d.evicted.iter().map(|e| e.pod.len()).max().unwrap_or(0);
+            for e in &d.evicted {
+                let _ = writeln!(
+                    out,
+                    "  {:<w$}  from {} ({}) {}",
+                    e.pod,
+                    e.from,
+                    e.owner,
+                    pod_outcome_line(
+                        e.outcome.status,
+                        e.outcome.to.as_deref(),
+                        e.outcome.message.as_deref()
+                    )
+                );
+            }
+            for s in &d.not_evicted {
+                let _ = writeln!(out, "  {} on {}: not evicted: {}", s.pod, s.node, s.reason);
+            }
+            for b in &d.budgets {
+                let _ = writeln!(
+                    out,
+                    "  PodDisruptionBudget {} ({} allowed, from {}) covers {}: {}",
+                    b.budget,
+                    b.disruptions_allowed,
+                    b.source,
+                    b.pods.join(", "),
+                    b.verdict
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  {}",
+                if d.evicted.is_empty() {
+                    "nothing to evict"
+                } else if d.all_rescheduled {
+                    "every evicted pod finds room elsewhere"
+                } else {
+                    "some evicted pods find no room elsewhere"
+                }
+            );
+        }
+        WhatIf::ScaleWorkload(s) => {
+            let _ = writeln!(
+                out,
+                "\nWhat if: scale {} {}/{} from {} to {} replicas",
+                s.kind, s.namespace, s.name, s.current, s.replicas
+            );
+            let w = s.added.iter().map(|p| p.pod.len()).max().unwrap_or(0);
+            for p in &s.added {
+                let _ = writeln!(
+                    out,
+                    "  {:<w$}  {}",
+                    p.pod,
+                    pod_outcome_line(p.status, p.node.as_deref(), p.message.as_deref())
+                );
+            }
+            if !s.claims.is_empty() {
+                let _ = writeln!(out, "  claims created: {}", s.claims.join(", "));
+            }
+        }
+    }
 }

@@ -42,6 +42,9 @@ pub enum SimError {
         /// What differed.
         message: String,
     },
+    /// A what-if could not be asked of this input.
+    #[error("{0}")]
+    WhatIf(String),
     /// A workload op could not be applied.
     #[error("workload {workload}: ops[{op}]: {message}")]
     Op {
@@ -984,6 +987,7 @@ impl Simulation {
             events,
             explanations: self.recorder.explanations.lock().clone(),
             problems: self.problems.clone(),
+            what_if: None,
         }
     }
 }
