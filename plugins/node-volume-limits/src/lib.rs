@@ -15,10 +15,11 @@
 
 mod translate;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
@@ -48,7 +49,7 @@ const UNBOUND_HANDLE_PREFIX: &str = "kubesched-unbound";
 pub struct NodeVolumeLimits {
     handle: Handle,
     /// The last count of each node, by node name.
-    counts: RwLock<HashMap<String, Arc<NodeCount>>>,
+    counts: RwLock<FxHashMap<String, Arc<NodeCount>>>,
     /// The attachments by node, with the generations of the attachment and volume stores
     /// they were read at.
     attachments: Mutex<Option<((u64, u64), AttachmentsByNode)>>,
@@ -96,8 +97,9 @@ struct NodeCount {
     pods: usize,
     stores: StoreGenerations,
     has_csi_node: bool,
-    /// Attach limit per driver (empty: nothing is limited, the rest is not computed).
-    limits: HashMap<String, i64>,
+    /// Attach limit per driver (empty: nothing is limited, the rest is not computed); a
+    /// node has a handful of drivers, so a list is searched.
+    limits: Vec<(String, i64)>,
     /// The volumes in use, or the error reading a running pod's volumes.
     in_use: Result<InUse, Status>,
 }
@@ -106,17 +108,25 @@ struct NodeCount {
 #[derive(Debug, Default)]
 struct InUse {
     /// `driver/handle` of the volumes of the pods on the node.
-    by_pods: HashSet<String>,
+    by_pods: FxHashSet<String>,
     /// Unique volumes per driver: the pods' and those of the node's attachments.
-    per_driver: HashMap<String, i64>,
+    per_driver: Vec<(String, i64)>,
 }
+
+/// The value kept for `driver` in a short per-driver list.
+fn for_driver(list: &[(String, i64)], driver: &str) -> Option<i64> {
+    list.iter().find(|(d, _)| d == driver).map(|&(_, n)| n)
+}
+
+/// The pod's attachable volumes by driver: `(driver, [driver/handle])`.
+type VolumesByDriver = Vec<(String, Vec<String>)>;
 
 /// The attachable volumes of the pod being scheduled, resolved once per cycle: with and
 /// without a CSINode on the node (in-tree volumes count only with one).
 #[derive(Debug, Clone)]
 struct PodVolumes {
-    with_csi_node: Arc<Result<Vec<(String, String)>, Status>>,
-    without_csi_node: Arc<Result<Vec<(String, String)>, Status>>,
+    with_csi_node: Arc<Result<VolumesByDriver, Status>>,
+    without_csi_node: Arc<Result<VolumesByDriver, Status>>,
 }
 
 fn volumes(pod: &Pod) -> &[Volume] {
@@ -340,7 +350,16 @@ impl NodeVolumeLimits {
         let resolve = |has_csi_node| {
             let mut out = UniqueVolumes::new();
             self.attachable_volumes(pod, has_csi_node, true, &mut out)
-                .map(|()| out.into_iter().collect())
+                .map(|()| {
+                    let mut by_driver = VolumesByDriver::new();
+                    for (unique, driver) in out {
+                        match by_driver.iter_mut().find(|(d, _)| *d == driver) {
+                            Some((_, uniques)) => uniques.push(unique),
+                            None => by_driver.push((driver, vec![unique])),
+                        }
+                    }
+                    by_driver
+                })
         };
         PodVolumes {
             with_csi_node: Arc::new(resolve(true)),
@@ -371,7 +390,7 @@ impl NodeVolumeLimits {
     fn count_node(&self, node: &NodeInfo, stores: StoreGenerations) -> NodeCount {
         let csi_node = self.objects().csi_nodes.get(None, node.name());
         let has_csi_node = csi_node.is_some();
-        let limits: HashMap<String, i64> = volume_limits(csi_node.as_deref())
+        let limits: Vec<(String, i64)> = volume_limits(csi_node.as_deref())
             .into_iter()
             .map(|(driver, limit)| (driver.to_string(), limit))
             .collect();
@@ -396,7 +415,7 @@ impl NodeVolumeLimits {
         for existing in &node.pods {
             self.attachable_volumes(&existing.pod, has_csi_node, false, &mut attached)?;
         }
-        let by_pods: HashSet<String> = attached.keys().cloned().collect();
+        let by_pods: FxHashSet<String> = attached.keys().cloned().collect();
         // Attachments not explained by a pod on the node (being attached or detached)
         // still take their slot.
         let by_node = self.attachments_by_node();
@@ -405,9 +424,12 @@ impl NodeVolumeLimits {
                 .entry(unique.clone())
                 .or_insert_with(|| driver.clone());
         }
-        let mut per_driver: HashMap<String, i64> = HashMap::new();
+        let mut per_driver: Vec<(String, i64)> = Vec::new();
         for driver in attached.into_values() {
-            *per_driver.entry(driver).or_default() += 1;
+            match per_driver.iter_mut().find(|(d, _)| *d == driver) {
+                Some((_, n)) => *n += 1,
+                None => per_driver.push((driver, 1)),
+            }
         }
         Ok(InUse {
             by_pods,
@@ -510,20 +532,17 @@ impl FilterPlugin for NodeVolumeLimits {
             Ok(in_use) => in_use,
             Err(status) => return status.clone(),
         };
-        // A volume a running pod already uses takes no new slot.
-        let mut new_count: Vec<(&str, i64)> = Vec::new();
-        for (unique, driver) in new_volumes {
-            if in_use.by_pods.contains(unique) {
+        for (driver, uniques) in new_volumes {
+            let Some(limit) = for_driver(&count.limits, driver) else {
                 continue;
-            }
-            match new_count.iter_mut().find(|(d, _)| d == driver) {
-                Some((_, n)) => *n += 1,
-                None => new_count.push((driver, 1)),
-            }
-        }
-        for (driver, count_new) in new_count {
-            if let Some(&limit) = count.limits.get(driver) {
-                let current = in_use.per_driver.get(driver).copied().unwrap_or(0);
+            };
+            // A volume a running pod already uses takes no new slot.
+            let count_new = uniques
+                .iter()
+                .filter(|unique| !in_use.by_pods.contains(*unique))
+                .count() as i64;
+            if count_new > 0 {
+                let current = for_driver(&in_use.per_driver, driver).unwrap_or(0);
                 if current + count_new > limit {
                     tracing::trace!(pod = %pod.key(), node = %node.name(), driver, limit, current, count = count_new, "attach limit exceeded");
                     return Status::unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED);
