@@ -58,6 +58,10 @@ enum Command {
     },
     /// Schedule pending pods on an in-memory cluster built from manifests or a workload.
     Simulate(SimulateArgs),
+    /// Explain where a pod of a live cluster would go: reads the cluster once (list only,
+    /// nothing is written) and runs the pod's profile as a dry run, with every node's Filter
+    /// verdict and every Score plugin's scores. For a bound pod: would it go there again?
+    Explain(ExplainArgs),
     /// Run the benchmark suite: each workload under benchmarks/ in its own child process,
     /// with the default profile and every plugin on.
     Bench(BenchArgs),
@@ -237,6 +241,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Simulate(args) => simulate(args, gates),
+        Command::Explain(args) => explain(args, gates),
         Command::Bench(args) => bench(args),
         Command::Run(args) => run(args, gates),
     }
@@ -455,6 +460,93 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
         bar.set_style(style);
     }
     Some(bar)
+}
+
+#[derive(clap::Args)]
+struct ExplainArgs {
+    /// The pod.
+    #[arg(value_name = "NAMESPACE/POD")]
+    pod: String,
+    /// The kubeconfig of the cluster; without it, KUBECONFIG, ~/.kube/config, then the
+    /// in-cluster configuration.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A KubeSchedulerConfiguration (the default profile otherwise).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The profile to run (default: the pod's schedulerName).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Output::Table)]
+    output: Output,
+    /// Seed for tie-breaking between equally scored nodes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Objects per list request.
+    #[arg(long, default_value_t = kubesched_cluster::read::DEFAULT_PAGE_SIZE, hide = true)]
+    page_size: u32,
+}
+
+/// `kubesched explain`: list the cluster once, then a dry run on the in-memory copy.
+fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
+    let loaded = match &args.config {
+        Some(path) => kubesched_config::load_file(path),
+        None => Ok(kubesched_config::default_config()),
+    };
+    let mut loaded = match loaded {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string()),
+    };
+    loaded.feature_gates = gates;
+    report_absent(&loaded);
+    report_warnings(&loaded);
+    let pod = if args.pod.contains('/') {
+        args.pod.clone()
+    } else {
+        format!("default/{}", args.pod)
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("starting the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        let client = kubesched_cluster::read::connect(args.kubeconfig.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let read = kubesched_cluster::read::read_cluster(&client, args.page_size)
+            .await
+            .map_err(|e| e.to_string())?;
+        let text = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": read.objects})
+            .to_string();
+        let mut manifests = kubesched_sim::Manifests::default();
+        let mut problems = Vec::new();
+        kubesched_sim::load_text(&text, "the cluster", &mut manifests, &mut problems);
+        let scenario = kubesched_sim::Scenario {
+            config: loaded,
+            manifests,
+            problems,
+            seed: args.seed,
+            explain: None,
+            file_hint: "the cluster".into(),
+        };
+        kubesched_sim::explain_pod(&scenario, &pod, args.profile.as_deref())
+            .await
+            .map_err(|e| e.to_string())
+    });
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    match args.output {
+        Output::Table => print(&report.to_table(false)),
+        Output::Json => print(&format!("{}\n", report.to_json())),
+        Output::Yaml => print(&report.to_yaml()),
+    }
+    ExitCode::SUCCESS
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -17,6 +17,7 @@ pub mod lease;
 pub mod lenient;
 pub mod ratelimit;
 pub mod rbac;
+pub mod read;
 pub mod run;
 pub mod server;
 pub mod watch;

@@ -25,7 +25,8 @@ pub use report::{
 };
 pub use runner::{Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{
-    AddNodesAnswer, BudgetCheck, DrainAnswer, DrainedPod, Outcome, PodOutcome, ScaleAnswer,
-    ScaleTarget, Scenario, SkippedPod, Trial, WhatIf, add_nodes, drain, scale_workload,
+    AddNodesAnswer, BudgetCheck, DrainAnswer, DrainedPod, ExplainAnswer, Outcome, PodOutcome,
+    ScaleAnswer, ScaleTarget, Scenario, SkippedPod, Trial, WhatIf, add_nodes, drain, explain_pod,
+    scale_workload,
 };
 pub use workload::{Op, Workload, WorkloadError};

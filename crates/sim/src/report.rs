@@ -584,6 +584,28 @@ fn write_what_if(out: &mut String, w: &WhatIf) {
                 }
             );
         }
+        WhatIf::Explain(e) => {
+            let _ = writeln!(out, "\nDry run of {} (profile {}):", e.pod, e.profile);
+            let verdict = match (e.outcome.status, &e.outcome.to) {
+                (PodState::Scheduled, Some(n)) => format!("it would go to {n}"),
+                (status, _) => format!(
+                    "it would be {}: {}",
+                    status.as_str(),
+                    e.outcome.message.as_deref().unwrap_or("")
+                ),
+            };
+            match (&e.bound_to, e.same_node) {
+                (Some(b), Some(true)) => {
+                    let _ = writeln!(out, "  runs on {b}; it would go there again");
+                }
+                (Some(b), _) => {
+                    let _ = writeln!(out, "  runs on {b}; not there again: {verdict}");
+                }
+                (None, _) => {
+                    let _ = writeln!(out, "  pending; {verdict}");
+                }
+            }
+        }
         WhatIf::ScaleWorkload(s) => {
             let _ = writeln!(
                 out,

@@ -67,6 +67,24 @@ pub enum WhatIf {
     Drain(DrainAnswer),
     /// `--scale-workload`.
     ScaleWorkload(ScaleAnswer),
+    /// `kubesched explain`: one pod scheduled as a dry run on a cluster read once.
+    Explain(ExplainAnswer),
+}
+
+/// Where one pod would go if it were scheduled now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExplainAnswer {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The profile it was scheduled with.
+    pub profile: String,
+    /// The node it runs on now, for a bound pod.
+    pub bound_to: Option<String>,
+    /// How the dry run ended, and where.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// For a bound pod: whether it would go to the same node again.
+    pub same_node: Option<bool>,
 }
 
 /// How many copies of the template nodes it takes.
@@ -839,4 +857,82 @@ fn stateful_identity(
         }
     }
     created
+}
+
+/// Schedules one pod of a cluster read once as a dry run, with its explanation: every
+/// other bound pod counts on its node, other pending pods are left out (they would compete
+/// in the queue, which is not the question), and a bound pod is taken off its node first
+/// ("would it go there again?"). `profile` overrides the pod's `schedulerName`. Nothing
+/// leaves the in-memory cluster.
+pub async fn explain_pod(
+    scenario: &Scenario,
+    pod: &str,
+    profile: Option<&str>,
+) -> Result<SimReport, SimError> {
+    let mut scenario = scenario.clone();
+    scenario.explain = Some(pod.to_string());
+    let mut target = None;
+    scenario.manifests.pods.retain_mut(|p| {
+        if p.metadata.namespace.is_none() {
+            p.metadata.namespace = Some("default".into());
+        }
+        if pod_key(p) == pod {
+            target = Some(p.clone());
+            return false;
+        }
+        node_of(p).is_some()
+    });
+    let Some(mut target) = target else {
+        return Err(what_if_error(format!(
+            "pod {pod} not found (finished pods are not read)"
+        )));
+    };
+    let bound_to = node_of(&target).map(str::to_string);
+    let spec = target.spec.get_or_insert_with(Default::default);
+    spec.node_name = None;
+    if let Some(p) = profile {
+        spec.scheduler_name = Some(p.to_string());
+    }
+    let profile = spec
+        .scheduler_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
+    if let Some(status) = target.status.as_mut() {
+        status.nominated_node_name = None;
+        status.conditions = None;
+    }
+    target.metadata.deletion_timestamp = None;
+    scenario.manifests.pods.push(target);
+    let mut sim = scenario.start()?;
+    if !sim.scheduler().profiles().contains_key(&profile) {
+        let mut known: Vec<&String> = sim.scheduler().profiles().keys().collect();
+        known.sort();
+        return Err(what_if_error(format!(
+            "{pod} names scheduler {profile:?}, which no profile of the configuration is (profiles: {}); pick one with --profile",
+            known
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    sim.settle().await;
+    let mut report = sim.report();
+    let o = outcome_of(&report, pod);
+    let same_node = bound_to
+        .as_ref()
+        .map(|b| o.status == PodState::Scheduled && o.node.as_deref() == Some(b.as_str()));
+    report.what_if = Some(WhatIf::Explain(ExplainAnswer {
+        pod: pod.to_string(),
+        profile,
+        bound_to,
+        outcome: Outcome {
+            status: o.status,
+            to: o.node,
+            message: o.message,
+        },
+        same_node,
+    }));
+    Ok(report)
 }
