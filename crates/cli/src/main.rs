@@ -362,10 +362,15 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let report = match result {
-        Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
-    };
+    match result {
+        Ok(report) => print_report(&report, &args),
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// Prints a simulation's report in the chosen format, warning first when the pod asked to
+/// be explained was never attempted.
+fn print_report(report: &kubesched_sim::SimReport, args: &SimulateArgs) -> ExitCode {
     if let Some(pod) = &args.explain
         && report.explanations.is_empty()
     {
@@ -429,23 +434,10 @@ fn what_if(
             kubesched_sim::drain(&scenario, &args.drain).await
         }
     });
-    let report = match result {
-        Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
-    };
-    if let Some(pod) = &args.explain
-        && report.explanations.is_empty()
-    {
-        warn(&format!(
-            "no scheduling attempt of {pod} was seen, so there is nothing to explain"
-        ));
+    match result {
+        Ok(report) => print_report(&report, &args),
+        Err(e) => fail(&e.to_string()),
     }
-    match args.output {
-        Output::Table => print(&report.to_table(!args.no_timing)),
-        Output::Json => print(&format!("{}\n", report.to_json())),
-        Output::Yaml => print(&report.to_yaml()),
-    }
-    ExitCode::SUCCESS
 }
 
 fn progress_bar() -> Option<indicatif::ProgressBar> {

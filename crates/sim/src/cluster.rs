@@ -414,6 +414,14 @@ impl SimCluster {
         s.volumes.has_work() || !s.changes.is_empty()
     }
 
+    /// Records a written volume object as a cluster change and lets the PV controller and the
+    /// provisioners react to it before the writer looks again.
+    fn record_volume_change(&self, s: &mut State, change: ClusterChange) {
+        s.volumes.observe(&change);
+        s.changes.push_back(change);
+        self.sync_volumes(s);
+    }
+
     /// Runs the PV controller (see [`crate::volumes`]) over the current objects.
     fn sync_volumes(&self, s: &mut State) {
         let State {
@@ -689,16 +697,9 @@ impl ClusterClient for SimCluster {
             |n, st| n.status = st,
         )?;
         self.objects.persistent_volumes.upsert(new.clone());
-        let change = ClusterChange::Other {
-            resource: EventResource::PersistentVolume,
-            action: ActionType::UPDATE,
-            old: old.map(EventObject::object),
-            new: Some(EventObject::object(Arc::new(new.clone()))),
-        };
-        s.volumes.observe(&change);
-        s.changes.push_back(change);
+        let change = volume_update(EventResource::PersistentVolume, old, &new);
         // The PV controller answers at once: the binding completes before PreBind looks.
-        self.sync_volumes(&mut s);
+        self.record_volume_change(&mut s, change);
         Ok(new)
     }
 
@@ -720,16 +721,9 @@ impl ClusterClient for SimCluster {
             |n, st| n.status = st,
         )?;
         self.objects.persistent_volume_claims.upsert(new.clone());
-        let change = ClusterChange::Other {
-            resource: EventResource::PersistentVolumeClaim,
-            action: ActionType::UPDATE,
-            old: old.map(EventObject::object),
-            new: Some(EventObject::object(Arc::new(new.clone()))),
-        };
-        s.volumes.observe(&change);
-        s.changes.push_back(change);
+        let change = volume_update(EventResource::PersistentVolumeClaim, old, &new);
         // The provisioner and the PV controller answer at once.
-        self.sync_volumes(&mut s);
+        self.record_volume_change(&mut s, change);
         Ok(new)
     }
 
@@ -784,6 +778,20 @@ impl ClusterClient for SimCluster {
             self.store_claim(stored, new);
         }
         Ok(())
+    }
+}
+
+/// The update event of a PersistentVolume or PersistentVolumeClaim the simulator wrote.
+fn volume_update<K: Clone + Send + Sync + 'static>(
+    resource: EventResource,
+    old: Option<Arc<K>>,
+    new: &K,
+) -> ClusterChange {
+    ClusterChange::Other {
+        resource,
+        action: ActionType::UPDATE,
+        old: old.map(EventObject::object),
+        new: Some(EventObject::object(Arc::new(new.clone()))),
     }
 }
 
