@@ -274,6 +274,19 @@ fn plugins_listing() -> String {
     out
 }
 
+/// Finishes a loaded configuration for a command: the error if it did not load, else the
+/// feature gates set and what it lacks or ignores said on stderr.
+fn configured(
+    loaded: Result<LoadedConfig, kubesched_config::ConfigError>,
+    gates: FeatureGates,
+) -> Result<LoadedConfig, ExitCode> {
+    let mut loaded = loaded.map_err(|e| fail(&e.to_string()))?;
+    loaded.feature_gates = gates;
+    report_absent(&loaded);
+    report_warnings(&loaded);
+    Ok(loaded)
+}
+
 fn report_warnings(loaded: &LoadedConfig) {
     for w in &loaded.warnings {
         warn(w);
@@ -302,13 +315,10 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         (None, Some((file, text))) => kubesched_config::load_str(text, file),
         (None, None) => Ok(kubesched_config::default_config()),
     };
-    let mut loaded = match loaded {
+    let loaded = match configured(loaded, gates) {
         Ok(l) => l,
-        Err(e) => return fail(&e.to_string()),
+        Err(code) => return code,
     };
-    loaded.feature_gates = gates;
-    report_absent(&loaded);
-    report_warnings(&loaded);
     if args.add_nodes.is_some() || !args.drain.is_empty() || args.scale_workload.is_some() {
         if args.workload.is_some() {
             return fail(
@@ -482,17 +492,16 @@ struct ExplainArgs {
 
 /// `kubesched explain`: list the cluster once, then a dry run on the in-memory copy.
 fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
-    let loaded = match &args.config {
-        Some(path) => kubesched_config::load_file(path),
-        None => Ok(kubesched_config::default_config()),
-    };
-    let mut loaded = match loaded {
+    let loaded = match configured(
+        args.config.as_deref().map_or_else(
+            || Ok(kubesched_config::default_config()),
+            kubesched_config::load_file,
+        ),
+        gates,
+    ) {
         Ok(l) => l,
-        Err(e) => return fail(&e.to_string()),
+        Err(code) => return code,
     };
-    loaded.feature_gates = gates;
-    report_absent(&loaded);
-    report_warnings(&loaded);
     let pod = if args.pod.contains('/') {
         args.pod.clone()
     } else {
@@ -797,17 +806,16 @@ struct RunArgs {
 }
 
 fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
-    let loaded = match &args.config {
-        Some(path) => kubesched_config::load_file(path),
-        None => Ok(kubesched_config::default_config()),
-    };
-    let mut loaded = match loaded {
+    let loaded = match configured(
+        args.config.as_deref().map_or_else(
+            || Ok(kubesched_config::default_config()),
+            kubesched_config::load_file,
+        ),
+        gates,
+    ) {
         Ok(l) => l,
-        Err(e) => return fail(&e.to_string()),
+        Err(code) => return code,
     };
-    loaded.feature_gates = gates;
-    report_absent(&loaded);
-    report_warnings(&loaded);
     let mut options = kubesched_cluster::RunOptions::new(loaded);
     options.kubeconfig = args.kubeconfig;
     options.identity = args.identity;
