@@ -191,12 +191,13 @@ async fn pods_with_parts_that_do_not_compile_stay_in_the_cache() {
         assert!(
             server
                 .wait_until(Duration::from_secs(20), |s| {
-                    ["preferred", "required", "anti"]
-                        .iter()
-                        .all(|p| pod_scheduled(s, p).is_some())
+                    // Events go through their own client, after the condition: wait for both.
+                    ["preferred", "required", "anti"].iter().all(|p| {
+                        pod_scheduled(s, p).is_some() && !events_of(s, "FailedScheduling", p).is_empty()
+                    })
                 })
                 .await,
-            "every pending pod gets its condition"
+            "every pending pod gets its condition and its FailedScheduling event"
         );
         let expect = [
             (
