@@ -225,6 +225,37 @@ fn preemption_without_a_candidate_clears_the_nomination_at_once() {
 }
 
 #[test]
+fn a_failure_outside_post_filter_keeps_the_nomination() {
+    // v1.34 (kubernetes#133276) stopped clearing nominatedNodeName when an attempt fails
+    // for another reason than preemption finding no candidate: here there is no node at
+    // all. Before v1.34 (and again from v1.35) the field was cleared.
+    let input = pod("keep", "waiting", "1", "", "nominatedNodeName: n1");
+    run(
+        &input,
+        |_| {},
+        |sim, report| {
+            assert_eq!(state_of(&report, "waiting"), PodState::Unschedulable);
+            let cluster_pod = sim.cluster().pod("keep/waiting").expect("pod");
+            let status = cluster_pod.status.as_ref().expect("status");
+            assert_eq!(
+                status.nominated_node_name.as_deref(),
+                Some("n1"),
+                "kept in status"
+            );
+            assert_eq!(
+                sim.scheduler()
+                    .handle()
+                    .nominator()
+                    .node_of("keep-waiting")
+                    .as_deref(),
+                Some("n1"),
+                "kept in memory"
+            );
+        },
+    );
+}
+
+#[test]
 fn without_post_filter_plugins_an_existing_nomination_is_left_alone() {
     // Someone else (an autoscaler, or another profile's preemption) nominated the pod;
     // a profile without PostFilter plugins has nothing to say about it.

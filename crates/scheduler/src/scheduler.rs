@@ -34,6 +34,12 @@ pub const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
 /// Longest event note upstream allows (`validation.NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
 
+/// The nomination outcome of a failure that is not PostFilter's: leave the pod's
+/// nominatedNodeName as it is. v1.34 stopped clearing it after no-nodes, internal, assume,
+/// Reserve, Permit and binding failures (kubernetes#133276: autoscalers may own the field);
+/// only preemption that finds no candidate still clears it.
+const KEEP_NOMINATION: Option<Option<String>> = None;
+
 /// Nodes Filter rejected: each one's index in the filtered list, with its status.
 type Rejected = Vec<(usize, Status)>;
 
@@ -523,10 +529,12 @@ impl Scheduler {
         let mut explanation = self.explaining.lock().take();
         let result = match outcome {
             Ok(r) => Ok(r),
-            Err(CycleError::NoNodes) => {
-                Err((Status::unresolvable(NO_NODES_AVAILABLE), None, Some(None)))
-            }
-            Err(CycleError::Internal(s)) => Err((s, None, Some(None))),
+            Err(CycleError::NoNodes) => Err((
+                Status::unresolvable(NO_NODES_AVAILABLE),
+                None,
+                KEEP_NOMINATION,
+            )),
+            Err(CycleError::Internal(s)) => Err((s, None, KEEP_NOMINATION)),
             Err(CycleError::Fit(mut fit)) => {
                 // Without PostFilter plugins nothing decided about a nomination: an existing
                 // nominatedNodeName is left alone (set by someone else, or by a profile
@@ -949,7 +957,7 @@ impl Scheduler {
         let assumed = Arc::new(assumed);
         if let Err(e) = self.cache.assume_pod(assumed.clone()) {
             let s = Status::error(format!("assuming pod: {e}"));
-            self.handle_failure(&fw, qpi, s, None, Some(None), start, pod_cycle);
+            self.handle_failure(&fw, qpi, s, None, KEEP_NOMINATION, start, pod_cycle);
             return;
         }
         self.handle.nominator().remove(&assumed.uid);
@@ -960,7 +968,7 @@ impl Scheduler {
             let _ = self.cache.forget_pod(&assumed.uid);
             let diag = rejection_diagnosis(&host, &reserve);
             let s = rejection_status(reserve, &host);
-            self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+            self.handle_failure(&fw, qpi, s, diag, KEEP_NOMINATION, start, pod_cycle);
             return;
         }
         let permit = fw.run_permit_plugins(&state, &assumed, &host);
@@ -969,7 +977,7 @@ impl Scheduler {
             let _ = self.cache.forget_pod(&assumed.uid);
             let diag = rejection_diagnosis(&host, &permit);
             let s = rejection_status(permit, &host);
-            self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+            self.handle_failure(&fw, qpi, s, diag, KEEP_NOMINATION, start, pod_cycle);
             return;
         }
 
@@ -1078,7 +1086,7 @@ impl Scheduler {
             self.queue
                 .move_all_to_active_or_backoff(event, Some(&freed), None);
         }
-        self.handle_failure(&fw, qpi, s, diag, Some(None), start, pod_cycle);
+        self.handle_failure(&fw, qpi, s, diag, KEEP_NOMINATION, start, pod_cycle);
         if forgotten && rejected {
             // As upstream, after the failure is handled and never for the pod itself: it was
             // rejected, so the room it frees cannot help it.
