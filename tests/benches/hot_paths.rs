@@ -110,7 +110,7 @@ struct Case {
 
 impl Case {
     fn new(plugin: &str) -> Self {
-        let harness = PluginHarness::from_registry(plugin, None, Handle::default())
+        let harness = PluginHarness::from_registry(plugin, None, Handle::builder())
             .unwrap_or_else(|e| panic!("{plugin}: {e}"));
         let nodes = harness.set_nodes(&cluster());
         Self {
@@ -122,7 +122,7 @@ impl Case {
 
     /// A freshly built plugin over the same nodes.
     fn fresh_plugin(&self, plugin: &str) -> Self {
-        let harness = PluginHarness::from_registry(plugin, None, Handle::default())
+        let harness = PluginHarness::from_registry(plugin, None, Handle::builder())
             .unwrap_or_else(|e| panic!("{plugin}: {e}"));
         harness.set_nodes_as_is(&self.nodes);
         Self {

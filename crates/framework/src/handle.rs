@@ -71,14 +71,6 @@ impl Handle {
         self.inner.snapshot.read().clone()
     }
 
-    /// Installs the snapshot of a new cycle (the scheduler calls this).
-    pub fn set_snapshot(&self, snapshot: Arc<Snapshot>) {
-        self.inner
-            .num_nodes
-            .store(snapshot.num_nodes(), Ordering::Relaxed);
-        *self.inner.snapshot.write() = snapshot;
-    }
-
     /// The number of nodes in the current snapshot; cheap enough for Score's per-node calls.
     pub fn num_nodes(&self) -> usize {
         self.inner.num_nodes.load(Ordering::Relaxed)
@@ -136,11 +128,6 @@ impl Handle {
     /// Background work started by plugins and still running.
     pub fn background_tasks(&self) -> usize {
         self.inner.background.load(Ordering::SeqCst)
-    }
-
-    /// Sets who activates pods (the queue, once it exists).
-    pub fn set_activator(&self, activator: Arc<dyn PodActivator>) {
-        *self.inner.activator.write() = Some(activator);
     }
 
     /// Moves pods back to the active queue.
@@ -240,9 +227,15 @@ impl HandleBuilder {
         self.features = features;
         self
     }
-    /// The handle.
+    /// The handle, for plugins and tests that never install a snapshot or an activator.
     pub fn build(self) -> Handle {
-        Handle {
+        self.build_with_control().handle
+    }
+
+    /// The handle together with the [`HandleControl`] that installs snapshots and the
+    /// activator: what the scheduler builds, keeping the control to itself.
+    pub fn build_with_control(self) -> HandleControl {
+        let handle = Handle {
             inner: Arc::new(HandleInner {
                 num_nodes: AtomicUsize::new(self.snapshot.num_nodes()),
                 snapshot: RwLock::new(self.snapshot),
@@ -261,6 +254,69 @@ impl HandleBuilder {
                 extenders: self.extenders,
                 background: Arc::new(AtomicUsize::new(0)),
             }),
-        }
+        };
+        HandleControl { handle }
+    }
+}
+
+/// The scheduler's side of a [`Handle`]: the setters only the scheduler may call. Plugins
+/// receive a `&Handle` and cannot reach one (there is no way from a `Handle` to its
+/// control), so a plugin cannot swap the cycle's snapshot or the queue's activator. It
+/// dereferences to the handle it controls. Deliberately not `Clone`: one owner.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kubesched_framework::{Handle, Snapshot};
+///
+/// let control = Handle::builder().build_with_control();
+/// control.set_snapshot(Arc::new(Snapshot::default()));
+/// assert_eq!(control.handle().num_nodes(), 0);
+/// ```
+///
+/// A plugin's handle has no setter:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use kubesched_framework::{Handle, Snapshot};
+///
+/// fn plugin_code(handle: &Handle) {
+///     handle.set_snapshot(Arc::new(Snapshot::default()));
+/// }
+/// ```
+pub struct HandleControl {
+    handle: Handle,
+}
+
+impl std::fmt::Debug for HandleControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("HandleControl").field(&self.handle).finish()
+    }
+}
+
+impl std::ops::Deref for HandleControl {
+    type Target = Handle;
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl HandleControl {
+    /// The handle this controls (what plugins and frameworks get a clone of).
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Installs the snapshot of a new cycle.
+    pub fn set_snapshot(&self, snapshot: Arc<Snapshot>) {
+        let inner = &self.handle.inner;
+        inner
+            .num_nodes
+            .store(snapshot.num_nodes(), Ordering::Relaxed);
+        *inner.snapshot.write() = snapshot;
+    }
+
+    /// Sets who activates pods (the queue, once it exists).
+    pub fn set_activator(&self, activator: Arc<dyn PodActivator>) {
+        *self.handle.inner.activator.write() = Some(activator);
     }
 }

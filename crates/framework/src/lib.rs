@@ -50,7 +50,7 @@ pub use extender::{
     Victims,
 };
 pub use features::{Feature, FeatureGates};
-pub use handle::{Handle, HandleBuilder, PodActivator};
+pub use handle::{Handle, HandleBuilder, HandleControl, PodActivator};
 pub use node_tally::{NodeTally, TallyCache};
 pub use nominator::Nominator;
 pub use objects::{ObjectStore, Store};

@@ -12,8 +12,9 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::metrics::NoMetrics;
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, ExtensionPoint, FilterPlugin, Framework, Handle, Nominator,
-    Plugin, PluginRef, PreEnqueuePlugin, ProfileSpec, QueueSortPlugin, QueuedPodInfo, Status,
+    CycleState, EnqueueExtensions, ExtensionPoint, FilterPlugin, Framework, Handle, HandleControl,
+    Nominator, Plugin, PluginRef, PreEnqueuePlugin, ProfileSpec, QueueSortPlugin, QueuedPodInfo,
+    Status,
 };
 use kubesched_model::{NodeInfo, PodInfo};
 use kubesched_testing::{NodeBuilder, PodBuilder};
@@ -274,7 +275,7 @@ struct Env {
     clock: FakeClock,
     nominator: Arc<Nominator>,
     metrics: Arc<Recorded>,
-    handle: Handle,
+    handle: HandleControl,
 }
 
 fn env_with(sort: Option<bool>) -> Env {
@@ -294,7 +295,7 @@ fn env_configured(sort: Option<bool>, config: QueueConfig) -> Env {
     let handle = Handle::builder()
         .nominator(nominator.clone())
         .clock(Arc::new(clock.clone()))
-        .build();
+        .build_with_control();
     let mut profiles = BTreeMap::new();
     profiles.insert(
         "default-scheduler".to_string(),

@@ -68,15 +68,14 @@ pub fn build_scheduler(
         .clock(parts.clock.clone())
         .extenders(extenders)
         .features(loaded.feature_gates.clone())
-        .build();
+        .build_with_control();
     let mut profiles = BTreeMap::new();
     for spec in &specs {
-        let fw = Framework::with_metrics(spec.clone(), handle.clone(), metrics.clone()).map_err(
-            |e| BuildError {
+        let fw = Framework::with_metrics(spec.clone(), handle.handle().clone(), metrics.clone())
+            .map_err(|e| BuildError {
                 profile: spec.scheduler_name.clone(),
                 message: e.to_string(),
-            },
-        )?;
+            })?;
         profiles.insert(spec.scheduler_name.clone(), Arc::new(fw));
     }
     let cache = Arc::new(Cache::new(Duration::ZERO, parts.clock.clone()));

@@ -9,7 +9,7 @@ use kubesched_cache::Cache;
 use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventResource};
 use kubesched_framework::model::{Node, NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, ObjectRef,
+    Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, HandleControl, ObjectRef,
     PodScheduledCondition, PodStatusUpdate, PreemptionExplainer, QueuedPodInfo, ScoreTable,
     Snapshot, Status,
 };
@@ -127,7 +127,8 @@ pub struct Scheduler {
     profiles: BTreeMap<String, Arc<Framework>>,
     cache: Arc<Cache>,
     queue: Arc<SchedulingQueue>,
-    handle: Handle,
+    /// The handle shared by every framework, with the setters only the scheduler calls.
+    handle: HandleControl,
     metrics: Arc<SchedulerMetrics>,
     options: SchedulerOptions,
     next_start_node_index: AtomicUsize,
@@ -149,12 +150,12 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// Joins the parts. All frameworks must share `handle`.
+    /// Joins the parts. All frameworks must share `handle`'s handle.
     pub fn new(
         profiles: BTreeMap<String, Arc<Framework>>,
         cache: Arc<Cache>,
         queue: Arc<SchedulingQueue>,
-        handle: Handle,
+        handle: HandleControl,
         metrics: Arc<SchedulerMetrics>,
         options: SchedulerOptions,
     ) -> Self {
@@ -236,7 +237,7 @@ impl Scheduler {
 
     /// The handle shared by all profiles.
     pub fn handle(&self) -> &Handle {
-        &self.handle
+        self.handle.handle()
     }
 
     /// The metrics.

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use kubesched_framework::{
-    CycleState, ExtensionPoint, Framework, Handle, Plugin, PluginRef, ProfileSpec, Snapshot,
-    Status, metrics::NoMetrics, registry,
+    CycleState, ExtensionPoint, Framework, Handle, HandleBuilder, HandleControl, Plugin, PluginRef,
+    ProfileSpec, Snapshot, Status, metrics::NoMetrics, registry,
 };
 use kubesched_model::{ImageStateSummary, NodeInfo, PodInfo};
 use serde::Serialize;
@@ -91,7 +91,8 @@ impl PluginRun {
 #[derive(Clone)]
 pub struct PluginHarness {
     plugin: Arc<dyn Plugin>,
-    handle: Handle,
+    /// The harness plays the scheduler: it installs the snapshot of each run.
+    handle: Arc<HandleControl>,
 }
 
 fn fill_image_states(nodes: &[Arc<NodeInfo>]) -> Vec<Arc<NodeInfo>> {
@@ -130,27 +131,32 @@ impl PluginHarness {
     pub fn new(plugin: impl Plugin) -> Self {
         Self {
             plugin: Arc::new(plugin),
-            handle: Handle::default(),
+            handle: Arc::new(Handle::builder().build_with_control()),
         }
     }
 
     /// A harness around the registered plugin `name`, built with `args` (None: defaults)
-    /// and `handle` (so the plugin sees its object store and nominator).
+    /// and the handle `handle` builds (so the plugin sees its object store and nominator;
+    /// `Handle::builder()` for the defaults).
     pub fn from_registry(
         name: &str,
         args: Option<serde_json::Value>,
-        handle: Handle,
+        handle: HandleBuilder,
     ) -> Result<Self, String> {
         let desc =
             registry::find(name).ok_or_else(|| format!("plugin {name} is not registered"))?;
         let decoded = (desc.args.decode)(args.as_ref()).map_err(|e| e.to_string())?;
-        let plugin = (desc.factory)(&decoded, &handle).map_err(|e| e.to_string())?;
-        Ok(Self { plugin, handle })
+        let handle = handle.build_with_control();
+        let plugin = (desc.factory)(&decoded, handle.handle()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            plugin,
+            handle: Arc::new(handle),
+        })
     }
 
     /// The handle the plugin sees.
     pub fn handle(&self) -> &Handle {
-        &self.handle
+        self.handle.handle()
     }
 
     /// The plugin.
@@ -277,7 +283,7 @@ impl PluginHarness {
         let instances = BTreeMap::from([(self.plugin.name().to_string(), self.plugin.clone())]);
         Framework::from_instances(
             spec,
-            self.handle.clone(),
+            self.handle.handle().clone(),
             Arc::new(NoMetrics),
             instances,
             BTreeMap::new(),

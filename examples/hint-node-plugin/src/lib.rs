@@ -212,7 +212,7 @@ mod tests {
             ],
             &[],
         );
-        let harness = PluginHarness::from_registry(NAME, None, Handle::default())
+        let harness = PluginHarness::from_registry(NAME, None, Handle::builder())
             .expect("builds from the registry");
         let hinted = harness.run(
             &PodBuilder::new("hinted").label(HINT_LABEL, "n2").info(),

@@ -186,7 +186,7 @@ mod tests {
     }
 
     fn harness() -> PluginHarness {
-        PluginHarness::from_registry(NAME, None, Handle::default()).expect("registered")
+        PluginHarness::from_registry(NAME, None, Handle::builder()).expect("registered")
     }
 
     /// Normalised scores of n1..n4 for a pod.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
 use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubesched_framework::model::{NodeInfo, PodInfo};
-use kubesched_framework::{CycleState, Handle, ObjectStore, registry};
+use kubesched_framework::{CycleState, Handle, HandleBuilder, ObjectStore, registry};
 use kubesched_testing::{
     Churn, NodeBuilder, PluginHarness, PluginRun, PodBuilder, node_infos, selector,
 };
@@ -19,7 +19,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 
 type NamespaceSpec<'a> = (&'a str, &'a [(&'a str, &'a str)]);
 
-fn handle(namespaces: &[NamespaceSpec<'_>]) -> Handle {
+fn handle(namespaces: &[NamespaceSpec<'_>]) -> HandleBuilder {
     let store = ObjectStore::default();
     for (name, labels) in namespaces {
         store.namespaces.upsert(api::Namespace {
@@ -36,7 +36,7 @@ fn handle(namespaces: &[NamespaceSpec<'_>]) -> Handle {
             ..Default::default()
         });
     }
-    Handle::builder().objects(Arc::new(store)).build()
+    Handle::builder().objects(Arc::new(store))
 }
 
 fn harness(args: Option<serde_json::Value>, namespaces: &[NamespaceSpec<'_>]) -> PluginHarness {

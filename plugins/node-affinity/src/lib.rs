@@ -944,7 +944,7 @@ mod tests {
                 ]}}
             ]
         }});
-        let harness = PluginHarness::from_registry(NAME, Some(args), Handle::default())
+        let harness = PluginHarness::from_registry(NAME, Some(args), Handle::builder())
             .expect("builds from the registry");
         let pod = PodBuilder::new("pinned")
             .required_node_term(field_term("In", "a1"))

@@ -243,7 +243,7 @@ fn registered_with_its_points_and_args() {
 
 #[test]
 fn snapshot() {
-    let harness = PluginHarness::from_registry(NAME, None, Handle::default()).expect("registered");
+    let harness = PluginHarness::from_registry(NAME, None, Handle::builder()).expect("registered");
     let balanced = harness.run(
         &PodBuilder::new("p")
             .container(&[("cpu", "1"), ("memory", "2Gi")])

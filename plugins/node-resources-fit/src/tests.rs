@@ -750,7 +750,7 @@ fn registered_with_its_points_and_args() {
         NAME,
         Some(json!({"scoringStrategy": {"type": "MostAllocated",
             "resources": [{"name": "cpu", "weight": 200}]}})),
-        Handle::default(),
+        Handle::builder(),
     )
     .err()
     .expect("refused");
@@ -800,7 +800,7 @@ fn snapshot_filter() {
             ("example.com/gpu", "1"),
         ])
         .info();
-    let run = PluginHarness::from_registry(NAME, None, Handle::default())
+    let run = PluginHarness::from_registry(NAME, None, Handle::builder())
         .expect("registered")
         .run(&pod, &nodes);
     insta::assert_yaml_snapshot!(run);
@@ -818,7 +818,7 @@ fn snapshot_scores_per_strategy() {
     ]
     .into_iter()
     .map(|args| {
-        PluginHarness::from_registry(NAME, Some(args), Handle::default())
+        PluginHarness::from_registry(NAME, Some(args), Handle::builder())
             .expect("registered")
             .run(&pod, &score_nodes())
     })

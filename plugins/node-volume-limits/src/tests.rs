@@ -60,7 +60,7 @@ impl Cluster {
         self
     }
     fn harness(self) -> PluginHarness {
-        let handle = Handle::builder().objects(Arc::new(self.objects)).build();
+        let handle = Handle::builder().objects(Arc::new(self.objects));
         PluginHarness::from_registry(NAME, None, handle).expect("registered")
     }
 }
@@ -697,7 +697,7 @@ fn churn_pod(c: &mut Churn, name: &str) -> PodBuilder {
 fn kept_counts_answer_as_a_fresh_plugin_would() {
     let objects = Arc::new(ObjectStore::default());
     let harness = || {
-        let handle = Handle::builder().objects(Arc::clone(&objects)).build();
+        let handle = Handle::builder().objects(Arc::clone(&objects));
         PluginHarness::from_registry(NAME, None, handle).expect("registered")
     };
     let kept = harness();

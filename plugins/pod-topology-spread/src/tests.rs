@@ -52,7 +52,7 @@ fn harness_with(
 ) -> PluginHarness {
     let store = ObjectStore::default();
     setup(&store);
-    let handle = Handle::builder().objects(Arc::new(store)).build();
+    let handle = Handle::builder().objects(Arc::new(store));
     PluginHarness::from_registry(NAME, args, handle).expect("plugin is registered")
 }
 

@@ -40,7 +40,7 @@ fn service(store: &ObjectStore, name: &str, sel: &[(&str, &str)]) {
 fn harness_with(setup: impl FnOnce(&ObjectStore)) -> PluginHarness {
     let store = ObjectStore::default();
     setup(&store);
-    let handle = Handle::builder().objects(Arc::new(store)).build();
+    let handle = Handle::builder().objects(Arc::new(store));
     PluginHarness::from_registry(NAME, None, handle).expect("plugin is registered")
 }
 

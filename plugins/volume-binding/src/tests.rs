@@ -16,7 +16,7 @@ use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::
 };
 use kubesched_framework::registry::{self, PluginArgs};
 use kubesched_framework::{
-    ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, Snapshot,
+    ClientError, ClusterClient, Event, HandleControl, ObjectStore, PodStatusUpdate, Snapshot,
 };
 use kubesched_testing::{
     NodeBuilder, PluginHarness, PluginRun, PodBuilder, PvBuilder, PvcBuilder, StorageClassBuilder,
@@ -106,11 +106,11 @@ impl World {
         &self,
         client: Arc<dyn ClusterClient>,
         args: VolumeBindingArgs,
-    ) -> (VolumeBinding, Handle) {
+    ) -> (VolumeBinding, HandleControl) {
         let handle = Handle::builder()
             .objects(self.objects())
             .client(client)
-            .build();
+            .build_with_control();
         let pl = VolumeBinding::new(&args, &handle).expect("valid args");
         (pl, handle)
     }
@@ -969,7 +969,7 @@ fn snapshots() {
             None,
             Some(&[(HOSTNAME, "n2")]),
         ));
-    let handle = Handle::builder().objects(world.objects()).build();
+    let handle = Handle::builder().objects(world.objects());
     let harness = PluginHarness::from_registry(NAME, None, handle).expect("registered");
     let nodes = node_infos(nodes(), &[]);
     insta::assert_yaml_snapshot!(
@@ -989,7 +989,7 @@ fn snapshots() {
 /// Runs PreFilter and Filter on every node, then Reserve on `node`; returns the state.
 fn reserve_on(
     pl: &VolumeBinding,
-    handle: &Handle,
+    handle: &HandleControl,
     pod: &Arc<PodInfo>,
     node: &str,
 ) -> (CycleState, Status) {
@@ -1329,7 +1329,7 @@ async fn pre_bind_with(
     let handle = Handle::builder()
         .objects(objects.clone())
         .client(client)
-        .build();
+        .build_with_control();
     let args = VolumeBindingArgs {
         bind_timeout_seconds: timeout,
         shape: None,
@@ -1448,7 +1448,7 @@ async fn pre_bind_passes_the_api_error_on_and_drops_the_assumption() {
     let handle = Handle::builder()
         .objects(world.objects())
         .client(Arc::new(Refusing))
-        .build();
+        .build_with_control();
     let pl = VolumeBinding::new(&VolumeBindingArgs::default(), &handle).expect("plugin");
     let p = pod(&["data"]).info();
     let (state, s) = reserve_on(&pl, &handle, &p, "n1");

@@ -53,7 +53,7 @@ fn harness(claims: &[api::PersistentVolumeClaim]) -> PluginHarness {
     for c in claims {
         objects.persistent_volume_claims.upsert(c.clone());
     }
-    let handle = Handle::builder().objects(Arc::new(objects)).build();
+    let handle = Handle::builder().objects(Arc::new(objects));
     PluginHarness::from_registry(NAME, None, handle).expect("registered")
 }
 

@@ -28,7 +28,7 @@ fn harness(
     for c in classes {
         objects.storage_classes.upsert(c.clone());
     }
-    let handle = Handle::builder().objects(Arc::new(objects)).build();
+    let handle = Handle::builder().objects(Arc::new(objects));
     PluginHarness::from_registry(NAME, None, handle).expect("registered")
 }
 
