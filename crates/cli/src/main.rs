@@ -584,10 +584,25 @@ struct BenchArgs {
     /// suite runs in each child process).
     #[arg(long, value_name = "FILE", hide = true)]
     single: Option<PathBuf>,
+    /// Run the workloads against the API server of this kubeconfig instead of the
+    /// in-memory cluster: nodes and pods are created through it, the scheduler runs in
+    /// cluster mode, and everything created is deleted at the end.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: the scheduler's configuration (default: the default profile with
+    /// clientConnection qps and burst 5000).
+    #[arg(long, value_name = "FILE", requires = "kubeconfig")]
+    config: Option<PathBuf>,
+    /// With --kubeconfig: seconds to wait for the scheduler (caches synced, pods bound).
+    #[arg(long, default_value_t = 600, requires = "kubeconfig")]
+    timeout: u64,
 }
 
 fn bench(args: BenchArgs) -> ExitCode {
     use kubesched_sim::bench;
+    if let Some(kubeconfig) = &args.kubeconfig {
+        return kube_bench(&args, kubeconfig.clone());
+    }
     let options = bench::BenchOptions {
         seed: args.seed,
         scale: args.scale,
@@ -685,6 +700,70 @@ fn bench(args: BenchArgs) -> ExitCode {
             }
             print(&out);
         }
+    }
+    if failures > 0 {
+        return fail(&format!("{failures} workload(s) failed"));
+    }
+    ExitCode::SUCCESS
+}
+
+/// `kubesched bench --kubeconfig`: the workloads one after the other in this process (the
+/// scheduler's CPU time is read from its own threads), against the API server.
+fn kube_bench(args: &BenchArgs, kubeconfig: PathBuf) -> ExitCode {
+    use kubesched_kube_bench as kb;
+    let workloads = match kubesched_sim::bench::discover(&args.dir, args.filter.as_deref()) {
+        Ok(w) => w,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if workloads.is_empty() {
+        return fail(&format!(
+            "no workload in {} matches {:?}",
+            args.dir.display(),
+            args.filter.as_deref().unwrap_or("")
+        ));
+    }
+    let mut options = kb::KubeBenchOptions::new(kubeconfig);
+    options.scale = args.scale;
+    options.seed = args.seed;
+    options.timeout = std::time::Duration::from_secs(args.timeout);
+    if let Some(path) = &args.config {
+        match kubesched_config::load_file(path) {
+            Ok(c) => options.config = Some(c),
+            Err(e) => return fail(&e.to_string()),
+        }
+    }
+    let mut results = Vec::new();
+    let mut failures = 0usize;
+    for w in &workloads {
+        let started = std::time::Instant::now();
+        match kb::run_workload_blocking(&w.workload, &options) {
+            Ok(r) => {
+                note(&format!(
+                    "{}: {:.0} pods/s, first bind {} s, {} CPU-s per 10k pods ({})",
+                    r.workload,
+                    r.pods_per_second,
+                    r.first_bind_seconds
+                        .map_or_else(|| "-".into(), |s| format!("{s:.2}")),
+                    r.cpu_seconds_per_10k_pods
+                        .map_or_else(|| "-".into(), |s| format!("{s:.2}")),
+                    kubesched_sim::bench::short_duration(started.elapsed())
+                ));
+                results.push(r);
+            }
+            Err(e) => {
+                failures += 1;
+                note(&format!("{}: failed: {e}", w.workload.name));
+            }
+        }
+    }
+    if let Some(path) = &args.save
+        && let Err(e) = std::fs::write(path, format!("{}\n", kb::to_json(&results)))
+    {
+        warn(&format!("writing {}: {e}", path.display()));
+    }
+    match args.output {
+        BenchOutput::Json => print(&format!("{}\n", kb::to_json(&results))),
+        BenchOutput::Markdown => print(&kb::to_markdown(&results)),
     }
     if failures > 0 {
         return fail(&format!("{failures} workload(s) failed"));

@@ -18,6 +18,7 @@ pub mod lenient;
 pub mod ratelimit;
 pub mod rbac;
 pub mod read;
+pub mod requests;
 pub mod run;
 pub mod server;
 pub mod watch;

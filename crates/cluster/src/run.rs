@@ -35,6 +35,7 @@ use crate::error::RunError;
 use crate::events::{EventRecorder, EventSettings};
 use crate::lease::{HoldEnd, LeaderElector, LeaseSettings};
 use crate::ratelimit::{InFlightLayer, RateLimitLayer, TokenBucket};
+use crate::requests::{CountLayer, RequestCounts};
 use crate::server::{ServerHandle, Serving};
 use crate::watch::{
     NodeSink, ObjectCache, POD_FIELD_SELECTOR, PodSink, StoreSink, SyncTracker, WatchSettings,
@@ -161,22 +162,27 @@ pub fn build_bounded_client(
     burst: i32,
     in_flight: usize,
 ) -> Result<Client, RunError> {
-    build_client_on(config, qps, burst, in_flight, None)
+    build_client_on(config, qps, burst, in_flight, None, None)
 }
 
-/// [`build_bounded_client`] with a bound on each request's wait for its answer.
+/// [`build_bounded_client`] with a bound on each request's wait for its answer, counting
+/// its requests into `counts` when given.
 fn build_client_on(
     config: Config,
     qps: f32,
     burst: i32,
     in_flight: usize,
     request_timeout: Option<Duration>,
+    counts: Option<&Arc<RequestCounts>>,
 ) -> Result<Client, RunError> {
     let builder = crate::connect::client_builder(&config, request_timeout)?;
-    Ok(builder
+    let builder = builder
         .with_layer(&InFlightLayer::new(in_flight))
-        .with_layer(&RateLimitLayer::new(TokenBucket::new(qps, burst)))
-        .build())
+        .with_layer(&RateLimitLayer::new(TokenBucket::new(qps, burst)));
+    Ok(match counts {
+        Some(counts) => builder.with_layer(&CountLayer::new(counts.clone())).build(),
+        None => builder.build(),
+    })
 }
 
 /// The clients of one scheduler, each with its own rate limit and connections, as
@@ -190,6 +196,8 @@ pub struct Clients {
     pub events: Client,
     /// The Lease (its requests time out after `renewDeadline`).
     pub lease: Client,
+    /// What the three clients sent (nothing is counted on clients built by the caller).
+    pub counts: Arc<RequestCounts>,
 }
 
 impl std::fmt::Debug for Clients {
@@ -208,16 +216,40 @@ impl Clients {
     ) -> Result<Self, RunError> {
         let mut lease_config = config.clone();
         lease_config.connect_timeout = Some(renew_deadline);
+        let counts = Arc::new(RequestCounts::default());
+        counts.set_host(
+            config
+                .cluster_url
+                .authority()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        );
         Ok(Self {
-            main: build_client(config.clone(), qps, burst)?,
-            events: build_bounded_client(config, qps, burst, EVENTS_MAX_IN_FLIGHT)?,
+            main: build_client_on(
+                config.clone(),
+                qps,
+                burst,
+                MAX_IN_FLIGHT,
+                None,
+                Some(&counts),
+            )?,
+            events: build_client_on(
+                config,
+                qps,
+                burst,
+                EVENTS_MAX_IN_FLIGHT,
+                None,
+                Some(&counts),
+            )?,
             lease: build_client_on(
                 lease_config,
                 qps,
                 burst,
                 LEASE_MAX_IN_FLIGHT,
                 Some(renew_deadline),
+                Some(&counts),
             )?,
+            counts,
         })
     }
 
@@ -227,6 +259,7 @@ impl Clients {
             main: client.clone(),
             events: client.clone(),
             lease: client,
+            counts: Arc::new(RequestCounts::default()),
         }
     }
 }
@@ -257,6 +290,7 @@ pub async fn shutdown_signal() {
 
 struct Shared {
     scheduler: Arc<Scheduler>,
+    requests: Arc<RequestCounts>,
     sync: Arc<SyncTracker>,
     stats: Arc<WatchStats>,
     leading: AtomicBool,
@@ -409,6 +443,7 @@ impl Runner {
         let stats = Arc::new(WatchStats::default());
         let shared = Arc::new(Shared {
             scheduler: scheduler.clone(),
+            requests: clients.counts.clone(),
             sync: sync.clone(),
             stats: stats.clone(),
             leading: AtomicBool::new(false),
@@ -425,7 +460,13 @@ impl Runner {
                     Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
                     None => None,
                 };
-                let router = crate::server::router(scheduler.clone(), sync.clone(), configz, gate);
+                let router = crate::server::router(
+                    scheduler.clone(),
+                    clients.counts.clone(),
+                    sync.clone(),
+                    configz,
+                    gate,
+                );
                 Some(crate::server::start(serving, router).await?)
             }
             None => None,
@@ -503,6 +544,11 @@ impl Runner {
     /// Whether every watcher has listed once.
     pub fn synced(&self) -> bool {
         self.shared.sync.all_synced()
+    }
+
+    /// The API requests the scheduler's clients sent so far.
+    pub fn request_counts(&self) -> &Arc<RequestCounts> {
+        &self.shared.requests
     }
 
     /// What the watchers saw.

@@ -53,6 +53,7 @@ pub struct Serving {
 #[derive(Clone)]
 struct AppState {
     scheduler: Arc<Scheduler>,
+    requests: Arc<crate::requests::RequestCounts>,
     sync: Arc<SyncTracker>,
     configz: Arc<serde_json::Value>,
 }
@@ -77,12 +78,14 @@ impl ServerHandle {
 /// The router of every endpoint, behind the gatekeeper when there is one.
 pub fn router(
     scheduler: Arc<Scheduler>,
+    requests: Arc<crate::requests::RequestCounts>,
     sync: Arc<SyncTracker>,
     config: serde_json::Value,
     gate: Option<Arc<crate::auth::Gatekeeper>>,
 ) -> Router {
     let state = AppState {
         scheduler,
+        requests,
         sync,
         configz: Arc::new(config),
     };
@@ -120,12 +123,18 @@ async fn readyz(State(s): State<AppState>) -> Response {
 }
 
 async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    let text = s.scheduler.metrics().encode();
+    let mut text = s.scheduler.metrics().encode();
     let wants_openmetrics = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/openmetrics-text"));
     if wants_openmetrics {
+        // The client counters go before the closing `# EOF`.
+        let clients = s.requests.metrics_text(true);
+        match text.rfind("# EOF") {
+            Some(at) => text.insert_str(at, &clients),
+            None => text.push_str(&clients),
+        }
         (
             [(
                 header::CONTENT_TYPE,
@@ -140,7 +149,7 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            openmetrics_to_prometheus(&text),
+            openmetrics_to_prometheus(&text) + &s.requests.metrics_text(false),
         )
             .into_response()
     }

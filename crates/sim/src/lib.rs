@@ -29,4 +29,7 @@ pub use whatif::{
     ScaleAnswer, ScaleTarget, Scenario, SkippedPod, Trial, WhatIf, add_nodes, drain, explain_pod,
     scale_workload,
 };
-pub use workload::{Op, Workload, WorkloadError};
+pub use workload::{
+    CreateNodes, CreatePods, Op, Workload, WorkloadError, generated_node, node_template,
+    pod_template,
+};

@@ -23,7 +23,7 @@ use crate::report::{
     percentile,
 };
 use crate::workload::{
-    CsiNodeTemplate, Op, Workload, node_template, pod_template, volume_templates,
+    CsiNodeTemplate, Op, Workload, generated_node, node_template, pod_template, volume_templates,
 };
 
 /// A simulation could not start or a workload failed.
@@ -679,30 +679,11 @@ impl Simulation {
             match op {
                 Op::CreateNodes(c) => {
                     let template = node_template(c.template.as_ref()).map_err(|m| op_err(i, m))?;
-                    let prefix = template
-                        .metadata
-                        .name
-                        .clone()
-                        .unwrap_or_else(|| "node".into());
                     for n in 0..c.count {
-                        let mut node = template.clone();
-                        let name = format!("{prefix}-{n}");
-                        node.metadata.name = Some(name.clone());
-                        let labels = node.metadata.labels.get_or_insert_with(Default::default);
-                        labels.insert("kubernetes.io/hostname".into(), name.clone());
-                        if !c.zones.is_empty() {
-                            labels.insert(
-                                "topology.kubernetes.io/zone".into(),
-                                c.zones[n % c.zones.len()].clone(),
-                            );
-                        }
-                        for (k, values) in &c.cycle_labels {
-                            if !values.is_empty() {
-                                labels.insert(k.clone(), values[n % values.len()].clone());
-                            }
-                        }
+                        let node = generated_node(&template, c, n);
+                        let name = name_of(&node);
                         if let Some(csi) = &c.csi_node {
-                            self.add_csi_node(&name_of(&node), csi);
+                            self.add_csi_node(&name, csi);
                         }
                         self.add_node(node, &file);
                         if let Some(t) = &c.resource_slice {

@@ -294,6 +294,31 @@ pub fn volume_templates(
     }
 }
 
+/// Node number `n` of a `createNodes` op, from its typed template: named `<prefix>-<n>`
+/// (the template's name is the prefix, `node` by default), with its hostname label, its
+/// zone (round-robin over `zones`) and its cycled labels. The simulator and `kubesched
+/// bench --kubeconfig` both build their nodes with it.
+pub fn generated_node(template: &api::Node, c: &CreateNodes, n: usize) -> api::Node {
+    let mut node = template.clone();
+    let prefix = template.metadata.name.as_deref().unwrap_or("node");
+    let name = format!("{prefix}-{n}");
+    node.metadata.name = Some(name.clone());
+    let labels = node.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert("kubernetes.io/hostname".into(), name);
+    if !c.zones.is_empty() {
+        labels.insert(
+            "topology.kubernetes.io/zone".into(),
+            c.zones[n % c.zones.len()].clone(),
+        );
+    }
+    for (k, values) in &c.cycle_labels {
+        if !values.is_empty() {
+            labels.insert(k.clone(), values[n % values.len()].clone());
+        }
+    }
+    node
+}
+
 /// The typed pod template.
 pub fn pod_template(v: Option<&serde_json::Value>) -> Result<api::Pod, String> {
     decode_template(v)
