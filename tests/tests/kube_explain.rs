@@ -89,6 +89,24 @@ async fn explain_reads_with_list_only_and_writes_nothing() {
         assert!(verdicts.contains(&("gpu", Some("TaintToleration"))), "{verdicts:?}");
         assert!(verdicts.contains(&("n1", Some("NodeResourcesFit"))), "{verdicts:?}");
 
+        // What would change that, per node, from the plugins' own verdicts: the tainted
+        // node wants a toleration (and has room), n1 and n2 are too small for 6 CPUs.
+        let remedies = |node: &str| -> Vec<String> {
+            let n = explanation.nodes.iter().find(|n| n.node == node).expect(node);
+            n.remedies.iter().map(|r| format!("{}: {}", r.plugin, r.text)).collect()
+        };
+        assert_eq!(
+            remedies("gpu"),
+            ["TaintToleration: add a toleration for gpu=true:NoSchedule"]
+        );
+        assert_eq!(
+            remedies("n1"),
+            ["NodeResourcesFit: needs 5000m more cpu (requests 6000m, 1000m free of 2000m)"]
+        );
+        assert!(json["explanations"][0]["nodes"][0]["remedies"][0]["kind"].is_string());
+        // The whole table as an operator reads it (README shows it).
+        insta::assert_snapshot!("explain_big_table", report.to_table(false));
+
         // Nothing was written: every request is a GET that RBAC calls `list`, nothing
         // changed on the server, no binding was made.
         let requests = server.requests();

@@ -31,6 +31,7 @@ mod plugin;
 #[doc(hidden)]
 pub mod probe;
 pub mod registry;
+mod remedy;
 mod runtime;
 mod snapshot;
 mod status;
@@ -56,6 +57,7 @@ pub use nominator::Nominator;
 pub use objects::{ObjectStore, Store};
 pub use parallel::Parallelizer;
 pub use plugin::*;
+pub use remedy::{NodeRemedy, Remedy};
 pub use runtime::{
     DYNAMIC_RESOURCES, DYNAMIC_RESOURCES_MISSING, Framework, MAX_PERMIT_TIMEOUT, PluginRef,
     PluginScores, PreFilterOutcome, ProfileSpec, ScoreTable, implemented_points,

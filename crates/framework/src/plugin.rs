@@ -357,6 +357,21 @@ pub trait PreFilterExtensions: Send + Sync {
 pub trait FilterPlugin: Send + Sync {
     /// Success when the pod fits on `node`.
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+
+    /// Explain mode only: what would make this plugin accept `node` after [`filter`]
+    /// rejected it, computed from the same cycle state. Called by `--explain` and
+    /// `kubesched explain` after the verdicts, never while scheduling. Default: nothing
+    /// known (the rejection's reasons still show).
+    ///
+    /// [`filter`]: FilterPlugin::filter
+    fn remedies(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _node: &NodeInfo,
+    ) -> Vec<crate::Remedy> {
+        Vec::new()
+    }
 }
 
 /// The status each node's Filter gave, for PostFilter and failure messages.

@@ -789,6 +789,43 @@ impl Framework {
         Ok(Some((state_out, node_out)))
     }
 
+    /// Explain mode only: what would make each Filter plugin that rejects `node` accept
+    /// it. Unlike Filter, every plugin runs (not only up to the first rejection), so the
+    /// answer lists everything standing in the way; plugins see the node with the pods
+    /// nominated to it, as Filter does. Not timed nor counted in metrics.
+    pub fn filter_remedies(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Vec<crate::NodeRemedy> {
+        let with = self.with_nominated_pods(state, pod, node).ok().flatten();
+        let mut out = Vec::new();
+        for (i, p) in self.filter.iter().enumerate() {
+            if self.filter_skipped(state, i, p) {
+                continue;
+            }
+            let Some(f) = p.as_filter() else { continue };
+            let rejecting = with
+                .as_ref()
+                .map(|(s2, n2)| (s2, n2))
+                .filter(|(s2, n2)| f.filter(s2, pod, n2).is_rejected())
+                .or_else(|| {
+                    f.filter(state, pod, node)
+                        .is_rejected()
+                        .then_some((state, node))
+                });
+            if let Some((s, n)) = rejecting {
+                out.extend(
+                    f.remedies(s, pod, n)
+                        .into_iter()
+                        .map(|r| crate::NodeRemedy::new(p.name(), r)),
+                );
+            }
+        }
+        out
+    }
+
     /// Filter with nominated pods taken into account, as upstream does: first with the
     /// higher-or-equal priority pods nominated to the node added (they must fit too), then,
     /// if that passed and pods were added, without them (anti-affinity to them must not

@@ -1,7 +1,7 @@
 //! Per-node Filter results and per-plugin scores of one attempt, with each extender's
 //! verdict and score, for `--explain`.
 
-use kubesched_framework::{PreemptionExplanation, Status};
+use kubesched_framework::{NodeRemedy, PreemptionExplanation, Status};
 use serde::Serialize;
 
 /// One Score plugin's contribution on one node.
@@ -61,6 +61,10 @@ pub struct NodeExplanation {
     /// Why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// What would make each rejecting Filter plugin accept the node, as the plugins
+    /// computed it (every rejecting plugin, not only the first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remedies: Vec<NodeRemedy>,
     /// Scores, when the node was scored.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scores: Vec<PluginScoreExplanation>,
@@ -82,6 +86,7 @@ impl NodeExplanation {
             rejected_by: (!ok).then(|| status.plugin().unwrap_or_default().to_string()),
             code: (!ok).then(|| status.code().as_str().to_string()),
             reasons: status.reasons().to_vec(),
+            remedies: Vec::new(),
             scores: Vec::new(),
             extenders: Vec::new(),
             total_score: None,

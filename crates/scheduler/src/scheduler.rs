@@ -882,10 +882,13 @@ impl Scheduler {
                     .clone()
                     .unwrap_or_else(Status::success)
             };
+            let mut explained = NodeExplanation::from_status(node.name(), &status);
             if status.is_success() {
                 feasible.push(node.clone());
+            } else if status.is_rejected() && diagnosis.pre_filter_msg.is_empty() {
+                explained.remedies = fw.filter_remedies(state, pod, node);
             }
-            nodes.push(NodeExplanation::from_status(node.name(), &status));
+            nodes.push(explained);
         }
         let position: HashMap<String, usize> = nodes
             .iter()

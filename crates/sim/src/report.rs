@@ -239,13 +239,21 @@ impl SimReport {
         let s = &self.summary;
         let _ = write!(
             out,
-            "\nSummary: {} pods on {} nodes: {} scheduled, {} unschedulable, {} pending",
-            s.pods, s.nodes, s.scheduled, s.unschedulable, s.pending
+            "\nSummary: {} on {}: {} scheduled, {} unschedulable, {} pending",
+            plural(s.pods, "pod", "pods"),
+            plural(s.nodes, "node", "nodes"),
+            s.scheduled,
+            s.unschedulable,
+            s.pending
         );
         if s.preempted > 0 {
             let _ = write!(out, ", {} preempted", s.preempted);
         }
-        let _ = write!(out, "; {} attempts", s.attempts);
+        let _ = write!(
+            out,
+            "; {}",
+            plural(s.attempts as usize, "attempt", "attempts")
+        );
         if with_timing {
             let _ = write!(
                 out,
@@ -380,6 +388,9 @@ fn write_explanation(out: &mut String, e: &Explanation) {
                 n.rejected_by.as_deref().unwrap_or("?"),
                 n.reasons.join(", ")
             );
+            for r in &n.remedies {
+                let _ = writeln!(out, "    to fit: {} [{}]", r.text, r.plugin);
+            }
         }
         for x in &n.extenders {
             let _ = writeln!(out, "    {}", extender_line(x));

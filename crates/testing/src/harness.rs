@@ -267,6 +267,39 @@ impl PluginHarness {
         run
     }
 
+    /// Explain mode: runs PreFilter, then Filter on every node, and for each node Filter
+    /// rejected, the plugin's remedies in words (`(node, remedies)` in node order; nodes
+    /// that passed are left out). Empty when PreFilter skipped or failed.
+    pub fn remedies(
+        &self,
+        pod: &Arc<PodInfo>,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Vec<(String, Vec<String>)> {
+        let nodes = self.set_nodes(nodes);
+        let mut state = CycleState::new();
+        if let Some(pf) = self.plugin.as_pre_filter() {
+            let (_, status) = pf.pre_filter(&mut state, pod, &nodes);
+            if !status.is_success() {
+                return Vec::new();
+            }
+        }
+        let Some(f) = self.plugin.as_filter() else {
+            return Vec::new();
+        };
+        nodes
+            .iter()
+            .filter(|n| f.filter(&state, pod, n).is_rejected())
+            .map(|n| {
+                let words = f
+                    .remedies(&state, pod, n)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                (n.name().to_string(), words)
+            })
+            .collect()
+    }
+
     /// A one-plugin framework around this plugin, enabled at every point it implements.
     pub fn framework(&self) -> Framework {
         let mut plugins = BTreeMap::new();

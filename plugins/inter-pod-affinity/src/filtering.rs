@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use kubesched_framework::model::{Labels, NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Status,
+    CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Remedy, Status,
 };
 
 use crate::topology::{PairCounts, ResolvedTerm, matches_all};
@@ -334,5 +334,48 @@ impl FilterPlugin for InterPodAffinity {
             return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY);
         }
         Status::success()
+    }
+
+    /// Every term standing in the way on this node, from the same counts Filter reads.
+    fn remedies(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        let (Some(s), Some(n)) = (state.read::<PreFilterState>(), node.node()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if !s.satisfies_affinity(&n.labels) {
+            for t in &s.incoming.affinity {
+                match n.labels.get(&t.topology_key) {
+                    None => out.push(Remedy::MissingTopologyLabel {
+                        topology_key: t.topology_key.clone(),
+                    }),
+                    Some(value) if s.affinity.get(&t.topology_key, value) <= 0 => {
+                        out.push(Remedy::PodAffinity {
+                            topology_key: t.topology_key.clone(),
+                            value: value.clone(),
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for t in &s.incoming.anti_affinity {
+            if let Some(value) = n.labels.get(&t.topology_key) {
+                let matching_pods = s.anti_affinity.get(&t.topology_key, value);
+                if matching_pods > 0 {
+                    out.push(Remedy::PodAntiAffinity {
+                        topology_key: t.topology_key.clone(),
+                        value: value.clone(),
+                        matching_pods,
+                    });
+                }
+            }
+        }
+        for (topology_key, value, _) in s.existing_anti_affinity.positive_on_node(&n.labels) {
+            out.push(Remedy::ExistingAntiAffinity {
+                topology_key,
+                value,
+            });
+        }
+        out
     }
 }

@@ -1063,3 +1063,41 @@ fn kept_counts_answer_as_a_fresh_plugin_would() {
         );
     }
 }
+
+// ---------------------------------------------------------------- Remedies (explain)
+
+#[test]
+fn remedies_name_the_term_and_domain_in_the_way() {
+    let h = harness(None, &[("default", &[])]);
+    let nodes = vec![node("n-a", "a"), node("n-b", "b"), node("bare", "")];
+    let existing = [
+        on("db", "n-a").label("app", "db"),
+        on("cache", "n-b").label("app", "cache"),
+        on("loner", "n-b")
+            .label("app", "loner")
+            .pod_anti_affinity(&[("app", "web")], ZONE),
+    ];
+    let pods: Vec<Arc<PodInfo>> = existing.into_iter().map(PodBuilder::info).collect();
+    let web = PodBuilder::new("web")
+        .label("app", "web")
+        .pod_affinity(&[("app", "db")], ZONE)
+        .pod_anti_affinity(&[("app", "cache")], ZONE);
+    let got = h.remedies(&web.info(), &node_infos(nodes, &pods));
+    assert_eq!(
+        got,
+        vec![
+            (
+                "n-b".to_string(),
+                vec![
+                    format!("no pod matching the required pod affinity runs in {ZONE}=b"),
+                    format!("1 pod(s) matching the required pod anti-affinity run in {ZONE}=b"),
+                    format!("an existing pod's required anti-affinity forbids {ZONE}=b"),
+                ]
+            ),
+            (
+                "bare".to_string(),
+                vec![format!("node has no {ZONE} label")]
+            ),
+        ]
+    );
+}

@@ -74,6 +74,21 @@ impl PairCounts {
         })
     }
 
+    /// The pairs the node's labels form that have a positive count, sorted by key.
+    pub(crate) fn positive_on_node(&self, labels: &Labels) -> Vec<(String, String, i64)> {
+        let mut out: Vec<_> = self
+            .map
+            .iter()
+            .filter_map(|(key, values)| {
+                let value = labels.get(key.as_ref())?;
+                let n = *values.get(value.as_str())?;
+                (n > 0).then(|| (key.to_string(), value.clone(), n))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Whether no pair is counted.
     pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()

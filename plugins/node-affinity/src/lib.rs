@@ -14,13 +14,13 @@ use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
 use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
-use kubesched_framework::model::selector::{Operator, WeightedNodeSelectorTerm};
-use kubesched_framework::model::{Node, NodeInfo, NodeSelector, NodeSelectorTerm, PodInfo};
+use kubesched_framework::model::selector::{Operator, Requirement, WeightedNodeSelectorTerm};
+use kubesched_framework::model::{Labels, Node, NodeInfo, NodeSelector, NodeSelectorTerm, PodInfo};
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
     CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, PluginError,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, Remedy, ScorePlugin, Status,
 };
 
 /// The plugin's registered name.
@@ -207,6 +207,86 @@ impl FilterPlugin for NodeAffinity {
             return Status::unresolvable(ERR_REASON_POD);
         }
         Status::success()
+    }
+
+    fn remedies(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        let Some(n) = node.node() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Some(required) = &self.added.required {
+            selector_remedies(required, "addedAffinity", n, &mut out);
+        }
+        let pod_part = &pod.required_node_affinity;
+        if let Some(selector) = &pod_part.node_selector {
+            for r in selector
+                .requirements
+                .iter()
+                .filter(|r| !r.matches(&n.labels))
+            {
+                out.push(label_remedy("nodeSelector", r, &n.labels));
+            }
+        }
+        if let Some(required) = &pod_part.required {
+            selector_remedies(required, "nodeAffinity", n, &mut out);
+        }
+        out
+    }
+}
+
+/// When no term of `selector` matches the node: per term, the first requirement that fails.
+fn selector_remedies(selector: &NodeSelector, source: &str, n: &Node, out: &mut Vec<Remedy>) {
+    if selector.matches(&n.labels, &n.name) {
+        return;
+    }
+    for (i, term) in selector.terms.iter().enumerate() {
+        let source = if selector.terms.len() == 1 {
+            source.to_string()
+        } else {
+            format!("{source} term {i}")
+        };
+        if let Some(r) = term
+            .match_expressions
+            .iter()
+            .find(|r| !r.matches(&n.labels))
+        {
+            out.push(label_remedy(&source, r, &n.labels));
+        } else if let Some(r) = term
+            .match_fields
+            .iter()
+            .find(|r| !r.matches_value(Some(&n.name)))
+        {
+            out.push(Remedy::NodeLabel {
+                source,
+                requirement: describe_requirement(r),
+                node_value: Some(n.name.clone()),
+            });
+        } else if term.match_expressions.is_empty() && term.match_fields.is_empty() {
+            out.push(Remedy::NodeLabel {
+                source,
+                requirement: "a term with no requirements (it matches no node)".to_string(),
+                node_value: None,
+            });
+        }
+    }
+}
+
+fn label_remedy(source: &str, r: &Requirement, labels: &Labels) -> Remedy {
+    Remedy::NodeLabel {
+        source: source.to_string(),
+        requirement: describe_requirement(r),
+        node_value: labels.get(&r.key).cloned(),
+    }
+}
+
+/// A requirement as it is written in a manifest: `disktype In [ssd]`, `gpu Exists`.
+fn describe_requirement(r: &Requirement) -> String {
+    match r.operator {
+        Operator::In | Operator::NotIn => {
+            format!("{} {:?} [{}]", r.key, r.operator, r.values.join(", "))
+        }
+        Operator::Exists | Operator::DoesNotExist => format!("{} {:?}", r.key, r.operator),
+        Operator::Gt | Operator::Lt => format!("{} {:?} {}", r.key, r.operator, r.bound),
     }
 }
 
@@ -953,5 +1033,38 @@ mod tests {
             .info();
         let run = harness.run(&pod, &node_infos(zoned_nodes(), &[]));
         insta::assert_yaml_snapshot!(run);
+    }
+
+    #[test]
+    fn remedies_name_the_failing_requirement_of_each_term() {
+        let h = PluginHarness::new(NodeAffinity::default());
+        let node = || {
+            node_info(
+                NodeBuilder::new("n1")
+                    .label("disktype", "hdd")
+                    .label("zone", "x"),
+                &[],
+            )
+        };
+        let selector = PodBuilder::new("p").node_selector(&[("disktype", "ssd"), ("rack", "r1")]);
+        assert_eq!(
+            h.remedies(&selector.info(), &[node()])[0].1,
+            vec![
+                "nodeSelector needs disktype In [ssd]; node has \"hdd\"".to_string(),
+                "nodeSelector needs rack In [r1]; node has no such label".to_string(),
+            ]
+        );
+        let two_terms = PodBuilder::new("p")
+            .required_node_term(term(&[("zone", "In", &["x"]), ("gpu", "Exists", &[])]))
+            .required_node_term(term(&[(NODE_NAME_FIELD, "In", &["n9"])]));
+        assert_eq!(
+            h.remedies(&two_terms.info(), &[node()])[0].1,
+            vec![
+                "nodeAffinity term 0 needs gpu Exists; node has no such label".to_string(),
+                "nodeAffinity term 1 needs metadata.name In [n9]; node has \"n1\"".to_string(),
+            ]
+        );
+        let matching = PodBuilder::new("p").node_affinity("zone", "In", &["x", "y"]);
+        assert!(h.remedies(&matching.info(), &[node()]).is_empty());
     }
 }

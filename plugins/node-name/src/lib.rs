@@ -8,7 +8,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Status,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Remedy, Status,
 };
 
 /// The plugin's registered name.
@@ -47,6 +47,15 @@ impl FilterPlugin for NodeName {
             Status::success()
         } else {
             Status::unresolvable(ERR_REASON)
+        }
+    }
+
+    fn remedies(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        match &pod.node_name {
+            Some(wanted) if !fits(pod, node.name()) => vec![Remedy::NodeName {
+                wanted: wanted.clone(),
+            }],
+            _ => Vec::new(),
         }
     }
 }
@@ -114,5 +123,20 @@ mod tests {
         ];
         let run = PluginHarness::new(NodeName).run(&PodBuilder::new("p").node("n2").info(), &nodes);
         insta::assert_yaml_snapshot!(run);
+    }
+
+    #[test]
+    fn remedy_names_the_requested_node() {
+        let got = PluginHarness::new(NodeName).remedies(
+            &PodBuilder::new("p").node("wanted").info(),
+            &[node_info(NodeBuilder::new("other"), &[])],
+        );
+        assert_eq!(
+            got,
+            vec![(
+                "other".to_string(),
+                vec!["pod is pinned to node wanted by spec.nodeName".to_string()]
+            )]
+        );
     }
 }

@@ -11,7 +11,7 @@ use kubesched_framework::events::{
 use kubesched_framework::model::{HostPort, HostPortInfo, NodeInfo, PodInfo, any_conflict};
 use kubesched_framework::{
     CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
-    PreFilterResult, Status,
+    PreFilterResult, Remedy, Status,
 };
 use std::sync::Arc;
 
@@ -68,6 +68,22 @@ impl FilterPlugin for NodePorts {
         } else {
             Status::success()
         }
+    }
+
+    fn remedies(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        let wanted = match state.read::<WantedPorts>() {
+            Some(WantedPorts(w)) => w,
+            None => &pod.host_ports,
+        };
+        wanted
+            .iter()
+            .filter(|p| node.used_ports.conflicts(p))
+            .map(|p| Remedy::HostPort {
+                protocol: p.protocol.clone(),
+                ip: p.ip.clone(),
+                port: p.port,
+            })
+            .collect()
     }
 }
 
@@ -380,5 +396,32 @@ mod tests {
         );
         let without_ports = harness.run(&PodBuilder::new("plain").info(), &nodes);
         insta::assert_yaml_snapshot!([with_ports, without_ports]);
+    }
+
+    #[test]
+    fn remedies_list_each_taken_port() {
+        let existing = pod_with("existing", &[(8080, "TCP", ""), (53, "UDP", "10.0.0.1")])
+            .node("n1")
+            .info();
+        let node = node_info(NodeBuilder::new("n1"), &[existing]);
+        let pod = pod_with(
+            "p",
+            &[
+                (8080, "TCP", "127.0.0.1"),
+                (53, "UDP", ""),
+                (9090, "TCP", ""),
+            ],
+        );
+        let got = PluginHarness::new(NodePorts).remedies(&pod.info(), &[node]);
+        assert_eq!(
+            got,
+            vec![(
+                "n1".to_string(),
+                vec![
+                    "host port TCP/127.0.0.1:8080 is already in use".to_string(),
+                    "host port UDP/0.0.0.0:53 is already in use".to_string(),
+                ]
+            )]
+        );
     }
 }

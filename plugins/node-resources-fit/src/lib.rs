@@ -22,7 +22,7 @@ use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
     Code, CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
-    PreFilterResult, PreScorePlugin, ScorePlugin, Status,
+    PreFilterResult, PreScorePlugin, Remedy, ScorePlugin, Status,
 };
 
 pub use args::{
@@ -241,6 +241,23 @@ impl FilterPlugin for NodeResourcesFit {
             Code::Unschedulable
         };
         Status::new(code, short.into_iter().map(|r| r.reason.into_owned()))
+    }
+
+    fn remedies(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        let request = match state.read::<PreFilterState>() {
+            Some(PreFilterState(r)) => r,
+            None => &pod.requests,
+        };
+        insufficient_resources(
+            request,
+            &node.allocatable,
+            &node.requested,
+            node.pods.len(),
+            |name| self.ignored(name),
+        )
+        .into_iter()
+        .map(|r| Remedy::more_resource(&r.resource, r.requested, r.used, r.capacity))
+        .collect()
     }
 }
 

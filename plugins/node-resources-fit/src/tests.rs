@@ -825,3 +825,60 @@ fn snapshot_scores_per_strategy() {
     .collect();
     insta::assert_yaml_snapshot!(runs);
 }
+
+// ---------------------------------------------------------------- Remedies (explain)
+
+#[test]
+fn remedies_name_every_short_resource_with_its_amounts() {
+    let node = || {
+        NodeBuilder::new("n1").capacity(&[
+            ("cpu", "4"),
+            ("memory", "8Gi"),
+            ("pods", "2"),
+            ("example.com/gpu", "1"),
+        ])
+    };
+    let existing = PodBuilder::new("busy")
+        .node("n1")
+        .container(&[("cpu", "3"), ("memory", "6Gi"), ("example.com/gpu", "1")])
+        .info();
+    let h = PluginHarness::new(default_plugin());
+    let pod = pod(&[
+        ("cpu", "2500m"),
+        ("memory", "1Gi"),
+        ("example.com/gpu", "1"),
+    ])
+    .info();
+    let got = h.remedies(&pod, &[node_info(node(), std::slice::from_ref(&existing))]);
+    assert_eq!(
+        got,
+        vec![(
+            "n1".to_string(),
+            vec![
+                "needs 1500m more cpu (requests 2500m, 1000m free of 4000m)".to_string(),
+                "needs 1 more example.com/gpu (requests 1, 0 free of 1)".to_string(),
+            ]
+        )]
+    );
+    // A full node: the pod slot is the remedy, whatever the requests.
+    let other = PodBuilder::new("other").node("n1").info();
+    let empty = PodBuilder::new("empty").info();
+    let got = h.remedies(&empty, &[node_info(node(), &[existing, other])]);
+    assert_eq!(
+        got[0].1,
+        vec!["needs 1 more pod slot (2 of 2 in use)".to_string()]
+    );
+    // A node that fits gets nothing.
+    assert!(h.remedies(&empty, &[node_info(node(), &[])]).is_empty());
+}
+
+#[test]
+fn remedies_skip_ignored_resources_as_filter_does() {
+    let h = PluginHarness::new(plugin(json!({"ignoredResources": ["example.com/aaa"]})));
+    let p = pod(&[("cpu", "20m"), ("example.com/aaa", "10")]).info();
+    let got = h.remedies(&p, &[node_info(small_node(), &[])]);
+    assert_eq!(
+        got[0].1,
+        vec!["needs 10m more cpu (requests 20m, 10m free of 10m)".to_string()]
+    );
+}

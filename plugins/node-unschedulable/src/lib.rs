@@ -9,7 +9,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::{NodeInfo, PodInfo, Taint, TaintEffect, tolerated};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Status,
+    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Remedy, Status,
 };
 
 /// The plugin's registered name.
@@ -66,6 +66,15 @@ impl FilterPlugin for NodeUnschedulable {
             return Status::unresolvable(ERR_REASON_UNSCHEDULABLE);
         }
         Status::success()
+    }
+
+    fn remedies(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        match node.node() {
+            Some(n) if n.unschedulable && !tolerated(&self.taint, &pod.tolerations) => {
+                vec![Remedy::Uncordon]
+            }
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -318,5 +327,28 @@ mod tests {
             &nodes,
         );
         insta::assert_yaml_snapshot!([plain, tolerating]);
+    }
+
+    #[test]
+    fn remedy_for_a_cordoned_node_is_to_uncordon_it() {
+        let h = PluginHarness::new(NodeUnschedulable::default());
+        let cordoned = || node_info(NodeBuilder::new("n1").unschedulable(), &[]);
+        let got = h.remedies(&PodBuilder::new("p").info(), &[cordoned()]);
+        assert_eq!(
+            got,
+            vec![(
+                "n1".to_string(),
+                vec!["node is cordoned: uncordon it".to_string()]
+            )]
+        );
+        let tolerant = PodBuilder::new("p")
+            .toleration(
+                "node.kubernetes.io/unschedulable",
+                "Exists",
+                "",
+                "NoSchedule",
+            )
+            .info();
+        assert!(h.remedies(&tolerant, &[cordoned()]).is_empty());
     }
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use kubesched_framework::model::{Node, NodeInfo, PodInfo, WhenUnsatisfiable};
 use kubesched_framework::{
-    CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Status,
+    CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Remedy, Status,
 };
 use rustc_hash::FxHashMap;
 
@@ -451,6 +451,34 @@ impl FilterPlugin for PodTopologySpread {
             }
         }
         Status::success()
+    }
+
+    /// Every hard constraint the node breaks, with the same arithmetic as Filter.
+    fn remedies(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        let (Some(s), Some(n)) = (state.read::<PreFilterState>(), node.node()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (c, domains) in s.constraints.iter().zip(&s.domains) {
+            let Some(value) = n.labels.get(&c.topology_key) else {
+                out.push(Remedy::MissingTopologyLabel {
+                    topology_key: c.topology_key.to_string(),
+                });
+                continue;
+            };
+            let self_match = i64::from(c.selector.matches(&pod.labels));
+            let matching = domains.count(value).unwrap_or(0);
+            let skew = matching + self_match - domains.min_match(c.min_domains);
+            if skew > i64::from(c.max_skew) {
+                out.push(Remedy::SpreadSkew {
+                    topology_key: c.topology_key.to_string(),
+                    value: value.clone(),
+                    skew,
+                    max_skew: c.max_skew,
+                });
+            }
+        }
+        out
     }
 }
 

@@ -1267,3 +1267,37 @@ fn kept_counts_answer_as_a_fresh_plugin_would() {
         );
     }
 }
+
+// ---------------------------------------------------------------- Remedies (explain)
+
+#[test]
+fn remedies_give_the_skew_each_broken_constraint_would_reach() {
+    let h = harness();
+    // zone a: 2 pods, zone b: 0, zone c: 1 → min 0. A pod in a makes skew 3, in c 2.
+    let nodes = vec![
+        node("n-a", "a"),
+        node("n-b", "b"),
+        node("n-c", "c"),
+        node("bare", ""),
+    ];
+    let existing = [foo("p1", "n-a"), foo("p2", "n-a"), foo("p3", "n-c")];
+    let pods: Vec<Arc<PodInfo>> = existing.into_iter().map(PodBuilder::info).collect();
+    let got = h.remedies(&hard_foo(1, ZONE).info(), &node_infos(nodes, &pods));
+    assert_eq!(
+        got,
+        vec![
+            (
+                "n-a".to_string(),
+                vec![format!("{ZONE}=a spread skew would be 3 > maxSkew 1")]
+            ),
+            (
+                "n-c".to_string(),
+                vec![format!("{ZONE}=c spread skew would be 2 > maxSkew 1")]
+            ),
+            (
+                "bare".to_string(),
+                vec![format!("node has no {ZONE} label")]
+            ),
+        ]
+    );
+}

@@ -14,7 +14,7 @@ use kubesched_framework::model::{
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::{
     CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, PluginError,
-    PreScorePlugin, ScorePlugin, Status,
+    PreScorePlugin, Remedy, ScorePlugin, Status,
 };
 use std::sync::Arc;
 
@@ -81,6 +81,18 @@ impl FilterPlugin for TaintToleration {
                 Status::unresolvable(ERR_REASON_UNTOLERATED)
             }
         }
+    }
+
+    fn remedies(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
+        node.node()
+            .and_then(|n| find_untolerated(&n.taints, &pod.tolerations, &DO_NOT_SCHEDULE))
+            .map(|t| Remedy::Toleration {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_string(),
+            })
+            .into_iter()
+            .collect()
     }
 }
 
@@ -513,5 +525,32 @@ mod tests {
             .info();
         let run = PluginHarness::new(TaintToleration).run(&pod, &nodes);
         insta::assert_yaml_snapshot!(run);
+    }
+
+    #[test]
+    fn remedy_names_the_first_untolerated_taint() {
+        let node = NodeBuilder::new("n1")
+            .taint("soft", "", "PreferNoSchedule")
+            .taint("tolerated", "x", "NoSchedule")
+            .taint("node-role/gpu", "", "NoSchedule")
+            .taint("dedicated", "ml", "NoExecute");
+        let pod = PodBuilder::new("p")
+            .toleration("tolerated", "Equal", "x", "NoSchedule")
+            .info();
+        let got = PluginHarness::new(TaintToleration).remedies(&pod, &[node_info(node, &[])]);
+        assert_eq!(
+            got,
+            vec![(
+                "n1".to_string(),
+                vec!["add a toleration for node-role/gpu:NoSchedule".to_string()]
+            )]
+        );
+        let valued = NodeBuilder::new("n2").taint("dedicated", "ml", "NoExecute");
+        let got = PluginHarness::new(TaintToleration)
+            .remedies(&PodBuilder::new("p").info(), &[node_info(valued, &[])]);
+        assert_eq!(
+            got[0].1,
+            vec!["add a toleration for dedicated=ml:NoExecute".to_string()]
+        );
     }
 }
