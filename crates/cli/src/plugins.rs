@@ -8,6 +8,8 @@
 
 pub use kubesched_framework as framework;
 
+#[cfg(feature = "plugin-coscheduling")]
+use kubesched_plugin_coscheduling as _;
 #[cfg(feature = "plugin-default-binder")]
 use kubesched_plugin_default_binder as _;
 #[cfg(feature = "plugin-default-preemption")]

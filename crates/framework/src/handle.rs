@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use kubesched_model::PodInfo;
 use parking_lot::RwLock;
 
 use crate::client::{ClusterClient, NoopClient};
@@ -21,12 +22,31 @@ pub trait PodActivator: Send + Sync {
     fn activate(&self, uids: &[String]);
 }
 
+/// Every live pod the scheduler's event handlers know, bound or pending, of any scheduler
+/// (finished and deleted pods leave), as upstream's pod informer lists them. Plugins that
+/// reason about groups of pods (gang scheduling) count their members here.
+pub trait LivePods: Send + Sync {
+    /// The pods of `namespace` whose label `key` has `value`, sorted by name.
+    fn with_label(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<PodInfo>>;
+}
+
+/// No pods: the view of a handle built without a scheduler (unit tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoLivePods;
+
+impl LivePods for NoLivePods {
+    fn with_label(&self, _: &str, _: &str, _: &str) -> Vec<Arc<PodInfo>> {
+        Vec::new()
+    }
+}
+
 struct HandleInner {
     snapshot: RwLock<Arc<Snapshot>>,
     /// The snapshot's node count, readable per node without touching the lock or the Arc.
     num_nodes: AtomicUsize,
     client: Arc<dyn ClusterClient>,
     objects: Arc<ObjectStore>,
+    live_pods: Arc<dyn LivePods>,
     nominator: Arc<Nominator>,
     waiting_pods: Arc<WaitingPods>,
     parallelizer: Parallelizer,
@@ -84,6 +104,11 @@ impl Handle {
     /// Objects other than nodes and pods.
     pub fn objects(&self) -> &Arc<ObjectStore> {
         &self.inner.objects
+    }
+
+    /// Every live pod, bound or pending (see [`LivePods`]).
+    pub fn live_pods(&self) -> &Arc<dyn LivePods> {
+        &self.inner.live_pods
     }
 
     /// Nominated pods.
@@ -149,6 +174,7 @@ pub struct HandleBuilder {
     snapshot: Arc<Snapshot>,
     client: Arc<dyn ClusterClient>,
     objects: Arc<ObjectStore>,
+    live_pods: Arc<dyn LivePods>,
     nominator: Arc<Nominator>,
     waiting_pods: Arc<WaitingPods>,
     parallelism: usize,
@@ -164,6 +190,7 @@ impl Default for HandleBuilder {
             snapshot: Arc::new(Snapshot::default()),
             client: Arc::new(NoopClient),
             objects: Arc::new(ObjectStore::default()),
+            live_pods: Arc::new(NoLivePods),
             nominator: Arc::new(Nominator::new()),
             waiting_pods: Arc::new(WaitingPods::default()),
             parallelism: 1,
@@ -189,6 +216,11 @@ impl HandleBuilder {
     /// The object store.
     pub fn objects(mut self, objects: Arc<ObjectStore>) -> Self {
         self.objects = objects;
+        self
+    }
+    /// The view of every live pod.
+    pub fn live_pods(mut self, live_pods: Arc<dyn LivePods>) -> Self {
+        self.live_pods = live_pods;
         self
     }
     /// The nominator.
@@ -241,6 +273,7 @@ impl HandleBuilder {
                 snapshot: RwLock::new(self.snapshot),
                 client: self.client,
                 objects: self.objects,
+                live_pods: self.live_pods,
                 nominator: self.nominator,
                 waiting_pods: self.waiting_pods,
                 parallelizer: if self.caller_joins_pool {

@@ -51,7 +51,7 @@ pub use extender::{
     Victims,
 };
 pub use features::{Feature, FeatureGates};
-pub use handle::{Handle, HandleBuilder, HandleControl, PodActivator};
+pub use handle::{Handle, HandleBuilder, HandleControl, LivePods, NoLivePods, PodActivator};
 pub use node_tally::{NodeTally, TallyCache};
 pub use nominator::Nominator;
 pub use objects::{ObjectStore, Store};

@@ -1157,7 +1157,9 @@ impl Framework {
             break;
         }
         if status.is_success() && !waits.is_empty() {
-            self.handle.waiting_pods().add(pod.clone(), waits);
+            self.handle
+                .waiting_pods()
+                .add_at(pod.clone(), waits, self.handle.clock().now());
             status = Status::new(
                 Code::Wait,
                 [format!(

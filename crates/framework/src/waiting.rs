@@ -12,8 +12,9 @@ use tokio::time::Instant;
 use crate::{Code, Status};
 
 struct WaitState {
-    /// Plugin → deadline.
-    pending: HashMap<String, (Instant, Duration)>,
+    /// Plugin → deadline on the runtime's timer, the wait it asked for, and the deadline
+    /// on the scheduler's clock (virtual in a simulation, see [`WaitingPods::expire_due`]).
+    pending: HashMap<String, (Instant, Duration, std::time::Instant)>,
     done: Option<oneshot::Sender<Status>>,
 }
 
@@ -34,13 +35,20 @@ impl std::fmt::Debug for WaitingPod {
 }
 
 impl WaitingPod {
-    fn new(pod: Arc<PodInfo>, waits: HashMap<String, Duration>) -> Self {
+    fn new(
+        pod: Arc<PodInfo>,
+        waits: HashMap<String, Duration>,
+        clock_now: std::time::Instant,
+    ) -> Self {
         let now = Instant::now();
         let (tx, rx) = oneshot::channel();
         Self {
             pod,
             state: Mutex::new(WaitState {
-                pending: waits.into_iter().map(|(p, d)| (p, (now + d, d))).collect(),
+                pending: waits
+                    .into_iter()
+                    .map(|(p, d)| (p, (now + d, d, clock_now + d)))
+                    .collect(),
                 done: Some(tx),
             }),
             receiver: Mutex::new(Some(rx)),
@@ -83,8 +91,42 @@ impl WaitingPod {
             .lock()
             .pending
             .iter()
-            .min_by_key(|(name, (at, _))| (*at, (*name).clone()))
-            .map(|(name, (at, d))| (*at, name.clone(), *d))
+            .min_by_key(|(name, (at, _, _))| (*at, (*name).clone()))
+            .map(|(name, (at, d, _))| (*at, name.clone(), *d))
+    }
+
+    /// Whether the pod still waits: no plugin rejected it and not every plugin allowed it.
+    pub fn is_waiting(&self) -> bool {
+        self.state.lock().done.is_some()
+    }
+
+    /// The earliest deadline on the scheduler's clock, while the pod still waits.
+    fn clock_deadline(&self) -> Option<std::time::Instant> {
+        let s = self.state.lock();
+        s.done.as_ref()?;
+        s.pending.values().map(|(_, _, at)| *at).min()
+    }
+
+    /// Rejects the pod when a plugin's deadline on the scheduler's clock has passed.
+    fn expire_due(&self, clock_now: std::time::Instant) -> bool {
+        let due = {
+            let s = self.state.lock();
+            if s.done.is_none() {
+                return false;
+            }
+            s.pending
+                .iter()
+                .filter(|(_, (_, _, at))| *at <= clock_now)
+                .min_by_key(|(name, (_, _, at))| (*at, (*name).clone()))
+                .map(|(name, (_, d, _))| (name.clone(), *d))
+        };
+        match due {
+            Some((plugin, waited)) => {
+                self.reject(&plugin, &timeout_message(&plugin, waited));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Waits until every plugin allows, one rejects, or a plugin's time runs out.
@@ -104,15 +146,18 @@ impl WaitingPod {
                     return res.unwrap_or_else(|_| Status::error("permit wait dropped"));
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    let msg = format!(
-                        "rejected due to timeout after waiting {} at plugin {plugin}",
-                        go_duration(waited)
-                    );
-                    self.reject(&plugin, &msg);
+                    self.reject(&plugin, &timeout_message(&plugin, waited));
                 }
             }
         }
     }
+}
+
+fn timeout_message(plugin: &str, waited: Duration) -> String {
+    format!(
+        "rejected due to timeout after waiting {} at plugin {plugin}",
+        go_duration(waited)
+    )
 }
 
 /// Formats a duration the way Go prints a `time.Duration` (e.g. `10s`, `1m30s`, `500ms`).
@@ -144,9 +189,20 @@ pub struct WaitingPods {
 }
 
 impl WaitingPods {
-    /// Registers a waiting pod.
+    /// Registers a waiting pod; its deadlines run on the runtime's timer.
     pub fn add(&self, pod: Arc<PodInfo>, waits: HashMap<String, Duration>) -> Arc<WaitingPod> {
-        let wp = Arc::new(WaitingPod::new(pod.clone(), waits));
+        self.add_at(pod, waits, std::time::Instant::now())
+    }
+
+    /// Registers a waiting pod whose wait starts at `clock_now` on the scheduler's clock,
+    /// so a simulation can time it out on its virtual clock ([`WaitingPods::expire_due`]).
+    pub fn add_at(
+        &self,
+        pod: Arc<PodInfo>,
+        waits: HashMap<String, Duration>,
+        clock_now: std::time::Instant,
+    ) -> Arc<WaitingPod> {
+        let wp = Arc::new(WaitingPod::new(pod.clone(), waits, clock_now));
         self.pods.lock().insert(pod.uid.clone(), wp.clone());
         wp
     }
@@ -164,6 +220,29 @@ impl WaitingPods {
     /// Every waiting pod.
     pub fn list(&self) -> Vec<Arc<WaitingPod>> {
         self.pods.lock().values().cloned().collect()
+    }
+
+    /// How many pods still wait (neither rejected nor allowed by every plugin).
+    pub fn still_waiting(&self) -> usize {
+        self.pods.lock().values().filter(|w| w.is_waiting()).count()
+    }
+
+    /// The earliest deadline, on the scheduler's clock, of the pods that still wait.
+    pub fn next_deadline(&self) -> Option<std::time::Instant> {
+        self.pods
+            .lock()
+            .values()
+            .filter_map(|w| w.clock_deadline())
+            .min()
+    }
+
+    /// Times out every pod whose deadline on the scheduler's clock is `clock_now` or
+    /// earlier, with the message the runtime's timer would give. A simulation calls this
+    /// after moving its virtual clock; against a cluster the timer does it. Returns how
+    /// many pods were rejected.
+    pub fn expire_due(&self, clock_now: std::time::Instant) -> usize {
+        let pods = self.list();
+        pods.iter().filter(|w| w.expire_due(clock_now)).count()
     }
 
     /// Rejects a waiting pod (for example when it is deleted or preempted).
@@ -189,6 +268,51 @@ pub(crate) fn is_rejection(code: Code) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deadlines_on_the_scheduler_clock_expire_when_it_passes_them() {
+        let pods = WaitingPods::default();
+        let start = std::time::Instant::now();
+        let pod = |name: &str| {
+            let pod = k8s_openapi::api::core::v1::Pod {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some(name.into()),
+                    uid: Some(name.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            Arc::new(PodInfo::new(Arc::new(pod)).expect("a named pod compiles"))
+        };
+        let short = pods.add_at(
+            pod("short"),
+            HashMap::from([("Gang".to_string(), Duration::from_secs(5))]),
+            start,
+        );
+        let long = pods.add_at(
+            pod("long"),
+            HashMap::from([("Gang".to_string(), Duration::from_secs(60))]),
+            start,
+        );
+        assert_eq!(pods.still_waiting(), 2);
+        assert_eq!(pods.next_deadline(), Some(start + Duration::from_secs(5)));
+        assert_eq!(pods.expire_due(start + Duration::from_secs(4)), 0);
+        assert_eq!(pods.expire_due(start + Duration::from_secs(5)), 1);
+        assert!(!short.is_waiting() && long.is_waiting());
+        assert_eq!(pods.next_deadline(), Some(start + Duration::from_secs(60)));
+        let rejected = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime")
+            .block_on(short.wait());
+        assert_eq!(
+            rejected.message(),
+            "rejected due to timeout after waiting 5s at plugin Gang"
+        );
+        long.allow("Gang");
+        assert_eq!(pods.still_waiting(), 0);
+        assert_eq!(pods.next_deadline(), None);
+    }
 
     #[test]
     fn go_durations() {

@@ -10,6 +10,7 @@ use kubesched_framework::clock::Clock;
 use kubesched_framework::{ClusterClient, Framework, Handle, Nominator, ObjectStore, WaitingPods};
 use kubesched_queue::{QueueConfig, SchedulingQueue};
 
+use crate::compiled_pods::CompiledPods;
 use crate::extender::{apply_ignored_resources, build_extenders};
 use crate::metrics::SchedulerMetrics;
 use crate::{Scheduler, SchedulerOptions};
@@ -58,8 +59,10 @@ pub fn build_scheduler(
     })?;
     let metrics = Arc::new(SchedulerMetrics::new());
     let nominator = Arc::new(Nominator::new());
+    let compiled_pods = Arc::new(CompiledPods::default());
     let handle = Handle::builder()
         .client(parts.client)
+        .live_pods(compiled_pods.clone())
         .objects(parts.objects)
         .nominator(nominator.clone())
         .waiting_pods(Arc::new(WaitingPods::default()))
@@ -98,7 +101,13 @@ pub fn build_scheduler(
         percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
         seed: parts.seed,
     };
-    Ok(Arc::new(Scheduler::new(
-        profiles, cache, queue, handle, metrics, options,
+    Ok(Arc::new(Scheduler::with_compiled_pods(
+        profiles,
+        cache,
+        queue,
+        handle,
+        metrics,
+        options,
+        compiled_pods,
     )))
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kubesched_framework::LivePods;
 use kubesched_framework::model::PodInfo;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
@@ -67,6 +68,24 @@ impl CompiledPods {
     }
 }
 
+/// The compiled pods are every live pod the event handlers saw, which is what plugins list.
+impl LivePods for CompiledPods {
+    fn with_label(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<PodInfo>> {
+        let mut pods: Vec<Arc<PodInfo>> = self
+            .by_uid
+            .lock()
+            .values()
+            .filter(|(_, info)| {
+                info.namespace == namespace
+                    && info.labels.get(key).map(String::as_str) == Some(value)
+            })
+            .map(|(_, info)| Arc::clone(info))
+            .collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        pods
+    }
+}
+
 fn compile(pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
     match PodInfo::new(Arc::clone(pod)) {
         Ok(p) => Some(Arc::new(p)),
@@ -116,7 +135,16 @@ mod tests {
             &compiled
         ));
         assert_eq!(pods.previous(&second).expect("valid").labels["v"], "2");
+        pods.compile(&pod("b", "2"));
+        let listed: Vec<String> = pods
+            .with_label("default", "v", "2")
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        assert_eq!(listed, ["a", "b"]);
+        assert!(pods.with_label("other", "v", "2").is_empty());
         pods.forget(&second);
+        pods.forget(&pod("b", "2"));
         assert!(pods.by_uid.lock().is_empty());
     }
 }

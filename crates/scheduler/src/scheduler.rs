@@ -138,7 +138,7 @@ pub struct Scheduler {
     explaining: Mutex<Option<Explanation>>,
     pod_lister: Mutex<Option<Arc<dyn PodLister>>>,
     in_flight_bindings: Arc<AtomicUsize>,
-    compiled_pods: CompiledPods,
+    compiled_pods: Arc<CompiledPods>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -159,6 +159,27 @@ impl Scheduler {
         metrics: Arc<SchedulerMetrics>,
         options: SchedulerOptions,
     ) -> Self {
+        Self::with_compiled_pods(
+            profiles,
+            cache,
+            queue,
+            handle,
+            metrics,
+            options,
+            Arc::new(CompiledPods::default()),
+        )
+    }
+
+    /// Joins the parts, with the pod view the handle's [`LivePods`](kubesched_framework::LivePods) reads.
+    pub(crate) fn with_compiled_pods(
+        profiles: BTreeMap<String, Arc<Framework>>,
+        cache: Arc<Cache>,
+        queue: Arc<SchedulingQueue>,
+        handle: HandleControl,
+        metrics: Arc<SchedulerMetrics>,
+        options: SchedulerOptions,
+        compiled_pods: Arc<CompiledPods>,
+    ) -> Self {
         let rng = match options.seed {
             Some(s) => fastrand::Rng::with_seed(s),
             None => fastrand::Rng::new(),
@@ -176,7 +197,7 @@ impl Scheduler {
             explaining: Mutex::new(None),
             pod_lister: Mutex::new(None),
             in_flight_bindings: Arc::new(AtomicUsize::new(0)),
-            compiled_pods: CompiledPods::default(),
+            compiled_pods,
         }
     }
 

@@ -528,7 +528,10 @@ impl Simulation {
         let mut spins = 0u32;
         loop {
             tokio::task::yield_now().await;
-            if self.scheduler.in_flight_bindings() == 0
+            // Pods held at Permit wait for siblings the loop has yet to schedule (gangs)
+            // or for the virtual clock (their timeout): neither comes while we wait here.
+            let held = self.scheduler.handle().waiting_pods().still_waiting();
+            if self.scheduler.in_flight_bindings() <= held
                 && self.scheduler.handle().background_tasks() == 0
             {
                 break;
@@ -584,10 +587,15 @@ impl Simulation {
             // Nothing to do until the next pod's backoff ends or the next preemption victim
             // is gone: jump the virtual clock there.
             let termination = self.cluster.next_termination();
-            let next = [self.scheduler.queue().next_backoff_expiry(), termination]
-                .into_iter()
-                .flatten()
-                .min();
+            let permit_deadline = self.scheduler.handle().waiting_pods().next_deadline();
+            let next = [
+                self.scheduler.queue().next_backoff_expiry(),
+                termination,
+                permit_deadline,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             if let Some(at) = next {
                 let now = kubesched_framework::clock::Clock::now(&self.clock);
                 if at > now {
@@ -605,12 +613,20 @@ impl Simulation {
                     break;
                 }
                 self.cluster.finish_terminations();
+                self.expire_permit_waits();
                 self.scheduler.queue().flush_backoff_completed();
                 continue;
             }
             break;
         }
         self.report_progress();
+    }
+
+    /// Times out the pods held at Permit whose wait ended on the virtual clock (the
+    /// runtime's timer runs on real time, which a simulation does not wait for).
+    fn expire_permit_waits(&self) {
+        let now = kubesched_framework::clock::Clock::now(&self.clock);
+        self.scheduler.handle().waiting_pods().expire_due(now);
     }
 
     /// Moves the virtual clock, running the queue's periodic flushes as time passes.
@@ -624,6 +640,7 @@ impl Simulation {
             left -= d;
             since_leftover += d;
             self.cluster.finish_terminations();
+            self.expire_permit_waits();
             self.scheduler.queue().flush_backoff_completed();
             if since_leftover >= Duration::from_secs(30) {
                 since_leftover = Duration::ZERO;

@@ -1,0 +1,539 @@
+//! Coscheduling (gang scheduling): the pods of a `PodGroup` are bound all together or not
+//! at all, after kubernetes-sigs/scheduler-plugins' plugin of the same name.
+//!
+//! A pod joins a group with the [`POD_GROUP_LABEL`] label naming a PodGroup of its
+//! namespace. QueueSort keeps a group's pods next to each other; PreEnqueue and PreFilter
+//! hold them until `minMember` pods exist (and, with `minResources`, until the cluster has
+//! room for the whole group); Permit makes each placed pod wait until `minMember` are
+//! placed, then lets them all bind; a failure of one (PostFilter, Unreserve, a Permit
+//! timeout) sends the waiting siblings back to the queue. The plugin keeps only in-memory
+//! bookkeeping of placed pods and failed groups; it reads pods through the handle's
+//! [`LivePods`](kubesched_framework::LivePods) and must not change pods itself.
+
+mod args;
+mod podgroup;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResource};
+use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
+use kubesched_framework::{
+    Code, CycleState, EnqueueExtensions, Framework, Handle, NodeToStatus, PermitPlugin,
+    PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterPlugin,
+    PreFilterResult, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Status, Store, async_trait,
+};
+use parking_lot::Mutex;
+
+pub use args::{
+    CoschedulingArgs, DEFAULT_PERMIT_WAITING_TIME_SECONDS, DEFAULT_POD_GROUP_BACKOFF_SECONDS,
+    DEFAULT_POD_GROUP_REJECT_PERCENTAGE,
+};
+pub use podgroup::{
+    API_VERSION, GROUP, PLURAL, POD_GROUP_LABEL, PodGroup, PodGroupSpec, PodGroupStatus, VERSION,
+    phase,
+};
+
+/// The plugin's registered name.
+pub const NAME: &str = "Coscheduling";
+
+/// Permit's answer to a pod whose PodGroup does not exist.
+pub const ERR_POD_GROUP_NOT_FOUND: &str = "PodGroup not found";
+/// PostFilter's answer to a pod of no (known) group.
+pub const ERR_NO_POD_GROUP: &str = "can not find pod group";
+/// How waiting siblings are rejected when one pod of the group fails its Filter.
+pub const REJECTED_IN_POST_FILTER: &str = "optimistic rejection in PostFilter";
+/// How waiting siblings are rejected when one pod of the group is unreserved.
+pub const REJECTED_IN_UNRESERVE: &str = "rejection in Unreserve";
+
+/// PreFilter's and PreEnqueue's words for a group with fewer pods than `minMember`.
+pub fn not_enough_siblings(point: &str, pod: &str, pods: usize, min_member: i32) -> String {
+    format!(
+        "{point} pod {pod} cannot find enough sibling pods, current pods number: {pods}, minMember of group: {min_member}"
+    )
+}
+
+/// PreFilter's words for a group whose quorum counts pods still held by scheduling gates.
+pub fn gated_siblings(pod: &str) -> String {
+    format!("pre-filter pod {pod} cannot proceed due to gated pods in the same PodGroup")
+}
+
+/// PreFilter's words for a group refused during its backoff.
+pub fn failed_recently(group: &str) -> String {
+    format!("podGroup {group} failed recently")
+}
+
+/// PostFilter's words when it rejects the whole group.
+pub fn group_rejected(group: &str, pod: &str) -> String {
+    format!(
+        "PodGroup {group} gets rejected due to Pod {pod} is unschedulable even after PostFilter"
+    )
+}
+
+/// The Coscheduling plugin.
+pub struct Coscheduling {
+    handle: Handle,
+    groups: Arc<Store<PodGroup>>,
+    /// The wait at Permit when the group sets none.
+    permit_timeout: Duration,
+    /// How long a failed group is refused, if at all.
+    group_backoff: Option<Duration>,
+    /// `podGroupRejectPercentage` as a fraction.
+    reject_threshold: f64,
+    book: Mutex<Bookkeeping>,
+}
+
+impl std::fmt::Debug for Coscheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coscheduling")
+            .field("permit_timeout", &self.permit_timeout)
+            .field("group_backoff", &self.group_backoff)
+            .field("reject_threshold", &self.reject_threshold)
+            .finish()
+    }
+}
+
+/// What the plugin remembers between cycles, by group (`namespace/name`).
+#[derive(Debug, Default)]
+struct Bookkeeping {
+    /// Names of the pods that passed Permit (assumed or bound) and were not unreserved.
+    placed: HashMap<String, BTreeSet<String>>,
+    /// Groups whose `minResources` check passed, until when it holds.
+    resources_checked: HashMap<String, Instant>,
+    /// Groups refused at PreFilter until then.
+    backed_off: HashMap<String, Instant>,
+    /// When the group last failed: it sorts as if created then, so a group that cannot
+    /// be placed does not keep the head of the queue.
+    last_failure: HashMap<String, SystemTime>,
+}
+
+impl Coscheduling {
+    /// Builds the plugin over the PodGroups of `groups`.
+    pub fn with_groups(
+        args: &CoschedulingArgs,
+        handle: &Handle,
+        groups: Arc<Store<PodGroup>>,
+    ) -> Result<Self, PluginError> {
+        use kubesched_framework::registry::PluginArgs;
+        args.validate()
+            .map_err(|e| PluginError(format!("{NAME}: {e}")))?;
+        let permit_timeout = match args.permit_waiting_time_seconds {
+            0 => Duration::from_secs(DEFAULT_PERMIT_WAITING_TIME_SECONDS as u64),
+            s => Duration::from_secs(s as u64),
+        };
+        let group_backoff = (args.pod_group_backoff_seconds > 0)
+            .then(|| Duration::from_secs(args.pod_group_backoff_seconds as u64));
+        Ok(Self {
+            handle: handle.clone(),
+            groups,
+            permit_timeout,
+            group_backoff,
+            reject_threshold: f64::from(args.pod_group_reject_percentage) / 100.0,
+            book: Mutex::new(Bookkeeping::default()),
+        })
+    }
+
+    fn now(&self) -> Instant {
+        self.handle.clock().now()
+    }
+
+    /// The pod's group: its `namespace/name` and the PodGroup when it exists. None for a
+    /// pod without the label.
+    fn group_of(&self, pod: &PodInfo) -> Option<(String, Option<Arc<PodGroup>>)> {
+        let name = pod.labels.get(POD_GROUP_LABEL).filter(|n| !n.is_empty())?;
+        let full = format!("{}/{name}", pod.namespace);
+        Some((full, self.groups.get(Some(&pod.namespace), name)))
+    }
+
+    /// Every live pod of the pod's group (the pod included once it is known).
+    fn members(&self, pod: &PodInfo) -> Vec<Arc<PodInfo>> {
+        match pod.labels.get(POD_GROUP_LABEL) {
+            Some(name) => self
+                .handle
+                .live_pods()
+                .with_label(&pod.namespace, POD_GROUP_LABEL, name),
+            None => Vec::new(),
+        }
+    }
+
+    /// How many pods of the group are placed: bound ones, and those that passed Permit
+    /// and were not unreserved. Names of pods gone since are forgotten.
+    fn placed_count(&self, group: &str, members: &[Arc<PodInfo>]) -> usize {
+        let mut book = self.book.lock();
+        let mut placed: BTreeSet<&str> = members
+            .iter()
+            .filter(|p| p.node_name.is_some())
+            .map(|p| p.name.as_str())
+            .collect();
+        if let Some(tracked) = book.placed.get_mut(group) {
+            tracked.retain(|name| members.iter().any(|p| &p.name == name));
+            placed.extend(tracked.iter().map(String::as_str));
+        }
+        placed.len()
+    }
+
+    fn mark_failure(&self, group: &str) {
+        let wall = self.handle.clock().wall_now();
+        let mut book = self.book.lock();
+        book.resources_checked.remove(group);
+        book.last_failure.insert(group.to_string(), wall);
+    }
+
+    /// Rejects every pod of the group waiting at Permit.
+    fn reject_waiting(&self, group: &str, message: &str) {
+        for waiting in self.handle.waiting_pods().list() {
+            if full_group_name(waiting.pod()).as_deref() == Some(group) {
+                waiting.reject(NAME, message);
+            }
+        }
+    }
+
+    /// The time a queued pod sorts by: its group's last failure, else the group's
+    /// creation, else the pod's first entry in the queue.
+    fn sort_time(&self, info: &QueuedPodInfo) -> SystemTime {
+        let pod = &info.pod_info;
+        if let Some((full, group)) = self.group_of(pod) {
+            if let Some(failed) = self.book.lock().last_failure.get(&full) {
+                return *failed;
+            }
+            if let Some(group) = group {
+                // A PodGroup without a creation time sorts first, as Go's zero time does.
+                return group
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(SystemTime::UNIX_EPOCH, |t| wall_time(&t.0));
+            }
+        }
+        let at = info.initial_attempt_timestamp.unwrap_or(info.timestamp);
+        let clock = self.handle.clock();
+        let ago = clock.now().saturating_duration_since(at);
+        clock
+            .wall_now()
+            .checked_sub(ago)
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    }
+
+    /// Upstream's cluster-wide check: the nodes' free resources, not counting the group's
+    /// own pods, cover `minResources` and `minMember` pods.
+    fn check_cluster_resources(&self, group: &PodGroup, full: &str) -> Result<(), String> {
+        let wanted = group.spec.min_resources.clone().unwrap_or_default();
+        let mut need = Resource::from_list(&wanted, "spec.minResources")
+            .map_err(|e| format!("PodGroup {full}: {e}"))?;
+        need.allowed_pod_number = i64::from(group.spec.min_member);
+        let mut names: Vec<String> = wanted.keys().cloned().collect();
+        names.push("pods".into());
+        names.sort();
+        names.dedup();
+        let mut gap: BTreeMap<String, i64> = names
+            .into_iter()
+            .map(|n| {
+                let amount = need.get(&n);
+                (n, amount)
+            })
+            .filter(|(_, amount)| *amount > 0)
+            .collect();
+        for node in self.handle.snapshot().list() {
+            if gap.is_empty() {
+                break;
+            }
+            if node.node().is_none() {
+                continue;
+            }
+            let free = free_without_group(node, full);
+            gap.retain(|name, amount| {
+                *amount -= free.get(name);
+                *amount > 0
+            });
+        }
+        if gap.is_empty() {
+            return Ok(());
+        }
+        let listed: Vec<String> = gap
+            .iter()
+            .map(|(name, amount)| match name.as_str() {
+                "cpu" => format!("{name}:{amount}m"),
+                _ => format!("{name}:{amount}"),
+            })
+            .collect();
+        Err(format!("resource gap: map[{}]", listed.join(" ")))
+    }
+
+    /// The quorum check PreEnqueue and PreFilter share.
+    fn check_quorum(
+        &self,
+        point: &str,
+        pod: &PodInfo,
+        group: &PodGroup,
+        members: &[Arc<PodInfo>],
+    ) -> Result<(), String> {
+        let min = group.spec.min_member;
+        if (members.len() as i64) < i64::from(min) {
+            return Err(not_enough_siblings(point, &pod.name, members.len(), min));
+        }
+        Ok(())
+    }
+}
+
+/// An API timestamp as a wall-clock time (times before 1970 as 1970).
+fn wall_time(ts: &k8s_openapi::jiff::Timestamp) -> SystemTime {
+    match u64::try_from(ts.as_second()) {
+        Ok(secs) => {
+            let nanos = u32::try_from(ts.subsec_nanosecond()).unwrap_or(0);
+            SystemTime::UNIX_EPOCH + Duration::new(secs, nanos)
+        }
+        Err(_) => SystemTime::UNIX_EPOCH,
+    }
+}
+
+/// Unschedulable with no message: PostFilter could not help, but has nothing to add.
+fn unschedulable_without_reason() -> Status {
+    Status::new(Code::Unschedulable, Vec::<String>::new())
+}
+
+/// `namespace/group` of a pod, if it names a group.
+fn full_group_name(pod: &PodInfo) -> Option<String> {
+    pod.labels
+        .get(POD_GROUP_LABEL)
+        .filter(|n| !n.is_empty())
+        .map(|n| format!("{}/{n}", pod.namespace))
+}
+
+/// A node's free resources with the pods of `group` taken off it.
+fn free_without_group(node: &NodeInfo, group: &str) -> Resource {
+    let mut requested = node.requested.clone();
+    let mut pods = 0i64;
+    for p in &node.pods {
+        if full_group_name(p).as_deref() == Some(group) {
+            requested.sub(&p.requests);
+        } else {
+            pods += 1;
+        }
+    }
+    let mut free = node.allocatable.clone();
+    free.sub(&requested);
+    free.allowed_pod_number = node.allocatable.allowed_pod_number - pods;
+    free
+}
+
+// Registered once PodGroups reach the object store (see the crate's README in the report).
+kubesched_framework::impl_plugin!(Coscheduling, name: NAME);
+
+impl QueueSortPlugin for Coscheduling {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        let (pa, pb) = (a.pod_info.priority, b.pod_info.priority);
+        if pa != pb {
+            return pa > pb;
+        }
+        let (ta, tb) = (self.sort_time(a), self.sort_time(b));
+        if ta == tb {
+            return (&a.pod_info.namespace, &a.pod_info.name)
+                < (&b.pod_info.namespace, &b.pod_info.name);
+        }
+        ta < tb
+    }
+}
+
+impl PreEnqueuePlugin for Coscheduling {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        let Some((_, Some(group))) = self.group_of(pod) else {
+            // No group, or one that does not exist yet: Permit answers for the latter.
+            return Status::success();
+        };
+        let members = self.members(pod);
+        match self.check_quorum("pre-enqueue", pod, &group, &members) {
+            Ok(()) => Status::success(),
+            Err(message) => Status::unresolvable(message),
+        }
+    }
+}
+
+impl PreFilterPlugin for Coscheduling {
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status) {
+        let Some((full, Some(group))) = self.group_of(pod) else {
+            return (None, Status::success());
+        };
+        let now = self.now();
+        {
+            let mut book = self.book.lock();
+            match book.backed_off.get(&full) {
+                Some(until) if *until > now => {
+                    return (None, Status::unresolvable(failed_recently(&full)));
+                }
+                Some(_) => {
+                    book.backed_off.remove(&full);
+                }
+                None => {}
+            }
+        }
+        let members = self.members(pod);
+        if let Err(message) = self.check_quorum("pre-filter", pod, &group, &members) {
+            return (None, Status::unresolvable(message));
+        }
+        // minMember may be below the workload's size: only gated pods beyond the slack
+        // stop the group.
+        let mut slack = members.len() as i64 - i64::from(group.spec.min_member);
+        for member in &members {
+            if !member.scheduling_gates.is_empty() {
+                slack -= 1;
+            }
+            if slack < 0 {
+                return (None, Status::unresolvable(gated_siblings(&pod.name)));
+            }
+        }
+        if group.spec.min_resources.is_none() {
+            return (None, Status::success());
+        }
+        {
+            let mut book = self.book.lock();
+            match book.resources_checked.get(&full) {
+                Some(until) if *until > now => return (None, Status::success()),
+                Some(_) => {
+                    book.resources_checked.remove(&full);
+                }
+                None => {}
+            }
+        }
+        if let Err(message) = self.check_cluster_resources(&group, &full) {
+            return (None, Status::unresolvable(message));
+        }
+        self.book
+            .lock()
+            .resources_checked
+            .insert(full, now + self.permit_timeout);
+        (None, Status::success())
+    }
+}
+
+#[async_trait]
+impl PostFilterPlugin for Coscheduling {
+    async fn post_filter(
+        &self,
+        _framework: &Framework,
+        _state: &CycleState,
+        pod: &Arc<PodInfo>,
+        _statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let Some((full, Some(group))) = self.group_of(pod) else {
+            return (
+                Some(PostFilterResult::default()),
+                Status::unschedulable(ERR_NO_POD_GROUP),
+            );
+        };
+        let min = group.spec.min_member;
+        let members = self.members(pod);
+        let placed = self.placed_count(&full, &members) as i64;
+        // Enough pods are placed already: rejecting the group would undo a quorum.
+        if placed >= i64::from(min) {
+            return (
+                Some(PostFilterResult::default()),
+                unschedulable_without_reason(),
+            );
+        }
+        // Only a few pods short: let the others try before giving the group up.
+        let missing = (i64::from(min) - placed) as f64 / f64::from(min.max(1));
+        if missing <= self.reject_threshold {
+            return (
+                Some(PostFilterResult::default()),
+                unschedulable_without_reason(),
+            );
+        }
+        self.reject_waiting(&full, REJECTED_IN_POST_FILTER);
+        if let Some(backoff) = self.group_backoff
+            && members.len() as i64 >= i64::from(min)
+        {
+            let until = self.now() + backoff;
+            self.book.lock().backed_off.insert(full.clone(), until);
+        }
+        self.mark_failure(&full);
+        (
+            Some(PostFilterResult::default()),
+            Status::unschedulable(group_rejected(&full, &pod.name)),
+        )
+    }
+}
+
+impl ReservePlugin for Coscheduling {
+    fn reserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node_name: &str) -> Status {
+        Status::success()
+    }
+
+    fn unreserve(&self, _state: &mut CycleState, pod: &PodInfo, _node_name: &str) {
+        let Some((full, Some(_))) = self.group_of(pod) else {
+            return;
+        };
+        {
+            let mut book = self.book.lock();
+            if let Some(placed) = book.placed.get_mut(&full) {
+                placed.remove(&pod.name);
+                if placed.is_empty() {
+                    book.placed.remove(&full);
+                }
+            }
+        }
+        self.reject_waiting(&full, REJECTED_IN_UNRESERVE);
+        self.mark_failure(&full);
+    }
+}
+
+impl PermitPlugin for Coscheduling {
+    fn permit(&self, _state: &CycleState, pod: &PodInfo, _node_name: &str) -> (Status, Duration) {
+        let Some((full, group)) = self.group_of(pod) else {
+            return (Status::success(), Duration::ZERO);
+        };
+        let Some(group) = group else {
+            return (
+                Status::unschedulable(ERR_POD_GROUP_NOT_FOUND),
+                Duration::ZERO,
+            );
+        };
+        let members = self.members(pod);
+        self.book
+            .lock()
+            .placed
+            .entry(full.clone())
+            .or_default()
+            .insert(pod.name.clone());
+        let placed = self.placed_count(&full, &members);
+        if placed as i64 >= i64::from(group.spec.min_member) {
+            self.book.lock().last_failure.remove(&full);
+            for waiting in self.handle.waiting_pods().list() {
+                if full_group_name(waiting.pod()).as_deref() == Some(full.as_str()) {
+                    waiting.allow(NAME);
+                }
+            }
+            return (Status::success(), Duration::ZERO);
+        }
+        if placed == 1 {
+            // The group's first placed pod: its siblings may sit in the unschedulable
+            // pods (rejected before the group was whole); bring them back.
+            let siblings: Vec<String> = members
+                .iter()
+                .filter(|p| p.uid != pod.uid && p.node_name.is_none())
+                .map(|p| p.uid.clone())
+                .collect();
+            if !siblings.is_empty() {
+                self.handle.activate(&siblings);
+            }
+        }
+        (Status::wait(), group.permit_timeout(self.permit_timeout))
+    }
+}
+
+impl EnqueueExtensions for Coscheduling {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![ClusterEventWithHint::new(
+            EventResource::Pod,
+            ActionType::ADD,
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests;

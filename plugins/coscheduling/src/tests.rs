@@ -1,0 +1,484 @@
+//! Table tests of every extension point, on a handle with a fake clock, a PodGroup store
+//! and a list of live pods the test controls.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kubesched_framework::clock::{Clock, FakeClock};
+use kubesched_framework::model::PodInfo;
+use kubesched_framework::{
+    Code, CycleState, Handle, HandleControl, LivePods, NodeToStatus, PermitPlugin,
+    PreEnqueuePlugin, PreFilterPlugin, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Snapshot,
+    Status, Store,
+};
+use kubesched_testing::{NodeBuilder, PodBuilder, node_infos};
+use parking_lot::Mutex;
+
+use super::*;
+
+#[derive(Default)]
+struct Pods(Mutex<Vec<Arc<PodInfo>>>);
+
+impl LivePods for Pods {
+    fn with_label(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<PodInfo>> {
+        self.0
+            .lock()
+            .iter()
+            .filter(|p| {
+                p.namespace == namespace && p.labels.get(key).map(String::as_str) == Some(value)
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+struct Fixture {
+    plugin: Coscheduling,
+    handle: HandleControl,
+    groups: Arc<Store<PodGroup>>,
+    pods: Arc<Pods>,
+    clock: FakeClock,
+}
+
+fn fixture(args: CoschedulingArgs) -> Fixture {
+    let clock = FakeClock::new();
+    let pods = Arc::new(Pods::default());
+    let handle = Handle::builder()
+        .clock(Arc::new(clock.clone()))
+        .live_pods(pods.clone())
+        .build_with_control();
+    let groups = Arc::new(Store::<PodGroup>::default());
+    let plugin = Coscheduling::with_groups(&args, &handle, groups.clone()).expect("valid args");
+    Fixture {
+        plugin,
+        handle,
+        groups,
+        pods,
+        clock,
+    }
+}
+
+fn group(name: &str, min_member: i32) -> PodGroup {
+    PodGroup {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: PodGroupSpec {
+            min_member,
+            ..Default::default()
+        },
+        status: None,
+    }
+}
+
+fn member(name: &str, group: &str) -> PodBuilder {
+    PodBuilder::new(name)
+        .uid(name)
+        .label(POD_GROUP_LABEL, group)
+        .container(&[("cpu", "1")])
+}
+
+impl Fixture {
+    fn add_group(&self, pg: PodGroup) {
+        self.groups.upsert(pg);
+    }
+
+    /// Adds pods to the live view and returns them.
+    fn add_pods(&self, pods: impl IntoIterator<Item = PodBuilder>) -> Vec<Arc<PodInfo>> {
+        let infos: Vec<Arc<PodInfo>> = pods.into_iter().map(PodBuilder::info).collect();
+        self.pods.0.lock().extend(infos.iter().cloned());
+        infos
+    }
+
+    fn gang(&self, group: &str, n: usize) -> Vec<Arc<PodInfo>> {
+        self.add_pods((0..n).map(|i| member(&format!("{group}-{i}"), group)))
+    }
+
+    fn pre_filter(&self, pod: &PodInfo) -> Status {
+        self.plugin.pre_filter(&mut CycleState::new(), pod, &[]).1
+    }
+
+    fn permit(&self, pod: &Arc<PodInfo>) -> (Status, Duration) {
+        let (status, wait) = self.plugin.permit(&CycleState::new(), pod, "n1");
+        if status.is_wait() {
+            let waits = HashMap::from([(NAME.to_string(), wait)]);
+            self.handle.waiting_pods().add(pod.clone(), waits);
+        }
+        (status, wait)
+    }
+
+    fn post_filter(&self, pod: &Arc<PodInfo>) -> Status {
+        let fw = Framework::from_instances(
+            kubesched_framework::ProfileSpec::default(),
+            self.handle.clone(),
+            Arc::new(kubesched_framework::metrics::NoMetrics),
+            Default::default(),
+            Default::default(),
+        )
+        .expect("an empty profile");
+        let (state, statuses) = (CycleState::new(), NodeToStatus::default());
+        let run = self.plugin.post_filter(&fw, &state, pod, &statuses);
+        futures_lite(run).1
+    }
+}
+
+/// Runs a future that never waits (PostFilter here) to completion.
+fn futures_lite<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+fn outcome(s: &Status) -> (Code, String) {
+    (s.code(), s.message())
+}
+
+#[test]
+fn pre_enqueue_holds_a_group_until_min_member_pods_exist() {
+    let f = fixture(CoschedulingArgs::default());
+    let loner = PodBuilder::new("loner").info();
+    assert!(
+        f.plugin.pre_enqueue(&loner).is_success(),
+        "a pod of no group"
+    );
+    let orphan = member("orphan", "missing").info();
+    assert!(
+        f.plugin.pre_enqueue(&orphan).is_success(),
+        "a group that does not exist is Permit's to refuse"
+    );
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 2);
+    assert_eq!(
+        outcome(&f.plugin.pre_enqueue(&pods[0])),
+        (
+            Code::UnschedulableAndUnresolvable,
+            not_enough_siblings("pre-enqueue", "gang-0", 2, 3)
+        )
+    );
+    f.gang_extra("gang", 2);
+    assert!(f.plugin.pre_enqueue(&pods[0]).is_success());
+}
+
+impl Fixture {
+    fn gang_extra(&self, group: &str, index: usize) -> Arc<PodInfo> {
+        self.add_pods([member(&format!("{group}-{index}"), group)])
+            .remove(0)
+    }
+}
+
+#[test]
+fn pre_filter_table() {
+    struct Row {
+        name: &'static str,
+        min_member: i32,
+        min_resources: &'static [(&'static str, &'static str)],
+        members: usize,
+        gated: usize,
+        want: Result<(), String>,
+    }
+    let rows = [
+        Row {
+            name: "quorum reached",
+            min_member: 3,
+            min_resources: &[],
+            members: 3,
+            gated: 0,
+            want: Ok(()),
+        },
+        Row {
+            name: "too few pods",
+            min_member: 4,
+            min_resources: &[],
+            members: 3,
+            gated: 0,
+            want: Err(not_enough_siblings("pre-filter", "g-0", 3, 4)),
+        },
+        Row {
+            name: "a gated pod within the slack",
+            min_member: 3,
+            min_resources: &[],
+            members: 4,
+            gated: 1,
+            want: Ok(()),
+        },
+        Row {
+            name: "gated pods beyond the slack",
+            min_member: 3,
+            min_resources: &[],
+            members: 4,
+            gated: 2,
+            want: Err(gated_siblings("g-0")),
+        },
+        Row {
+            name: "the cluster has room for the group",
+            min_member: 2,
+            min_resources: &[("cpu", "6")],
+            members: 2,
+            gated: 0,
+            want: Ok(()),
+        },
+        Row {
+            name: "the cluster lacks cpu and pod slots",
+            min_member: 12,
+            min_resources: &[("cpu", "9500m"), ("memory", "1Gi")],
+            members: 12,
+            gated: 0,
+            want: Err("resource gap: map[cpu:3500m pods:3]".into()),
+        },
+    ];
+    for row in rows {
+        let f = fixture(CoschedulingArgs::default());
+        let mut pg = group("g", row.min_member);
+        if !row.min_resources.is_empty() {
+            pg.spec.min_resources = Some(
+                row.min_resources
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect(),
+            );
+        }
+        f.add_group(pg);
+        let gated = row.gated;
+        let pods = f.add_pods((0..row.members).map(|i| {
+            let b = member(&format!("g-{i}"), "g");
+            if i >= row.members - gated {
+                b.scheduling_gate("example.com/wait")
+            } else {
+                b
+            }
+        }));
+        // Two nodes of 4 cpu, 5 pods each; one runs a 2-cpu pod of no group and one pod
+        // of the group (whose room counts as the group's).
+        let other = PodBuilder::new("other")
+            .container(&[("cpu", "2")])
+            .node("n1")
+            .info();
+        let placed = member("g-placed", "g").node("n2").info();
+        let nodes = node_infos(
+            vec![
+                NodeBuilder::new("n1").capacity(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "5")]),
+                NodeBuilder::new("n2").capacity(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "5")]),
+            ],
+            &[other, placed],
+        );
+        f.handle.set_snapshot(Arc::new(Snapshot::new(nodes)));
+        let got = f.pre_filter(&pods[0]);
+        match row.want {
+            Ok(()) => assert!(got.is_success(), "{}: {got}", row.name),
+            Err(message) => assert_eq!(
+                outcome(&got),
+                (Code::UnschedulableAndUnresolvable, message),
+                "{}",
+                row.name
+            ),
+        }
+    }
+}
+
+#[test]
+fn permit_waits_for_min_member_then_allows_the_whole_group() {
+    let f = fixture(CoschedulingArgs::default());
+    let loner = PodBuilder::new("loner").info();
+    assert!(f.permit(&loner).0.is_success());
+    let orphan = member("orphan", "missing").info();
+    assert_eq!(
+        outcome(&f.permit(&orphan).0),
+        (Code::Unschedulable, ERR_POD_GROUP_NOT_FOUND.into())
+    );
+
+    let mut pg = group("gang", 3);
+    pg.spec.schedule_timeout_seconds = Some(15);
+    f.add_group(pg);
+    let pods = f.gang("gang", 3);
+    let (first, wait) = f.permit(&pods[0]);
+    assert!(first.is_wait());
+    assert_eq!(wait, Duration::from_secs(15), "the group's own timeout");
+    assert!(f.permit(&pods[1]).0.is_wait());
+    let waiting: Vec<_> = f.handle.waiting_pods().list();
+    assert_eq!(waiting.len(), 2);
+    assert!(waiting.iter().all(|w| w.is_waiting()));
+    assert!(
+        f.permit(&pods[2]).0.is_success(),
+        "the third pod completes the group"
+    );
+    assert!(
+        waiting.iter().all(|w| !w.is_waiting()),
+        "every waiting sibling is allowed"
+    );
+}
+
+#[test]
+fn permit_without_a_group_timeout_waits_as_long_as_the_args_say() {
+    let f = fixture(CoschedulingArgs {
+        permit_waiting_time_seconds: 7,
+        ..Default::default()
+    });
+    f.add_group(group("gang", 2));
+    let pods = f.gang("gang", 2);
+    assert_eq!(f.permit(&pods[0]).1, Duration::from_secs(7));
+}
+
+#[test]
+fn unreserve_rejects_the_waiting_siblings() {
+    let f = fixture(CoschedulingArgs::default());
+    f.add_group(group("gang", 3));
+    f.add_group(group("other", 2));
+    let pods = f.gang("gang", 3);
+    let others = f.gang("other", 2);
+    f.permit(&pods[0]);
+    f.permit(&pods[1]);
+    f.permit(&others[0]);
+    f.plugin.unreserve(&mut CycleState::new(), &pods[1], "n1");
+    let by_pod: HashMap<String, bool> = f
+        .handle
+        .waiting_pods()
+        .list()
+        .iter()
+        .map(|w| (w.pod().name.clone(), w.is_waiting()))
+        .collect();
+    assert!(!by_pod["gang-0"], "a sibling is rejected");
+    assert!(by_pod["other-0"], "another group waits on");
+    // The unreserved pod no longer counts: two more placements are needed again.
+    f.handle.waiting_pods().remove(&pods[0].uid);
+    f.handle.waiting_pods().remove(&pods[1].uid);
+    assert!(f.permit(&pods[2]).0.is_wait());
+}
+
+#[test]
+fn post_filter_table() {
+    // (name, minMember, placed before the failure, reject percentage, want)
+    type Row = (&'static str, i32, usize, i32, (Code, String));
+    let rows: [Row; 4] = [
+        (
+            "quorum already placed",
+            2,
+            2,
+            10,
+            (Code::Unschedulable, String::new()),
+        ),
+        (
+            "a small gap lets the rest try",
+            10,
+            9,
+            10,
+            (Code::Unschedulable, String::new()),
+        ),
+        (
+            "the whole group is rejected",
+            4,
+            1,
+            10,
+            (
+                Code::Unschedulable,
+                group_rejected("default/gang", "gang-3"),
+            ),
+        ),
+        (
+            "percentage 0 rejects on any gap",
+            10,
+            9,
+            0,
+            (
+                Code::Unschedulable,
+                group_rejected("default/gang", "gang-9"),
+            ),
+        ),
+    ];
+    for (name, min, placed, percentage, want) in rows {
+        let f = fixture(CoschedulingArgs {
+            pod_group_reject_percentage: percentage,
+            ..Default::default()
+        });
+        f.add_group(group("gang", min));
+        let pods = f.gang("gang", min as usize);
+        for p in &pods[..placed] {
+            f.plugin
+                .book
+                .lock()
+                .placed
+                .entry("default/gang".into())
+                .or_default()
+                .insert(p.name.clone());
+        }
+        let failing = &pods[min as usize - 1];
+        assert_eq!(outcome(&f.post_filter(failing)), want, "{name}");
+    }
+    let f = fixture(CoschedulingArgs::default());
+    assert_eq!(
+        outcome(&f.post_filter(&PodBuilder::new("loner").info())),
+        (Code::Unschedulable, ERR_NO_POD_GROUP.into())
+    );
+}
+
+#[test]
+fn post_filter_rejects_waiting_siblings_and_backs_the_group_off() {
+    let f = fixture(CoschedulingArgs {
+        pod_group_backoff_seconds: 30,
+        ..Default::default()
+    });
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 3);
+    f.permit(&pods[0]);
+    let rejected = f.post_filter(&pods[2]);
+    assert_eq!(rejected.message(), group_rejected("default/gang", "gang-2"));
+    assert!(!f.handle.waiting_pods().list()[0].is_waiting());
+    assert_eq!(
+        outcome(&f.pre_filter(&pods[1])),
+        (
+            Code::UnschedulableAndUnresolvable,
+            failed_recently("default/gang")
+        )
+    );
+    f.clock.advance(Duration::from_secs(31));
+    assert!(f.pre_filter(&pods[1]).is_success(), "the backoff is over");
+}
+
+#[test]
+fn queue_sort_keeps_a_group_together() {
+    let f = fixture(CoschedulingArgs::default());
+    let created = |pg: &mut PodGroup, secs: i64| {
+        pg.metadata.creation_timestamp = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + secs).expect("a time"),
+        ));
+    };
+    let mut early = group("early", 2);
+    created(&mut early, 0);
+    let mut late = group("late", 2);
+    created(&mut late, 100);
+    f.add_group(early);
+    f.add_group(late);
+    let now = f.clock.now();
+    let queued = |b: PodBuilder| QueuedPodInfo::new(b.info(), now);
+    let late_a = queued(member("a", "late"));
+    let early_z = queued(member("z", "early"));
+    let early_y = queued(member("y", "early"));
+    let urgent = queued(PodBuilder::new("urgent").priority(10));
+    let less = |a: &QueuedPodInfo, b: &QueuedPodInfo| f.plugin.less(a, b);
+    assert!(less(&urgent, &early_z), "priority first");
+    assert!(less(&early_z, &late_a), "then the group's creation");
+    assert!(less(&early_y, &early_z), "then the pod's name");
+    // A group that failed sorts as if created at its failure.
+    f.plugin.mark_failure("default/early");
+    assert!(less(&late_a, &early_z));
+}
+
+#[test]
+fn bad_args_are_refused() {
+    let handle = Handle::default();
+    let err = Coscheduling::with_groups(
+        &CoschedulingArgs {
+            pod_group_backoff_seconds: -1,
+            ..Default::default()
+        },
+        &handle,
+        Arc::new(Store::default()),
+    )
+    .expect_err("negative backoff");
+    assert!(err.0.contains("podGroupBackoffSeconds"), "{err}");
+}
