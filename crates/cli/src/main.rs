@@ -104,6 +104,11 @@ struct SimulateArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// Also write one self-contained HTML page (inline SVG charts, no external files):
+    /// summary, node utilisation before and after, unschedulable reasons, score
+    /// distribution per Score plugin, and every pod with its explanation.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
     /// Seed for tie-breaking between equally scored nodes (runs are reproducible).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -325,6 +330,9 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
                 "--add-nodes, --drain and --scale-workload work on manifests, not with --workload",
             );
         }
+        if args.report.is_some() {
+            return fail("--report works on a plain simulation, not with --add-nodes, --drain or --scale-workload");
+        }
         return what_if(args, loaded, manifests, problems);
     }
     let workload = match &args.workload {
@@ -349,9 +357,14 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
                 bar.set_position(p.done);
             }) as Box<dyn Fn(kubesched_sim::Progress) + Send + Sync>
         });
+    // The HTML report explains every pod; the printed report keeps only the one asked for.
+    let explain = match &args.report {
+        Some(_) => Some(kubesched_sim::EXPLAIN_ALL.to_string()),
+        None => args.explain.clone(),
+    };
     let options = SimulationOptions {
         seed: Some(args.seed),
-        explain: args.explain.clone(),
+        explain,
         progress,
     };
     let result = runtime.block_on(async {
@@ -363,19 +376,37 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         sim.load(manifests, &hint);
+        let before = sim.node_usage();
         sim.settle().await;
         if let Some(w) = &workload {
             sim.run_workload(w).await?;
         }
-        Ok::<_, kubesched_sim::SimError>(sim.report())
+        Ok::<_, kubesched_sim::SimError>((sim.report(), before, sim.node_usage()))
     });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    match result {
-        Ok(report) => print_report(&report, &args),
-        Err(e) => fail(&e.to_string()),
+    let (mut report, before, after) = match result {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if let Some(path) = &args.report {
+        let title = format!(
+            "kubesched simulate {}",
+            args.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let data = kubesched_sim::html::ReportData::new(&title, &report, &before, &after);
+        if let Err(e) = std::fs::write(path, kubesched_sim::html::render(&data)) {
+            return fail(&format!("writing the report {}: {e}", path.display()));
+        }
+        let asked = args.explain.as_deref();
+        report.explanations.retain(|e| Some(e.pod.as_str()) == asked);
     }
+    print_report(&report, &args)
 }
 
 /// Prints a simulation's report in the chosen format, warning first when the pod asked to

@@ -472,6 +472,13 @@ impl SimCluster {
         self.state.lock().nodes.get(name).cloned()
     }
 
+    /// Every node, sorted by name.
+    pub fn nodes(&self) -> Vec<Arc<api::Node>> {
+        let mut nodes: Vec<_> = self.state.lock().nodes.values().cloned().collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        nodes
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.state.lock().nodes.len()

@@ -10,6 +10,7 @@
 pub mod bench;
 mod claims;
 mod cluster;
+pub mod html;
 mod load;
 mod report;
 mod runner;
@@ -23,7 +24,7 @@ pub use report::{
     Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,
 };
-pub use runner::{Progress, SimError, Simulation, SimulationOptions};
+pub use runner::{EXPLAIN_ALL, Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{
     AddNodesAnswer, BudgetCheck, DrainAnswer, DrainedPod, ExplainAnswer, Outcome, PodOutcome,
     ScaleAnswer, ScaleTarget, Scenario, SkippedPod, Trial, WhatIf, add_nodes, drain, explain_pod,

@@ -146,7 +146,11 @@ impl AttemptObserver for Recorder {
     }
 
     fn wants_explanation(&self, pod: &PodInfo) -> bool {
-        self.explain.as_deref() == Some(pod.key().as_str())
+        match self.explain.as_deref() {
+            Some(EXPLAIN_ALL) => true,
+            Some(key) => key == pod.key(),
+            None => false,
+        }
     }
 
     fn explanation(&self, pod: &PodInfo, mut explanation: Explanation) {
@@ -170,11 +174,15 @@ pub struct Progress {
     pub total: u64,
 }
 
+/// `SimulationOptions::explain` value that explains every pod (what `--report` uses); no
+/// pod can be called `*`.
+pub const EXPLAIN_ALL: &str = "*";
+
 /// What a simulation is started with.
 pub struct SimulationOptions {
     /// Seed of the tie-breaking RNG.
     pub seed: Option<u64>,
-    /// `namespace/name` of a pod to explain.
+    /// `namespace/name` of a pod to explain, or [`EXPLAIN_ALL`].
     pub explain: Option<String>,
     /// Called now and then with progress.
     pub progress: Option<Box<dyn Fn(Progress) + Send + Sync>>,
@@ -819,6 +827,12 @@ impl Simulation {
         }
         self.settle().await;
         Ok(())
+    }
+
+    /// Requested cpu, memory and pod count against allocatable on every node, now (for the
+    /// HTML report's before/after charts).
+    pub fn node_usage(&self) -> Vec<crate::html::NodeUsage> {
+        crate::html::node_usage(&self.cluster)
     }
 
     /// Measured pods that have been scheduled so far.
