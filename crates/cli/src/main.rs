@@ -331,7 +331,9 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             );
         }
         if args.report.is_some() {
-            return fail("--report works on a plain simulation, not with --add-nodes, --drain or --scale-workload");
+            return fail(
+                "--report works on a plain simulation, not with --add-nodes, --drain or --scale-workload",
+            );
         }
         return what_if(args, loaded, manifests, problems);
     }
@@ -404,7 +406,9 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             return fail(&format!("writing the report {}: {e}", path.display()));
         }
         let asked = args.explain.as_deref();
-        report.explanations.retain(|e| Some(e.pod.as_str()) == asked);
+        report
+            .explanations
+            .retain(|e| Some(e.pod.as_str()) == asked);
     }
     print_report(&report, &args)
 }

@@ -251,7 +251,9 @@ impl ReportData {
                 for s in &n.scores {
                     match scores.iter_mut().find(|(name, _, _)| *name == s.plugin) {
                         Some((_, _, values)) => values.push(s.normalized as f64),
-                        None => scores.push((s.plugin.clone(), s.weight, vec![s.normalized as f64])),
+                        None => {
+                            scores.push((s.plugin.clone(), s.weight, vec![s.normalized as f64]))
+                        }
                     }
                 }
             }
@@ -321,7 +323,13 @@ fn quartiles(sorted: &[f64]) -> [f64; 5] {
         let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
         sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
     };
-    [sorted[0], at(0.25), at(0.5), at(0.75), sorted[sorted.len() - 1]]
+    [
+        sorted[0],
+        at(0.25),
+        at(0.5),
+        at(0.75),
+        sorted[sorted.len() - 1],
+    ]
 }
 
 /// Why a chart could not be drawn.
@@ -410,14 +418,20 @@ pub fn utilisation_svg(chart: &UtilisationChart) -> Result<String, ChartError> {
         let rows = chart.rows.len();
         c.draw_series(chart.rows.iter().enumerate().map(|(i, r)| {
             let y = row_y(rows, i);
-            Rectangle::new([(0.0, y + 0.52), (r.before as f32, y + 0.86)], BEFORE.filled())
+            Rectangle::new(
+                [(0.0, y + 0.52), (r.before as f32, y + 0.86)],
+                BEFORE.filled(),
+            )
         }))
         .map_err(|e| err(e.to_string()))?
         .label("before the run")
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], BEFORE.filled()));
         c.draw_series(chart.rows.iter().enumerate().map(|(i, r)| {
             let y = row_y(rows, i);
-            Rectangle::new([(0.0, y + 0.14), (r.after as f32, y + 0.48)], AFTER.filled())
+            Rectangle::new(
+                [(0.0, y + 0.14), (r.after as f32, y + 0.48)],
+                AFTER.filled(),
+            )
         }))
         .map_err(|e| err(e.to_string()))?
         .label("after the run")
@@ -665,7 +679,10 @@ fn push_chart(out: &mut String, svg: Result<String, ChartError>) {
 }
 
 fn push_explanation(out: &mut String, anchor: &str, e: &Explanation) {
-    let attempt = e.attempt.map(|a| format!(", attempt {a}")).unwrap_or_default();
+    let attempt = e
+        .attempt
+        .map(|a| format!(", attempt {a}"))
+        .unwrap_or_default();
     let _ = write!(
         out,
         "<h3 id=\"{anchor}\">{} <span class=\"muted\">(profile {}{attempt})</span></h3>",
@@ -736,12 +753,18 @@ mod tests {
     fn quartiles_interpolate() {
         assert_eq!(quartiles(&[]), [0.0; 5]);
         assert_eq!(quartiles(&[5.0]), [5.0; 5]);
-        assert_eq!(quartiles(&[0.0, 10.0, 20.0, 30.0, 40.0]), [0.0, 10.0, 20.0, 30.0, 40.0]);
+        assert_eq!(
+            quartiles(&[0.0, 10.0, 20.0, 30.0, 40.0]),
+            [0.0, 10.0, 20.0, 30.0, 40.0]
+        );
         assert_eq!(quartiles(&[0.0, 100.0]), [0.0, 25.0, 50.0, 75.0, 100.0]);
     }
 
     #[test]
     fn escapes_markup() {
-        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
     }
 }
