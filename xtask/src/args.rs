@@ -12,6 +12,8 @@ pub enum Command {
     Deploy(DeployArgs),
     /// Build a slim release binary.
     Build(BuildArgs),
+    /// Create a plugin crate.
+    NewPlugin(NewPluginArgs),
     /// Print the usage.
     Help,
 }
@@ -46,6 +48,17 @@ pub struct BuildArgs {
     pub plugins: Option<String>,
 }
 
+/// `cargo xtask new-plugin` arguments, as given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewPluginArgs {
+    /// The plugin's name.
+    pub name: String,
+    /// `--points`, the comma list as given.
+    pub points: String,
+    /// `--args`.
+    pub args: bool,
+}
+
 /// The usage text.
 pub const USAGE: &str = "\
 cargo xtask <command> [options]
@@ -53,6 +66,10 @@ cargo xtask <command> [options]
 Commands:
   deploy   Render the manifests, the Dockerfile and example workloads (into deploy/)
   build    Build a release kubesched with exactly the given plugins and print its size
+  new-plugin NAME --points Filter,Score [--args]
+           Create plugins/<kebab-name>: the plugin with a small tested behaviour per point,
+           its registration, an args type (--args), a snapshot test, and its feature and
+           line in crates/cli
 
 deploy options:
   --scheduler-name NAME   spec.schedulerName the scheduler serves; names every object [kubesched]
@@ -98,10 +115,22 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
         "build" => Command::Build(BuildArgs {
             plugins: rest.value("plugins")?,
         }),
+        "new-plugin" => {
+            let name = rest.positional().ok_or_else(|| {
+                Error::new("new-plugin needs the plugin's name, e.g. `cargo xtask new-plugin RoomyNodes --points Filter,Score`")
+            })?;
+            Command::NewPlugin(NewPluginArgs {
+                name,
+                points: rest
+                    .value("points")?
+                    .ok_or_else(|| Error::new("new-plugin needs --points (Filter, Score)"))?,
+                args: rest.flag("args"),
+            })
+        }
         "help" | "--help" | "-h" => return Ok(Command::Help),
         other => {
             return Err(Error::new(format!(
-                "unknown command `{other}` (commands: deploy, build)"
+                "unknown command `{other}` (commands: deploy, build, new-plugin)"
             )));
         }
     };
@@ -143,6 +172,12 @@ impl Options {
             }
         }
         Ok(found)
+    }
+
+    /// Takes the first argument that is not an option.
+    fn positional(&mut self) -> Option<String> {
+        let at = self.args.iter().position(|a| !a.starts_with('-'))?;
+        Some(self.args.remove(at))
     }
 
     /// Takes `--name` (or `-name` for one-letter names).
@@ -209,10 +244,38 @@ mod tests {
     }
 
     #[test]
+    fn new_plugin() {
+        check(
+            "new-plugin RoomyNodes --points Filter,Score --args",
+            Ok(Command::NewPlugin(NewPluginArgs {
+                name: "RoomyNodes".into(),
+                points: "Filter,Score".into(),
+                args: true,
+            })),
+        );
+        check(
+            "new-plugin --points=Score Roomy",
+            Ok(Command::NewPlugin(NewPluginArgs {
+                name: "Roomy".into(),
+                points: "Score".into(),
+                args: false,
+            })),
+        );
+        check(
+            "new-plugin Roomy",
+            Err("new-plugin needs --points (Filter, Score)"),
+        );
+        check(
+            "new-plugin Roomy Extra --points Filter",
+            Err("unexpected argument `Extra` (see `cargo xtask help`)"),
+        );
+    }
+
+    #[test]
     fn mistakes() {
         check(
             "ship",
-            Err("unknown command `ship` (commands: deploy, build)"),
+            Err("unknown command `ship` (commands: deploy, build, new-plugin)"),
         );
         check("deploy --image", Err("--image needs a value"));
         check("deploy --image --apply", Err("--image needs a value"));

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
 
-use xtask::args::{self, BuildArgs, Command, DeployArgs};
+use xtask::args::{self, BuildArgs, Command, DeployArgs, NewPluginArgs};
 use xtask::plugins::{self, DEFAULT_FEATURES};
 use xtask::render::{self, DeployOptions, ExtraConfig, MANIFESTS_FILE};
 use xtask::{Error, yaml};
@@ -39,7 +39,33 @@ fn run() -> Result<(), Error> {
         }
         Command::Deploy(a) => deploy(a),
         Command::Build(a) => build(a),
+        Command::NewPlugin(a) => new_plugin(a),
     }
+}
+
+fn new_plugin(a: NewPluginArgs) -> Result<(), Error> {
+    let plugin = xtask::scaffold::NewPlugin::new(&a.name, &a.points, a.args)?;
+    let root = xtask::workspace_root();
+    let written = xtask::scaffold::create(&root, &plugin)?;
+    for path in written {
+        say(&format!("wrote {}", path.display()));
+    }
+    // The generated code is laid out by rustfmt, like the rest of the tree.
+    let formatted = Process::new("cargo")
+        .current_dir(&root)
+        .args(["fmt", "-p", &plugin.package()])
+        .status();
+    if !formatted.is_ok_and(|s| s.success()) {
+        warn(&format!(
+            "cargo fmt -p {} failed; run it yourself",
+            plugin.package()
+        ));
+    }
+    say(&format!(
+        "next: cargo test -p {} (then make the behaviour yours and re-record the snapshot)",
+        plugin.package()
+    ));
+    Ok(())
 }
 
 fn deploy(a: DeployArgs) -> Result<(), Error> {
