@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod args;
+pub mod plugin_kinds;
 pub mod plugins;
 #[path = "../../crates/cluster/src/rbac.rs"]
 pub mod rbac;

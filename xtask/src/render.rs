@@ -386,11 +386,61 @@ fn role_ref(kind: &str, name: &str) -> Yaml {
     ])
 }
 
-/// ClusterRole and binding from the kube backend's table, plus a Role and binding per
-/// namespaced scope that has rules.
+/// The RBAC rows of a deployment: the kube backend's fixed table, then the rows the chosen
+/// plugins' kind declarations need (every in-tree plugin's without `--plugins`), merged
+/// per API group and resource and sorted by them.
+pub fn rbac_rules(opts: &DeployOptions) -> Vec<Rule> {
+    let chosen = |plugin: &str| {
+        opts.plugins
+            .as_ref()
+            .is_none_or(|sel| sel.plugins.iter().any(|p| p.name == plugin))
+    };
+    let mut derived: Vec<Rule> = Vec::new();
+    for access in crate::plugin_kinds::PLUGIN_ACCESS
+        .iter()
+        .filter(|a| chosen(a.plugin))
+    {
+        for rule in access.rules {
+            match derived
+                .iter_mut()
+                .find(|r| r.api_group == rule.api_group && r.resource == rule.resource)
+            {
+                Some(r) => r.verbs = union(r.verbs, rule.verbs),
+                None => derived.push(*rule),
+            }
+        }
+    }
+    derived.sort_by_key(|r| (r.api_group, r.resource));
+    let mut rules = rbac::RULES.to_vec();
+    rules.extend(derived.into_iter().filter(|d| {
+        !rbac::RULES
+            .iter()
+            .any(|r| r.api_group == d.api_group && r.resource == d.resource)
+    }));
+    rules
+}
+
+/// The union of two verb lists in `get, list, watch, create, update, patch, delete` order
+/// (leaked: xtask renders once and exits).
+fn union(a: &'static [&'static str], b: &'static [&'static str]) -> &'static [&'static str] {
+    if b.iter().all(|v| a.contains(v)) {
+        return a;
+    }
+    const ORDER: [&str; 7] = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    let mut all: Vec<&'static str> = a.iter().chain(b).copied().collect();
+    all.sort_by_key(|v| ORDER.iter().position(|o| o == v).unwrap_or(ORDER.len()));
+    all.dedup();
+    Box::leak(all.into_boxed_slice())
+}
+
+/// ClusterRole and binding from the kube backend's table and the chosen plugins'
+/// declarations, plus a Role and binding per namespaced scope that has rules.
 fn rbac_documents(opts: &DeployOptions, lease_namespace: &str) -> Vec<Yaml> {
     let name = &opts.scheduler_name;
-    let in_scope = |scope: Scope| rbac::RULES.iter().filter(move |r| scope_of(r) == scope);
+    let rules = rbac_rules(opts);
+    let in_scope = |scope: Scope| rules.iter().filter(move |r| scope_of(r) == scope);
     let mut docs = vec![
         Yaml::map([
             ("apiVersion", Yaml::from("rbac.authorization.k8s.io/v1")),

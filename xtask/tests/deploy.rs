@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use kubesched_framework::ExtensionPoint;
 use xtask::plugins::{self, KnownPlugins};
 use xtask::rbac::{RULES, Rule};
+
 use xtask::render::{self, DeployOptions, ExtraConfig, Rendered, Scope};
 use xtask::yaml::{self, Yaml};
 
@@ -328,7 +329,8 @@ fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
     for opts in [DeployOptions::default(), custom_options()] {
         let docs = manifests(&rendered(&opts));
         let grants = granted(&docs);
-        for rule in RULES {
+        let rules = render::rbac_rules(&opts);
+        for rule in &rules {
             let want_role = match render::scope_of(rule) {
                 Scope::Cluster => ("ClusterRole", None),
                 Scope::LeaseNamespace => ("Role", Some(opts.namespace.clone())),
@@ -349,8 +351,8 @@ fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
                 rule.api_group, rule.resource
             );
         }
-        // Nothing beyond the table.
-        assert_eq!(grants.len(), RULES.len());
+        // Nothing beyond the table and the declarations.
+        assert_eq!(grants.len(), rules.len());
         // Bindings point at the rendered roles and at the ServiceAccount.
         for (binding, role) in [
             ("ClusterRoleBinding", "ClusterRole"),
@@ -848,6 +850,89 @@ fn checked_in_deploy_folder_is_up_to_date() {
         "deploy/ is stale ({}): run `cargo xtask deploy`",
         stale.join(", ")
     );
+}
+
+/// The RBAC rows of one plugin's declarations, as the generated table lists them.
+fn declared_rows(
+    d: &kubesched_framework::registry::PluginDescriptor,
+) -> Vec<(String, String, Vec<String>)> {
+    const ORDER: [&str; 7] = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut add = |group: &str, resource: String, verbs: &[&str]| {
+        if verbs.is_empty() {
+            return;
+        }
+        let i = match rows.iter().position(|r| r.0 == group && r.1 == resource) {
+            Some(i) => i,
+            None => {
+                rows.push((group.to_string(), resource, Vec::new()));
+                rows.len() - 1
+            }
+        };
+        for v in verbs {
+            if !rows[i].2.iter().any(|x| x == v) {
+                rows[i].2.push(v.to_string());
+            }
+        }
+        rows[i]
+            .2
+            .sort_by_key(|v| ORDER.iter().position(|o| o == v).unwrap_or(ORDER.len()));
+    };
+    for k in d.kinds {
+        add(k.group, k.plural.to_string(), xtask::rbac::READ);
+    }
+    for w in d.writes {
+        add(w.kind.group, w.kind.plural.to_string(), w.verbs);
+        add(
+            w.kind.group,
+            format!("{}/status", w.kind.plural),
+            w.status_verbs,
+        );
+    }
+    rows.sort();
+    rows
+}
+
+#[test]
+fn plugin_access_table_is_current() {
+    let path = xtask::workspace_root().join("xtask/src/plugin_kinds.rs");
+    let current = std::fs::read_to_string(&path).expect("readable");
+    let head_end = current
+        .find("pub const PLUGIN_ACCESS")
+        .expect("the table's const");
+    let mut text = current[..head_end].to_string();
+    text.push_str("pub const PLUGIN_ACCESS: &[PluginAccess] = &[\n");
+    for d in kubesched_framework::registry::plugins() {
+        let rows = declared_rows(d);
+        if rows.is_empty() {
+            continue;
+        }
+        text.push_str(&format!(
+            "    PluginAccess {{\n        plugin: {:?},\n        rules: &[\n",
+            d.name
+        ));
+        for (group, resource, verbs) in rows {
+            text.push_str(&format!(
+                "            Rule {{\n                api_group: {group:?},\n                resource: {resource:?},\n                verbs: &[{}],\n            }},\n",
+                verbs
+                    .iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        text.push_str("        ],\n    },\n");
+    }
+    text.push_str("];\n");
+    if text != current {
+        std::fs::write(&path, &text).expect("writable");
+        panic!(
+            "xtask/src/plugin_kinds.rs did not match the plugins' kind declarations; it was \
+             rewritten: review it, then run `cargo xtask deploy` and the tests again"
+        );
+    }
 }
 
 #[test]

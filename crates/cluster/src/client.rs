@@ -12,10 +12,14 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Api, Client};
 use kubesched_framework::model::PodInfo;
-use kubesched_framework::{ClientError, ClusterClient, Event, PodStatusUpdate};
+use kubesched_framework::{
+    ClientError, ClusterClient, Event, ObjectKind, ObjectWrite, PodStatusUpdate,
+};
 use serde_json::{Map, Value, json};
 
 use crate::events::EventRecorder;
@@ -386,6 +390,65 @@ impl ClusterClient for KubeClient {
             .replace(name, &PostParams::default(), pvc)
             .await
             .map_err(|e| client_error(e, &format!("updating PersistentVolumeClaim {ns}/{name}")))
+    }
+
+    async fn write_object(
+        &self,
+        kind: &ObjectKind,
+        write: &ObjectWrite,
+    ) -> Result<Value, ClientError> {
+        let resource = ApiResource {
+            group: kind.group.to_string(),
+            version: kind.version.to_string(),
+            api_version: kind.api_version(),
+            kind: kind.kind.to_string(),
+            plural: kind.plural.to_string(),
+        };
+        let api = |namespace: Option<&str>| -> Api<DynamicObject> {
+            match namespace {
+                Some(ns) if kind.namespaced => {
+                    Api::namespaced_with(self.client.clone(), ns, &resource)
+                }
+                _ => Api::all_with(self.client.clone(), &resource),
+            }
+        };
+        let decode = |v: &Value| {
+            serde_json::from_value::<DynamicObject>(v.clone())
+                .map_err(|e| ClientError::Other(format!("encoding a {}: {e}", kind.kind)))
+        };
+        let what = |verb: &str, name: &str| format!("{verb} {} {name}", kind.resource());
+        let stored = match write {
+            ObjectWrite::Create { object } => {
+                let obj = decode(object)?;
+                let ns = obj.metadata.namespace.clone();
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                api(ns.as_deref())
+                    .create(&PostParams::default(), &obj)
+                    .await
+                    .map_err(|e| client_error(e, &what("creating", &name)))?
+            }
+            ObjectWrite::ReplaceStatus {
+                namespace,
+                name,
+                object,
+            } => api(namespace.as_deref())
+                .replace_status(name, &PostParams::default(), &decode(object)?)
+                .await
+                .map_err(|e| client_error(e, &what("replacing the status of", name)))?,
+            ObjectWrite::PatchStatus {
+                namespace,
+                name,
+                patch,
+            } => api(namespace.as_deref())
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| client_error(e, &what("patching the status of", name)))?,
+        };
+        let mut v = serde_json::to_value(&stored)
+            .map_err(|e| ClientError::Other(format!("decoding a {}: {e}", kind.kind)))?;
+        v["apiVersion"] = kind.api_version().into();
+        v["kind"] = kind.kind.into();
+        Ok(v)
     }
 }
 

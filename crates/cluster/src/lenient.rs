@@ -47,6 +47,10 @@ impl<K> Lenient<K> {
     pub fn meta(&self) -> &ObjectMeta {
         &self.meta
     }
+
+    pub(crate) fn meta_mut_inner(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects.

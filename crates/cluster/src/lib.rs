@@ -6,8 +6,11 @@
 //! pod status, deletes victims and records aggregated events, the Lease-based leader
 //! election, the QPS/burst token bucket, the HTTP endpoints, and the run loop with its
 //! graceful shutdown. It must not hold scheduling policy (the scheduler and plugins do)
-//! and reaches the API server only through kube-rs, with the access listed in [`rbac`].
+//! and reaches the API server only through kube-rs, with the access listed in [`rbac`] and
+//! derived from the plugins' kind declarations in [`access`]. It names no plugin: what it
+//! watches comes from the declarations of the compiled-in, enabled plugins.
 
+pub mod access;
 pub mod auth;
 pub mod client;
 pub mod connect;

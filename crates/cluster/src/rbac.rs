@@ -1,7 +1,9 @@
-//! The API access kubesched needs, as one table: the kube backend decides what it watches
-//! and writes from it, and the deploy renderer includes this file by path to render the
-//! ClusterRole, so the two cannot drift apart. Plain consts only: no dependencies, no
-//! functions (a crate including the file must not get unused-code warnings).
+//! The API access kubesched needs whatever plugins it has, as one table; the rows of the
+//! object kinds plugins read and write are derived from their declarations
+//! (`crate::access` for the backend and its tests, the generated plugin-kinds table for
+//! `cargo xtask deploy`). The deploy renderer includes this file by path to render the
+//! ClusterRole. Plain consts only: no dependencies, no functions (a crate including the
+//! file must not get unused-code warnings).
 
 /// One RBAC rule: an API group, a resource (`pods/binding` for a subresource) and verbs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,35 +16,17 @@ pub struct Rule {
     pub verbs: &'static [&'static str],
 }
 
-/// Read-only access for objects kubesched only watches.
-const READ: &[&str] = &["get", "list", "watch"];
+/// The verbs on a kind a plugin declares it reads (what the watchers and `explain` use).
+pub const READ: &[&str] = &["get", "list", "watch"];
 
-/// Every rule kubesched needs. Kinds watched only for some plugins are listed all the
-/// same, so one ClusterRole serves every build.
+/// Every rule kubesched needs whatever plugins it has. The kinds plugins declare add
+/// their own rows (reads: [`READ`]; writes: the declared verbs).
 #[rustfmt::skip]
 pub const RULES: &[Rule] = &[
     Rule { api_group: "", resource: "pods", verbs: &["get", "list", "watch", "delete"] },
     Rule { api_group: "", resource: "pods/binding", verbs: &["create"] },
     Rule { api_group: "", resource: "pods/status", verbs: &["patch", "update"] },
     Rule { api_group: "", resource: "nodes", verbs: READ },
-    Rule { api_group: "", resource: "namespaces", verbs: READ },
-    Rule { api_group: "", resource: "services", verbs: READ },
-    Rule { api_group: "", resource: "replicationcontrollers", verbs: READ },
-    // VolumeBinding's PreBind updates a volume's claimRef and a claim's selected node.
-    Rule { api_group: "", resource: "persistentvolumes", verbs: &["get", "list", "watch", "update"] },
-    Rule { api_group: "", resource: "persistentvolumeclaims", verbs: &["get", "list", "watch", "update"] },
-    Rule { api_group: "apps", resource: "replicasets", verbs: READ },
-    Rule { api_group: "apps", resource: "statefulsets", verbs: READ },
-    Rule { api_group: "storage.k8s.io", resource: "storageclasses", verbs: READ },
-    Rule { api_group: "storage.k8s.io", resource: "csinodes", verbs: READ },
-    Rule { api_group: "storage.k8s.io", resource: "csidrivers", verbs: READ },
-    Rule { api_group: "storage.k8s.io", resource: "csistoragecapacities", verbs: READ },
-    Rule { api_group: "storage.k8s.io", resource: "volumeattachments", verbs: READ },
-    Rule { api_group: "policy", resource: "poddisruptionbudgets", verbs: READ },
-    Rule { api_group: "resource.k8s.io", resource: "resourceclaims", verbs: &["get", "list", "watch", "update"] },
-    Rule { api_group: "resource.k8s.io", resource: "resourceclaims/status", verbs: &["patch", "update"] },
-    Rule { api_group: "resource.k8s.io", resource: "resourceslices", verbs: READ },
-    Rule { api_group: "resource.k8s.io", resource: "deviceclasses", verbs: READ },
     Rule { api_group: "events.k8s.io", resource: "events", verbs: &["create", "patch", "update"] },
     Rule { api_group: "coordination.k8s.io", resource: "leases", verbs: &["create", "get", "update"] },
     // Delegated authentication and authorization of the secure port.

@@ -1,9 +1,9 @@
 //! Reading a live cluster once, for `kubesched explain`: every object of the kinds the
-//! compiled-in plugins need, listed page by page, as plain JSON manifests. Nothing here
+//! compiled-in plugins declare (and pods and nodes), listed page by page, as plain JSON manifests. Nothing here
 //! writes: the only requests are `list`s (RBAC: the `list` verb on each kind of
 //! [`crate::watch::kinds_to_watch`]).
 
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 
 use crate::watch::{WatchedKind, kinds_to_watch};
@@ -38,10 +38,6 @@ pub struct ClusterRead {
     pub requests: usize,
 }
 
-/// The version every group is read at: core, apps, storage.k8s.io, policy and
-/// resource.k8s.io (GA in v1.34) are all v1, the versions the API types are compiled for.
-const VERSION: &str = "v1";
-
 fn resource_name(k: &WatchedKind) -> String {
     if k.api_group.is_empty() {
         k.resource.to_string()
@@ -54,20 +50,9 @@ fn resource_name(k: &WatchedKind) -> String {
 /// `page_size` at a time.
 pub async fn read_cluster(client: &Client, page_size: u32) -> Result<ClusterRead, ReadError> {
     let mut out = ClusterRead::default();
-    for k in kinds_to_watch() {
-        let version = VERSION;
-        let api_version = if k.api_group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{}/{version}", k.api_group)
-        };
-        let resource = ApiResource {
-            group: k.api_group.to_string(),
-            version: version.to_string(),
-            api_version: api_version.clone(),
-            kind: k.kind.to_string(),
-            plural: k.resource.to_string(),
-        };
+    for k in &kinds_to_watch() {
+        let api_version = k.api_version();
+        let resource = k.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         let mut token: Option<String> = None;
         loop {

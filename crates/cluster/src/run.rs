@@ -10,21 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
-};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::{
-    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
-};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::{Api, Client, Config};
 use kubesched_config::LoadedConfig;
 use kubesched_framework::ObjectStore;
 use kubesched_framework::clock::RealClock;
-use kubesched_framework::events::EventResource;
+use kubesched_framework::registry;
 use kubesched_scheduler::{Scheduler, SchedulerParts, build_scheduler};
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -38,8 +30,8 @@ use crate::ratelimit::{InFlightLayer, RateLimitLayer, TokenBucket};
 use crate::requests::{CountLayer, RequestCounts};
 use crate::server::{ServerHandle, Serving};
 use crate::watch::{
-    NodeSink, ObjectCache, POD_FIELD_SELECTOR, PodSink, StoreSink, SyncTracker, WatchSettings,
-    WatchStats, WatchedKind, kinds_to_watch, run_watcher,
+    NodeSink, ObjectCache, POD_FIELD_SELECTOR, PodSink, Raw, StoreSink, SyncTracker, WatchSettings,
+    WatchStats, WatchedKind, kinds_to_watch_for, run_watcher,
 };
 
 /// Knobs that tests turn; the defaults are what a real cluster wants.
@@ -438,7 +430,7 @@ impl Runner {
         )?;
         scheduler.set_pod_lister(pods.clone());
 
-        let kinds = kinds_to_watch();
+        let kinds = kinds_to_watch_for(enabled_plugins(loaded));
         let sync = Arc::new(SyncTracker::new(&kinds));
         let stats = Arc::new(WatchStats::default());
         let shared = Arc::new(Shared {
@@ -599,10 +591,23 @@ pub async fn run(options: RunOptions, shutdown: impl Future<Output = ()>) -> Res
     wait.await
 }
 
+/// The compiled-in plugins some profile enables: their declared kinds are watched.
+pub fn enabled_plugins(loaded: &LoadedConfig) -> Vec<&'static registry::PluginDescriptor> {
+    let names: std::collections::BTreeSet<String> = loaded
+        .profiles
+        .iter()
+        .flat_map(|p| p.plugin_names())
+        .collect();
+    registry::plugins()
+        .into_iter()
+        .filter(|d| names.contains(d.name))
+        .collect()
+}
+
 /// The watchers to start, and what they feed.
 struct WatcherSet {
     client: Client,
-    kinds: Vec<&'static WatchedKind>,
+    kinds: Vec<WatchedKind>,
     scheduler: Arc<Scheduler>,
     objects: Arc<ObjectStore>,
     pods: Arc<ObjectCache<Pod>>,
@@ -612,103 +617,55 @@ struct WatcherSet {
 impl WatcherSet {
     fn spawn_all(self, shared: &Shared) {
         for kind in &self.kinds {
-            self.spawn_one(kind, shared);
+            self.spawn_one(*kind, shared);
         }
     }
 
-    fn spawn_one(&self, kind: &'static WatchedKind, shared: &Shared) {
+    fn spawn_one(&self, kind: WatchedKind, shared: &Shared) {
         let client = self.client.clone();
         let settings = self.settings.clone();
         let scheduler = self.scheduler.clone();
-        let objects = self.objects.clone();
-        macro_rules! store {
-            ($t:ty, $field:ident, $resource:expr) => {
-                shared.spawn(run_watcher::<$t, _>(
-                    client,
-                    kind,
-                    None,
-                    Arc::new(ObjectCache::<$t>::default()),
-                    StoreSink::<$t> {
-                        scheduler,
-                        objects,
-                        store: |o: &ObjectStore| &o.$field,
-                        resource: $resource,
-                    },
-                    settings,
-                ))
-            };
-        }
-        match kind.kind {
-            "Pod" => shared.spawn(run_watcher::<Pod, _>(
-                client,
+        match kind.declared {
+            None if kind.kind == "Pod" => shared.spawn(run_watcher::<Pod, _>(
+                Api::all(client),
                 kind,
                 Some(POD_FIELD_SELECTOR),
                 self.pods.clone(),
                 PodSink(scheduler),
                 settings,
             )),
-            "Node" => shared.spawn(run_watcher::<Node, _>(
-                client,
+            None => shared.spawn(run_watcher::<Node, _>(
+                Api::all(client),
                 kind,
                 None,
                 Arc::new(ObjectCache::default()),
                 NodeSink(scheduler),
                 settings,
             )),
-            "PersistentVolume" => store!(
-                PersistentVolume,
-                persistent_volumes,
-                Some(EventResource::PersistentVolume)
-            ),
-            "PersistentVolumeClaim" => store!(
-                PersistentVolumeClaim,
-                persistent_volume_claims,
-                Some(EventResource::PersistentVolumeClaim)
-            ),
-            "StorageClass" => store!(
-                StorageClass,
-                storage_classes,
-                Some(EventResource::StorageClass)
-            ),
-            "CSINode" => store!(CSINode, csi_nodes, Some(EventResource::CSINode)),
-            "CSIDriver" => store!(CSIDriver, csi_drivers, Some(EventResource::CSIDriver)),
-            "CSIStorageCapacity" => store!(
-                CSIStorageCapacity,
-                csi_storage_capacities,
-                Some(EventResource::CSIStorageCapacity)
-            ),
-            "VolumeAttachment" => store!(
-                VolumeAttachment,
-                volume_attachments,
-                Some(EventResource::VolumeAttachment)
-            ),
-            // No plugin registers disruption budget events; they are only read.
-            "PodDisruptionBudget" => store!(PodDisruptionBudget, pod_disruption_budgets, None),
-            "Namespace" => store!(Namespace, namespaces, Some(EventResource::Namespace)),
-            "Service" => store!(Service, services, Some(EventResource::Workload)),
-            "ReplicaSet" => store!(ReplicaSet, replica_sets, Some(EventResource::Workload)),
-            "StatefulSet" => store!(StatefulSet, stateful_sets, Some(EventResource::Workload)),
-            "ReplicationController" => store!(
-                ReplicationController,
-                replication_controllers,
-                Some(EventResource::Workload)
-            ),
-            "ResourceClaim" => store!(
-                ResourceClaim,
-                resource_claims,
-                Some(EventResource::ResourceClaim)
-            ),
-            "ResourceSlice" => store!(
-                ResourceSlice,
-                resource_slices,
-                Some(EventResource::ResourceSlice)
-            ),
-            "DeviceClass" => store!(
-                DeviceClass,
-                device_classes,
-                Some(EventResource::DeviceClass)
-            ),
-            other => tracing::error!(kind = other, "no watcher for this kind"),
+            Some(declared) => {
+                // Every store of the kind: the declared type's, and any other type a
+                // plugin reads the same group and kind through.
+                self.objects.register(declared);
+                let stores = self
+                    .objects
+                    .stores_for(&kind.api_version(), kind.kind)
+                    .into_iter()
+                    .filter(|s| s.kind().version == kind.version)
+                    .collect();
+                let sink = StoreSink {
+                    scheduler,
+                    stores,
+                    stats: settings.stats.clone(),
+                };
+                shared.spawn(run_watcher::<Raw, _>(
+                    Api::all_with(client, &kind.api_resource()),
+                    kind,
+                    None,
+                    Arc::new(ObjectCache::default()),
+                    sink,
+                    settings,
+                ))
+            }
         }
     }
 }

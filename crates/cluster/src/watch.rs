@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
-use kube::{Api, Client, Resource};
+use kube::{Api, Resource};
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
+use kubesched_framework::kinds::{AnyStore, ObjectKind};
 use kubesched_framework::registry;
-use kubesched_framework::{ObjectStore, Store};
 use kubesched_scheduler::{ClusterChange, PodLister, Scheduler};
 use parking_lot::{Mutex, RwLock};
 use serde::de::DeserializeOwned;
@@ -29,147 +30,90 @@ use crate::lenient::{Lenient, object_key};
 /// informer leaves them out (a pod that finishes is then seen as deleted).
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
-/// A kind the backend can watch.
+/// A kind the backend watches: pods and nodes always, then every kind the compiled-in
+/// plugins declare (see `kubesched_framework::kinds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchedKind {
     /// The API kind, e.g. `PersistentVolumeClaim`.
     pub kind: &'static str,
-    /// The API group (`""` for core), as in [`crate::rbac::RULES`].
+    /// The API group (`""` for core).
     pub api_group: &'static str,
-    /// The plural resource name, as in [`crate::rbac::RULES`].
+    /// The API version, e.g. `v1`.
+    pub version: &'static str,
+    /// The plural resource name, e.g. `persistentvolumeclaims`.
     pub resource: &'static str,
-    /// The plugins that read it; empty means always watched.
-    pub needed_by: &'static [&'static str],
+    /// The declared kind whose stores the watcher fills (None for pods and nodes, which
+    /// feed the scheduler's cache).
+    pub declared: Option<ObjectKind>,
 }
 
-const VOLUME_PLUGINS: &[&str] = &[
-    "VolumeBinding",
-    "VolumeRestrictions",
-    "VolumeZone",
-    "NodeVolumeLimits",
-];
-const SPREAD_PLUGINS: &[&str] = &["PodTopologySpread", "SelectorSpread"];
-
-/// Every kind the backend knows how to watch.
-pub const WATCHED_KINDS: &[WatchedKind] = &[
-    WatchedKind {
+impl WatchedKind {
+    const POD: Self = Self {
         kind: "Pod",
         api_group: "",
+        version: "v1",
         resource: "pods",
-        needed_by: &[],
-    },
-    WatchedKind {
+        declared: None,
+    };
+    const NODE: Self = Self {
         kind: "Node",
         api_group: "",
+        version: "v1",
         resource: "nodes",
-        needed_by: &[],
-    },
-    WatchedKind {
-        kind: "PersistentVolume",
-        api_group: "",
-        resource: "persistentvolumes",
-        needed_by: &["VolumeBinding", "VolumeZone", "NodeVolumeLimits"],
-    },
-    WatchedKind {
-        kind: "PersistentVolumeClaim",
-        api_group: "",
-        resource: "persistentvolumeclaims",
-        needed_by: VOLUME_PLUGINS,
-    },
-    WatchedKind {
-        kind: "StorageClass",
-        api_group: "storage.k8s.io",
-        resource: "storageclasses",
-        needed_by: &["VolumeBinding", "VolumeZone", "NodeVolumeLimits"],
-    },
-    WatchedKind {
-        kind: "CSINode",
-        api_group: "storage.k8s.io",
-        resource: "csinodes",
-        needed_by: &["VolumeBinding", "NodeVolumeLimits"],
-    },
-    WatchedKind {
-        kind: "CSIDriver",
-        api_group: "storage.k8s.io",
-        resource: "csidrivers",
-        needed_by: &["VolumeBinding", "NodeVolumeLimits"],
-    },
-    WatchedKind {
-        kind: "CSIStorageCapacity",
-        api_group: "storage.k8s.io",
-        resource: "csistoragecapacities",
-        needed_by: &["VolumeBinding"],
-    },
-    WatchedKind {
-        kind: "VolumeAttachment",
-        api_group: "storage.k8s.io",
-        resource: "volumeattachments",
-        needed_by: &["NodeVolumeLimits"],
-    },
-    WatchedKind {
-        kind: "PodDisruptionBudget",
-        api_group: "policy",
-        resource: "poddisruptionbudgets",
-        needed_by: &["DefaultPreemption"],
-    },
-    WatchedKind {
-        kind: "Namespace",
-        api_group: "",
-        resource: "namespaces",
-        needed_by: &["InterPodAffinity"],
-    },
-    WatchedKind {
-        kind: "Service",
-        api_group: "",
-        resource: "services",
-        needed_by: SPREAD_PLUGINS,
-    },
-    WatchedKind {
-        kind: "ReplicaSet",
-        api_group: "apps",
-        resource: "replicasets",
-        needed_by: SPREAD_PLUGINS,
-    },
-    WatchedKind {
-        kind: "StatefulSet",
-        api_group: "apps",
-        resource: "statefulsets",
-        needed_by: SPREAD_PLUGINS,
-    },
-    WatchedKind {
-        kind: "ReplicationController",
-        api_group: "",
-        resource: "replicationcontrollers",
-        needed_by: SPREAD_PLUGINS,
-    },
-    WatchedKind {
-        kind: "ResourceClaim",
-        api_group: "resource.k8s.io",
-        resource: "resourceclaims",
-        needed_by: &["DynamicResources"],
-    },
-    WatchedKind {
-        kind: "ResourceSlice",
-        api_group: "resource.k8s.io",
-        resource: "resourceslices",
-        needed_by: &["DynamicResources"],
-    },
-    WatchedKind {
-        kind: "DeviceClass",
-        api_group: "resource.k8s.io",
-        resource: "deviceclasses",
-        needed_by: &["DynamicResources"],
-    },
-];
+        declared: None,
+    };
+
+    fn declared(kind: ObjectKind) -> Self {
+        Self {
+            kind: kind.kind,
+            api_group: kind.group,
+            version: kind.version,
+            resource: kind.plural,
+            declared: Some(kind),
+        }
+    }
+
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.api_group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.api_group, self.version)
+        }
+    }
+
+    /// How kube's dynamic API names it.
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.api_group.to_string(),
+            version: self.version.to_string(),
+            api_version: self.api_version(),
+            kind: self.kind.to_string(),
+            plural: self.resource.to_string(),
+        }
+    }
+}
+
+/// The kinds to watch for `plugins` (pods and nodes always, then each declared kind once,
+/// by group and kind; a kind two plugins read through their own types is watched once).
+pub fn kinds_to_watch_for<'a>(
+    plugins: impl IntoIterator<Item = &'a registry::PluginDescriptor>,
+) -> Vec<WatchedKind> {
+    let mut out = vec![WatchedKind::POD, WatchedKind::NODE];
+    for kind in registry::declared_kinds(plugins).reads {
+        if !out
+            .iter()
+            .any(|w| w.api_group == kind.group && w.kind == kind.kind)
+        {
+            out.push(WatchedKind::declared(kind));
+        }
+    }
+    out
+}
 
 /// The kinds the compiled-in plugins need (pods and nodes always).
-pub fn kinds_to_watch() -> Vec<&'static WatchedKind> {
-    WATCHED_KINDS
-        .iter()
-        .filter(|k| {
-            k.needed_by.is_empty() || k.needed_by.iter().any(|p| registry::find(p).is_some())
-        })
-        .collect()
+pub fn kinds_to_watch() -> Vec<WatchedKind> {
+    kinds_to_watch_for(registry::plugins())
 }
 
 /// The objects of one kind as last observed, by `namespace/name`.
@@ -242,7 +186,7 @@ pub struct SyncTracker {
 
 impl SyncTracker {
     /// Expects these kinds.
-    pub fn new(kinds: &[&'static WatchedKind]) -> Self {
+    pub fn new(kinds: &[WatchedKind]) -> Self {
         let expected: BTreeSet<&'static str> = kinds.iter().map(|k| k.kind).collect();
         let (all, _) = watch::channel(expected.is_empty());
         Self {
@@ -331,48 +275,138 @@ impl Sink<Node> for NodeSink {
     }
 }
 
-/// Fills one store of the [`ObjectStore`] and tells the scheduler, so pods rejected by a
-/// plugin that registered the kind's events get another chance.
-pub(crate) struct StoreSink<K: 'static> {
-    pub scheduler: Arc<Scheduler>,
-    pub objects: Arc<ObjectStore>,
-    pub store: fn(&ObjectStore) -> &Store<K>,
-    pub resource: Option<EventResource>,
+/// An object of a declared kind as the watch delivers it: raw JSON, decoded into each
+/// reading plugin's type by the stores (a decode failure is reported with the kind, the
+/// object and the field, and the object is skipped).
+#[derive(Debug, Clone)]
+pub(crate) struct Raw {
+    meta: ObjectMeta,
+    value: serde_json::Value,
 }
 
-impl<K: Send + Sync + 'static> StoreSink<K> {
-    fn notify(&self, action: ActionType, old: Option<Arc<K>>, new: Option<Arc<K>>) {
-        if let Some(resource) = self.resource {
-            self.scheduler.handle_change(ClusterChange::Other {
-                resource,
-                action,
-                old: old.map(EventObject::object),
-                new: new.map(EventObject::object),
-            });
+impl<'de> serde::Deserialize<'de> for Raw {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        let meta = value
+            .get("metadata")
+            .and_then(|m| ObjectMeta::deserialize(m).ok())
+            .unwrap_or_default();
+        Ok(Self { meta, value })
+    }
+}
+
+impl Resource for Lenient<Raw> {
+    type DynamicType = ApiResource;
+    type Scope = kube::core::DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        Lenient::meta(self)
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        self.meta_mut_inner()
+    }
+}
+
+impl MetaOf for Raw {
+    fn meta_of(&self) -> &ObjectMeta {
+        &self.meta
+    }
+}
+
+impl<K: Resource> MetaOf for K {
+    fn meta_of(&self) -> &ObjectMeta {
+        self.meta()
+    }
+}
+
+/// Fills the stores of one declared kind and tells the scheduler, so pods rejected by a
+/// plugin that registered the kind's events get another chance.
+pub(crate) struct StoreSink {
+    pub scheduler: Arc<Scheduler>,
+    /// Every store of the kind (one per Rust type plugins read it through).
+    pub stores: Vec<Arc<dyn AnyStore>>,
+    pub stats: Arc<WatchStats>,
+}
+
+impl StoreSink {
+    fn notify(
+        &self,
+        resource: EventResource,
+        action: ActionType,
+        old: Option<EventObject>,
+        new: Option<EventObject>,
+    ) {
+        self.scheduler.handle_change(ClusterChange::Other {
+            resource,
+            action,
+            old,
+            new,
+        });
+    }
+
+    fn put(&self, obj: &Raw, action: ActionType) {
+        for store in &self.stores {
+            match store.upsert_raw(obj.value.clone()) {
+                Ok((old, new)) => {
+                    let action = if old.is_none() {
+                        ActionType::ADD
+                    } else {
+                        action
+                    };
+                    self.notify(store.kind().event_resource(), action, old, Some(new));
+                }
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(kind = e.kind, object = %e.object, field = e.field.as_deref().unwrap_or(""), error = %e.message, "skipping malformed object");
+                }
+            }
         }
     }
 }
 
-impl<K> Sink<K> for StoreSink<K>
-where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone + Send + Sync + 'static,
-{
-    fn added(&self, obj: Arc<K>) {
-        (self.store)(&self.objects).upsert((*obj).clone());
-        self.notify(ActionType::ADD, None, Some(obj));
+impl Sink<Raw> for StoreSink {
+    fn added(&self, obj: Arc<Raw>) {
+        self.put(&obj, ActionType::ADD);
     }
-    fn updated(&self, old: Arc<K>, new: Arc<K>) {
-        (self.store)(&self.objects).upsert((*new).clone());
-        self.notify(ActionType::UPDATE, Some(old), Some(new));
+    fn updated(&self, _old: Arc<Raw>, new: Arc<Raw>) {
+        self.put(&new, ActionType::UPDATE);
     }
-    fn deleted(&self, obj: Arc<K>) {
-        let meta = obj.metadata();
-        (self.store)(&self.objects).remove(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or(""),
-        );
-        self.notify(ActionType::DELETE, Some(obj), None);
+    fn deleted(&self, obj: Arc<Raw>) {
+        let meta = obj.meta_of();
+        for store in &self.stores {
+            if let Some(old) = store.remove_raw(
+                meta.namespace.as_deref(),
+                meta.name.as_deref().unwrap_or(""),
+            ) {
+                self.notify(
+                    store.kind().event_resource(),
+                    ActionType::DELETE,
+                    Some(old),
+                    None,
+                );
+            }
+        }
     }
+}
+
+/// The metadata of a cached object.
+pub(crate) trait MetaOf {
+    fn meta_of(&self) -> &ObjectMeta;
 }
 
 /// Settings shared by the watchers.
@@ -392,7 +426,7 @@ fn same_uid(a: &ObjectMeta, b: &ObjectMeta) -> bool {
 
 /// Applies watcher events to the cache and the sink.
 struct Reconciler<K, S> {
-    kind: &'static WatchedKind,
+    kind: WatchedKind,
     cache: Arc<ObjectCache<K>>,
     sink: S,
     settings: WatchSettings,
@@ -401,7 +435,7 @@ struct Reconciler<K, S> {
 
 impl<K, S> Reconciler<K, S>
 where
-    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    K: MetaOf + Send + Sync + 'static,
     S: Sink<K>,
 {
     fn handle(&mut self, event: WatchEvent<Lenient<K>>) {
@@ -420,7 +454,7 @@ where
                 let seen = self.relist.take().unwrap_or_default();
                 for old in self.cache.remove_missing(&seen) {
                     // Deleted while we were not watching: deliver the last state we knew.
-                    tracing::debug!(kind = self.kind.kind, object = %object_key(old.meta()), "gone after relist; delivering as deleted");
+                    tracing::debug!(kind = self.kind.kind, object = %object_key(old.meta_of()), "gone after relist; delivering as deleted");
                     self.settings
                         .stats
                         .deleted_on_relist
@@ -449,14 +483,14 @@ where
         };
         match self.cache.insert(key, new.clone()) {
             None => self.sink.added(new),
-            Some(old) if !same_uid(old.meta(), new.meta()) => {
+            Some(old) if !same_uid(old.meta_of(), new.meta_of()) => {
                 // Replaced under the same name while we were away.
                 self.sink.deleted(old);
                 self.sink.added(new);
             }
             Some(old)
-                if old.meta().resource_version.is_some()
-                    && old.meta().resource_version == new.meta().resource_version => {}
+                if old.meta_of().resource_version.is_some()
+                    && old.meta_of().resource_version == new.meta_of().resource_version => {}
             Some(old) => self.sink.updated(old, new),
         }
     }
@@ -484,17 +518,18 @@ fn needs_fresh_list(err: &watcher::Error) -> bool {
 
 /// Runs one kind's watcher until the task is aborted.
 pub(crate) async fn run_watcher<K, S>(
-    client: Client,
-    kind: &'static WatchedKind,
+    api: Api<Lenient<K>>,
+    kind: WatchedKind,
     field_selector: Option<&'static str>,
     cache: Arc<ObjectCache<K>>,
     sink: S,
     settings: WatchSettings,
 ) where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: MetaOf + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Lenient<K>: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    <Lenient<K> as Resource>::DynamicType: Clone + Eq + std::hash::Hash,
     S: Sink<K>,
 {
-    let api: Api<Lenient<K>> = Api::all(client);
     let mut config = watcher::Config::default().page_size(settings.page_size.max(1));
     if let Some(f) = field_selector {
         config = config.fields(f);
@@ -536,20 +571,6 @@ pub(crate) async fn run_watcher<K, S>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rbac::RULES;
-
-    #[test]
-    fn every_watched_kind_may_be_listed_and_watched() {
-        for k in WATCHED_KINDS {
-            let rule = RULES
-                .iter()
-                .find(|r| r.api_group == k.api_group && r.resource == k.resource)
-                .unwrap_or_else(|| panic!("{} ({}) is not in the RBAC table", k.kind, k.resource));
-            for verb in ["list", "watch"] {
-                assert!(rule.verbs.contains(&verb), "{}: {verb} missing", k.resource);
-            }
-        }
-    }
 
     #[test]
     fn pods_and_nodes_are_always_watched() {

@@ -6,6 +6,9 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kubesched_model::PodInfo;
 
+use crate::events::EventObject;
+use crate::kinds::ObjectKind;
+
 /// Why a write to the cluster failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
@@ -171,6 +174,156 @@ pub trait ClusterClient: Send + Sync {
         let _ = (claim, pod_uid);
         Err(unsupported("patching ResourceClaim status"))
     }
+
+    /// Writes an object of a plugin-declared kind (what
+    /// [`ObjectWriter`](crate::ObjectWriter) sends); returns the object as stored, as JSON.
+    /// The kube backend sends it to the API server; the in-memory backend applies it to its
+    /// object store with [`ObjectWrite::apply`].
+    async fn write_object(
+        &self,
+        kind: &ObjectKind,
+        write: &ObjectWrite,
+    ) -> Result<serde_json::Value, ClientError> {
+        let _ = write;
+        Err(unsupported(&format!("writing {}", kind.resource())))
+    }
+}
+
+/// A write to an object of a plugin-declared kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectWrite {
+    /// Creates the object (HTTP POST); Conflict when it exists.
+    Create {
+        /// The object, with `apiVersion` and `kind`.
+        object: serde_json::Value,
+    },
+    /// Replaces the object's `status` through the status subresource (HTTP PUT); Conflict
+    /// when the object's `metadata.resourceVersion` is set and stale.
+    ReplaceStatus {
+        /// Its namespace (None for cluster-scoped kinds).
+        namespace: Option<String>,
+        /// Its name.
+        name: String,
+        /// The object with the new status.
+        object: serde_json::Value,
+    },
+    /// Applies a JSON merge patch to the status subresource (HTTP PATCH); only `status`
+    /// changes, as the API server has it.
+    PatchStatus {
+        /// Its namespace (None for cluster-scoped kinds).
+        namespace: Option<String>,
+        /// Its name.
+        name: String,
+        /// The merge patch, e.g. `{"status": {"phase": "Running"}}`.
+        patch: serde_json::Value,
+    },
+}
+
+impl ObjectWrite {
+    /// Applies the write to `objects` as an API server would (the in-memory backend's
+    /// implementation of [`ClusterClient::write_object`]); returns the previous and the
+    /// new object as change events carry them, and the object as stored.
+    pub fn apply(
+        &self,
+        objects: &crate::ObjectStore,
+        kind: &ObjectKind,
+    ) -> Result<(Option<EventObject>, EventObject, serde_json::Value), ClientError> {
+        let store = objects.register(*kind);
+        let bad = |e: crate::kinds::DecodeError| ClientError::Other(e.to_string());
+        let stored = match self {
+            Self::Create { object } => {
+                let key = crate::kinds::raw_object_key(object);
+                let meta = object.get("metadata");
+                let field = |f: &str| {
+                    meta.and_then(|m| m.get(f))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                };
+                let (ns, name) = (field("namespace"), field("name").unwrap_or_default());
+                if store.get_raw(ns.as_deref(), &name).is_some() {
+                    return Err(ClientError::Conflict(format!(
+                        "{} {key} already exists",
+                        kind.kind
+                    )));
+                }
+                let mut object = object.clone();
+                object["metadata"]["resourceVersion"] = "1".into();
+                object
+            }
+            Self::ReplaceStatus {
+                namespace,
+                name,
+                object,
+            } => {
+                let mut current = current(&*store, kind, namespace.as_deref(), name)?;
+                let given = object
+                    .get("metadata")
+                    .and_then(|m| m.get("resourceVersion"))
+                    .and_then(|v| v.as_str());
+                let have = current["metadata"]["resourceVersion"].as_str();
+                if given.is_some_and(|g| Some(g) != have) {
+                    return Err(ClientError::Conflict(format!(
+                        "{} {name}: the object has been modified",
+                        kind.kind
+                    )));
+                }
+                match object.get("status") {
+                    Some(s) => current["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = current.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+                bump(&mut current);
+                current
+            }
+            Self::PatchStatus {
+                namespace,
+                name,
+                patch,
+            } => {
+                let mut current = current(&*store, kind, namespace.as_deref(), name)?;
+                if let Some(status) = patch.get("status") {
+                    let slot = current
+                        .as_object_mut()
+                        .map(|m| m.entry("status").or_insert(serde_json::Value::Null));
+                    if let Some(slot) = slot {
+                        crate::kinds::merge_patch(slot, status);
+                    }
+                }
+                bump(&mut current);
+                current
+            }
+        };
+        let (old, new) = store.upsert_raw(stored.clone()).map_err(bad)?;
+        Ok((old, new, stored))
+    }
+}
+
+fn current(
+    store: &dyn crate::kinds::AnyStore,
+    kind: &ObjectKind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<serde_json::Value, ClientError> {
+    store.get_raw(namespace, name).ok_or_else(|| {
+        ClientError::NotFound(format!(
+            "{} {}{name}",
+            kind.kind,
+            namespace.map(|n| format!("{n}/")).unwrap_or_default()
+        ))
+    })
+}
+
+/// Bumps `metadata.resourceVersion` as an API server would on a write.
+fn bump(object: &mut serde_json::Value) {
+    let next = object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        + 1;
+    object["metadata"]["resourceVersion"] = next.to_string().into();
 }
 
 fn unsupported(what: &str) -> ClientError {

@@ -41,6 +41,9 @@ pub enum EventResource {
     ResourceSlice,
     /// A resource.k8s.io DeviceClass.
     DeviceClass,
+    /// Any other kind a plugin declared (a custom resource, or a built-in kind without a
+    /// name of its own here); see [`EventResource::of`].
+    Kind(crate::kinds::KindName),
     /// Matches every resource.
     WildCard,
 }
@@ -65,8 +68,15 @@ impl EventResource {
             Self::ResourceClaim => "ResourceClaim",
             Self::ResourceSlice => "ResourceSlice",
             Self::DeviceClass => "DeviceClass",
+            Self::Kind(k) => k.kind,
             Self::WildCard => "*",
         }
+    }
+
+    /// The resource the changes of kind `K` are reported as (what a plugin registers
+    /// for in `events_to_register` to hear of its declared kind's changes).
+    pub fn of<K: crate::kinds::Kind>() -> Self {
+        crate::kinds::ObjectKind::of::<K>().event_resource()
     }
 
     /// Whether a registration for `self` covers an event about `other`.

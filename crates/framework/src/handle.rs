@@ -96,6 +96,12 @@ impl Handle {
         self.inner.num_nodes.load(Ordering::Relaxed)
     }
 
+    /// A writer of objects of kind `K` (a kind the plugin owns, declared in its
+    /// registration's `writes`), through this handle's cluster client.
+    pub fn object_writer<K: crate::kinds::Kind>(&self) -> crate::ObjectWriter<K> {
+        crate::ObjectWriter::new(self.inner.client.clone())
+    }
+
     /// The cluster client.
     pub fn client(&self) -> &Arc<dyn ClusterClient> {
         &self.inner.client

@@ -21,6 +21,7 @@ mod explain;
 mod extender;
 pub mod features;
 mod handle;
+pub mod kinds;
 pub mod metrics;
 mod node_tally;
 mod nominator;
@@ -36,10 +37,11 @@ mod runtime;
 mod snapshot;
 mod status;
 mod waiting;
+mod writer;
 
 pub use client::{
-    ClientError, ClusterClient, Event, EventType, NoopClient, ObjectRef, PodScheduledCondition,
-    PodStatusUpdate,
+    ClientError, ClusterClient, Event, EventType, NoopClient, ObjectRef, ObjectWrite,
+    PodScheduledCondition, PodStatusUpdate,
 };
 pub use cycle_state::{CycleState, StateData};
 pub use explain::{
@@ -52,6 +54,7 @@ pub use extender::{
 };
 pub use features::{Feature, FeatureGates};
 pub use handle::{Handle, HandleBuilder, HandleControl, LivePods, NoLivePods, PodActivator};
+pub use kinds::{Kind, KindWrite, ObjectKind};
 pub use node_tally::{NodeTally, TallyCache};
 pub use nominator::Nominator;
 pub use objects::{ObjectStore, Store};
@@ -65,6 +68,7 @@ pub use runtime::{
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};
 pub use waiting::{WaitingPod, WaitingPods, go_duration};
+pub use writer::ObjectWriter;
 
 pub use async_trait::async_trait;
 pub use kubesched_model as model;

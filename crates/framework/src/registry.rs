@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::kinds::{KindWrite, ObjectKind};
 use crate::{Handle, Plugin, PointSet};
 
 #[cfg(not(any(feature = "inventory", feature = "linkme")))]
@@ -171,6 +172,11 @@ pub struct PluginDescriptor {
     pub factory: PluginFactory,
     /// The crate that registered it (for duplicate reports).
     pub crate_name: &'static str,
+    /// The object kinds it reads (`kinds: [...]` in `register_plugin!`): the backends
+    /// watch, load and store exactly the kinds the compiled-in plugins declare.
+    pub kinds: &'static [ObjectKind],
+    /// The writes it makes in cluster mode (`writes: [...]`), for RBAC.
+    pub writes: &'static [KindWrite],
 }
 
 impl PluginDescriptor {
@@ -178,6 +184,58 @@ impl PluginDescriptor {
     pub fn extension_points(&self) -> PointSet {
         (self.points)()
     }
+}
+
+/// What a set of plugins declared: the kinds they read and the writes they make, each
+/// once, sorted by group, kind and version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclaredKinds {
+    /// The kinds read.
+    pub reads: Vec<ObjectKind>,
+    /// The writes, merged per kind.
+    pub writes: Vec<KindWrite>,
+}
+
+/// The union of the declarations of `plugins` (e.g. [`plugins`], or the enabled ones).
+pub fn declared_kinds<'a>(
+    plugins: impl IntoIterator<Item = &'a PluginDescriptor>,
+) -> DeclaredKinds {
+    let mut out = DeclaredKinds::default();
+    for p in plugins {
+        for k in p.kinds {
+            if !out.reads.contains(k) {
+                out.reads.push(*k);
+            }
+        }
+        for w in p.writes {
+            match out.writes.iter_mut().find(|x| x.kind == w.kind) {
+                Some(x) => {
+                    x.verbs = merged(x.verbs, w.verbs);
+                    x.status_verbs = merged(x.status_verbs, w.status_verbs);
+                }
+                None => out.writes.push(*w),
+            }
+        }
+    }
+    let order = |k: &ObjectKind| (k.group, k.kind, k.version);
+    out.reads.sort_by_key(order);
+    out.writes.sort_by_key(|w| order(&w.kind));
+    out
+}
+
+/// The union of two verb lists, sorted (leaked once per distinct union: declarations are
+/// few and fixed at build time).
+fn merged(a: &'static [&'static str], b: &'static [&'static str]) -> &'static [&'static str] {
+    if b.iter().all(|v| a.contains(v)) {
+        return a;
+    }
+    if a.iter().all(|v| b.contains(v)) {
+        return b;
+    }
+    let mut all: Vec<&'static str> = a.iter().chain(b).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    Box::leak(all.into_boxed_slice())
 }
 
 impl std::fmt::Debug for PluginDescriptor {
@@ -298,7 +356,18 @@ pub fn feature_for(name: &str) -> String {
 ///     args: NodeResourcesFitArgs,      // implements PluginArgs
 ///     factory: NodeResourcesFit::new,  // fn(&NodeResourcesFitArgs, &Handle) -> Result<NodeResourcesFit, PluginError>
 /// }
+/// kubesched_framework::register_plugin! {
+///     name: "Coscheduling",
+///     plugin: Coscheduling,
+///     args: CoschedulingArgs,
+///     kinds: [PodGroup],                          // the kinds it reads (any `kinds::Kind` type)
+///     writes: [KindWrite::owned::<PodGroup>()],   // create, update/patch status (RBAC)
+///     factory: Coscheduling::new,
+/// }
 /// ```
+///
+/// `kinds` and `writes` are optional and come after `args` (when there is one), in that
+/// order.
 ///
 /// The list of earlier versions is refused with a pointer to the new form:
 ///
@@ -311,9 +380,19 @@ pub fn feature_for(name: &str) -> String {
 /// ```
 #[macro_export]
 macro_rules! register_plugin {
-    (name: $name:expr, plugin: $plugin:ty, args: $args:ty, factory: $factory:expr $(,)?) => {
+    (
+        name: $name:expr,
+        plugin: $plugin:ty,
+        args: $args:ty,
+        $(kinds: [$($kind:ty),* $(,)?],)?
+        $(writes: [$($write:expr),* $(,)?],)?
+        factory: $factory:expr $(,)?
+    ) => {
         $crate::impl_plugin!($plugin, name: $name);
         const _: () = {
+            const __KUBESCHED_KINDS: &[$crate::kinds::ObjectKind] =
+                &[$($($crate::kinds::ObjectKind::of::<$kind>(),)*)?];
+            const __KUBESCHED_WRITES: &[$crate::kinds::KindWrite] = &[$($($write,)*)?];
             fn __kubesched_points() -> $crate::PointSet {
                 $crate::__kubesched_points_of!($plugin)
             }
@@ -334,13 +413,24 @@ macro_rules! register_plugin {
                     args: $crate::registry::ArgsCodec::of::<$args>(),
                     factory: __kubesched_factory,
                     crate_name: env!("CARGO_PKG_NAME"),
+                    kinds: __KUBESCHED_KINDS,
+                    writes: __KUBESCHED_WRITES,
                 }
             }
         };
     };
-    (name: $name:expr, plugin: $plugin:ty, factory: $factory:expr $(,)?) => {
+    (
+        name: $name:expr,
+        plugin: $plugin:ty,
+        $(kinds: [$($kind:ty),* $(,)?],)?
+        $(writes: [$($write:expr),* $(,)?],)?
+        factory: $factory:expr $(,)?
+    ) => {
         $crate::impl_plugin!($plugin, name: $name);
         const _: () = {
+            const __KUBESCHED_KINDS: &[$crate::kinds::ObjectKind] =
+                &[$($($crate::kinds::ObjectKind::of::<$kind>(),)*)?];
+            const __KUBESCHED_WRITES: &[$crate::kinds::KindWrite] = &[$($($write,)*)?];
             fn __kubesched_points() -> $crate::PointSet {
                 $crate::__kubesched_points_of!($plugin)
             }
@@ -358,6 +448,8 @@ macro_rules! register_plugin {
                     args: $crate::registry::ArgsCodec::none(),
                     factory: __kubesched_factory,
                     crate_name: env!("CARGO_PKG_NAME"),
+                    kinds: __KUBESCHED_KINDS,
+                    writes: __KUBESCHED_WRITES,
                 }
             }
         };

@@ -1295,6 +1295,8 @@ mod declaration_tests {
             args: ArgsCodec::none(),
             factory: build,
             crate_name: "test",
+            kinds: &[],
+            writes: &[],
         }
     }
 

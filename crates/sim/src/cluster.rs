@@ -16,7 +16,8 @@ use kubesched_framework::clock::{Clock, FakeClock};
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::{
-    ClientError, ClusterClient, Event, ObjectStore, PodStatusUpdate, async_trait,
+    ClientError, ClusterClient, Event, ObjectKind, ObjectStore, ObjectWrite, PodStatusUpdate,
+    async_trait,
 };
 use kubesched_scheduler::{ClusterChange, PodLister};
 use parking_lot::Mutex;
@@ -685,6 +686,26 @@ impl ClusterClient for SimCluster {
 
     fn record_event(&self, event: Event) {
         self.state.lock().events.push(event);
+    }
+
+    async fn write_object(
+        &self,
+        kind: &ObjectKind,
+        write: &ObjectWrite,
+    ) -> Result<serde_json::Value, ClientError> {
+        let (old, new, stored) = write.apply(&self.objects, kind)?;
+        // As a watcher would see it: plugins that registered the kind's events hear of it.
+        self.state.lock().changes.push_back(ClusterChange::Other {
+            resource: kind.event_resource(),
+            action: if old.is_some() {
+                ActionType::UPDATE
+            } else {
+                ActionType::ADD
+            },
+            old,
+            new: Some(new),
+        });
+        Ok(stored)
     }
 
     async fn update_persistent_volume(

@@ -9,6 +9,9 @@ use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 
+use kubesched_framework::events::{EventObject, EventResource};
+use kubesched_framework::registry;
+
 use crate::cluster::SimCluster;
 
 /// A problem with the input: which file, which object, which field, what.
@@ -56,7 +59,10 @@ pub struct Manifests {
     pub config: Option<(String, String)>,
 }
 
-/// Kinds the simulator stores for plugins besides nodes, pods and priority classes.
+/// Built-in kinds the simulator stores for plugins besides nodes, pods and priority
+/// classes (whether or not a compiled-in plugin declares them, so a dump loads the same
+/// in every build); the kinds compiled-in plugins declare load too (see
+/// [`is_declared_kind`]).
 pub const OTHER_KINDS: &[&str] = &[
     "Namespace",
     "Service",
@@ -329,7 +335,9 @@ fn add_object(
         "KubeSchedulerConfiguration" => {
             manifests.config = Some((file.to_string(), text.to_string()));
         }
-        k if OTHER_KINDS.contains(&k) => manifests.others.push((kind, doc)),
+        k if OTHER_KINDS.contains(&k) || is_declared_kind(&doc, k) => {
+            manifests.others.push((kind, doc))
+        }
         k if IGNORED_KINDS.contains(&k) => {}
         _ => problems.push(InputProblem {
             file: file.into(),
@@ -340,39 +348,60 @@ fn add_object(
     }
 }
 
-/// The kinds of [`OTHER_KINDS`] that live in a namespace.
-const NAMESPACED_OTHER_KINDS: &[&str] = &[
-    "Service",
-    "ReplicaSet",
-    "StatefulSet",
-    "ReplicationController",
-    "PersistentVolumeClaim",
-    "CSIStorageCapacity",
-    "PodDisruptionBudget",
-    "ResourceClaim",
-    "ResourceClaimTemplate",
-];
+fn api_version_of(doc: &serde_json::Value) -> &str {
+    doc.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("")
+}
 
-/// Applies a stored object of another kind to the object store, reporting decode errors.
-/// Returns the object as stored (for the change event's queueing hints), or None when
-/// the kind is unknown or the object could not be decoded.
+/// Whether a compiled-in plugin declares the object's kind (by `apiVersion` group and kind).
+pub fn is_declared_kind(doc: &serde_json::Value, kind: &str) -> bool {
+    let api_version = api_version_of(doc);
+    registry::declared_kinds(registry::plugins())
+        .reads
+        .iter()
+        .any(|k| k.matches(api_version, kind))
+}
+
+/// A change an applied object makes: the resource its events carry, the object it
+/// replaced and the object as stored.
+pub type AppliedObject = (EventResource, Option<EventObject>, EventObject);
+
+/// Applies a stored object of another kind to the object store (every store of its kind:
+/// the built-in ones and those of the kinds plugins declare), reporting decode errors with
+/// the file, the object and the field. Returns the changes, for the change events'
+/// queueing hints; empty when the kind has no store or the object could not be decoded.
 pub fn apply_other(
     cluster: &SimCluster,
     kind: &str,
     doc: serde_json::Value,
     file: &str,
     problems: &mut Vec<InputProblem>,
-) -> Option<kubesched_framework::events::EventObject> {
-    use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-    use k8s_openapi::api::storage::v1::{
-        CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+) -> Vec<AppliedObject> {
+    use k8s_openapi::api::resource::v1 as resource;
+    let objects = cluster.objects();
+    let api_version = api_version_of(&doc).to_string();
+    for declared in registry::declared_kinds(registry::plugins()).reads {
+        if declared.matches(&api_version, kind) {
+            objects.register(declared);
+        }
+    }
+    let stores: Vec<_> = if api_version.is_empty() {
+        // Without an apiVersion only the kind can tell: a built-in kind of that name.
+        objects
+            .kinds()
+            .into_iter()
+            .filter(|k| k.kind == kind && OTHER_KINDS.contains(&kind))
+            .map(|k| objects.register(k))
+            .collect()
+    } else {
+        objects.stores_for(&api_version, kind)
     };
-    use kubesched_framework::events::EventObject;
+    let Some(first) = stores.first() else {
+        return Vec::new();
+    };
     let mut doc = doc;
     // A namespaced object written without a namespace lands in `default`, as `kubectl
     // apply` puts it there (pods are defaulted the same way).
-    if NAMESPACED_OTHER_KINDS.contains(&kind)
+    if first.kind().namespaced
         && let Some(meta) = doc.get_mut("metadata").and_then(|m| m.as_object_mut())
         && meta
             .get("namespace")
@@ -381,77 +410,56 @@ pub fn apply_other(
     {
         meta.insert("namespace".into(), "default".into());
     }
-    use k8s_openapi::api::resource::v1 as resource;
     let object = describe(&doc, "");
-    let o = cluster.objects();
-    macro_rules! put {
-        ($t:ty, $store:expr) => {{
-            let v = decode::<$t>(doc, file, &object, problems)?;
-            let event = EventObject::object(std::sync::Arc::new(v.clone()));
-            $store.upsert(v);
-            Some(event)
-        }};
-    }
-    match kind {
-        "Namespace" => put!(api::Namespace, o.namespaces),
-        "Service" => put!(api::Service, o.services),
-        "ReplicaSet" => put!(ReplicaSet, o.replica_sets),
-        "StatefulSet" => put!(StatefulSet, o.stateful_sets),
-        "ReplicationController" => put!(api::ReplicationController, o.replication_controllers),
-        "PersistentVolume" => put!(api::PersistentVolume, o.persistent_volumes),
-        "PersistentVolumeClaim" => put!(api::PersistentVolumeClaim, o.persistent_volume_claims),
-        "StorageClass" => {
-            let mut v = decode::<StorageClass>(doc, file, &object, problems)?;
+    match (first.kind().group, kind) {
+        ("storage.k8s.io", "StorageClass") => {
             // The API server's defaults, which hand-written manifests leave out.
-            v.volume_binding_mode
-                .get_or_insert_with(|| "Immediate".into());
-            v.reclaim_policy.get_or_insert_with(|| "Delete".into());
-            let event = EventObject::object(std::sync::Arc::new(v.clone()));
-            o.storage_classes.upsert(v);
-            Some(event)
+            if let Some(m) = doc.as_object_mut() {
+                m.entry("volumeBindingMode").or_insert("Immediate".into());
+                m.entry("reclaimPolicy").or_insert("Delete".into());
+            }
         }
-        "CSINode" => put!(CSINode, o.csi_nodes),
-        "CSIDriver" => put!(CSIDriver, o.csi_drivers),
-        "CSIStorageCapacity" => put!(CSIStorageCapacity, o.csi_storage_capacities),
-        "VolumeAttachment" => put!(VolumeAttachment, o.volume_attachments),
-        "PodDisruptionBudget" => put!(PodDisruptionBudget, o.pod_disruption_budgets),
-        "ResourceSlice" => put!(resource::ResourceSlice, o.resource_slices),
-        "DeviceClass" => put!(resource::DeviceClass, o.device_classes),
-        "ResourceClaim" => {
-            let mut claim = decode::<resource::ResourceClaim>(doc, file, &object, problems)?;
+        ("resource.k8s.io", "ResourceClaim") => {
+            // A claim needs the identity an API server gives it (uid, resourceVersion).
+            let Some(mut claim) = decode::<resource::ResourceClaim>(doc, file, &object, problems)
+            else {
+                return Vec::new();
+            };
             crate::claims::fill_identity(&mut claim);
-            let event = EventObject::object(std::sync::Arc::new(claim.clone()));
-            o.resource_claims.upsert(claim);
-            Some(event)
+            match serde_json::to_value(&claim) {
+                Ok(v) => doc = v,
+                Err(e) => {
+                    problems.push(InputProblem {
+                        file: file.into(),
+                        object: Some(object),
+                        field: None,
+                        message: e.to_string(),
+                    });
+                    return Vec::new();
+                }
+            }
+            doc["apiVersion"] = api_version.clone().into();
+            doc["kind"] = kind.into();
         }
-        "ResourceClaimTemplate" => {
-            let added = put!(resource::ResourceClaimTemplate, o.resource_claim_templates);
-            // Pods that waited for this template get their claims now.
-            cluster.run_claim_controller();
-            added
-        }
-        _ => None,
+        _ => {}
     }
-}
-
-/// The event resource a kind's changes are reported as.
-pub fn event_resource(kind: &str) -> Option<kubesched_framework::events::EventResource> {
-    use kubesched_framework::events::EventResource as R;
-    Some(match kind {
-        "Namespace" => R::Namespace,
-        "Service" | "ReplicaSet" | "StatefulSet" | "ReplicationController" => R::Workload,
-        "PersistentVolume" => R::PersistentVolume,
-        "PersistentVolumeClaim" => R::PersistentVolumeClaim,
-        "StorageClass" => R::StorageClass,
-        "CSINode" => R::CSINode,
-        "CSIDriver" => R::CSIDriver,
-        "CSIStorageCapacity" => R::CSIStorageCapacity,
-        "VolumeAttachment" => R::VolumeAttachment,
-        "ResourceSlice" => R::ResourceSlice,
-        "DeviceClass" => R::DeviceClass,
-        "ResourceClaim" => R::ResourceClaim,
-        _ => return None,
-    })
+    let mut applied = Vec::new();
+    for store in &stores {
+        match store.upsert_raw(doc.clone()) {
+            Ok((old, new)) => applied.push((store.kind().event_resource(), old, new)),
+            Err(e) => problems.push(InputProblem {
+                file: file.into(),
+                object: Some(object.clone()),
+                field: e.field,
+                message: e.message,
+            }),
+        }
+    }
+    if kind == "ResourceClaimTemplate" && !applied.is_empty() {
+        // Pods that waited for this template get their claims now.
+        cluster.run_claim_controller();
+    }
+    applied
 }
 
 /// Priority of the built-in `system-cluster-critical` class.
@@ -569,11 +577,11 @@ mod tests {
         let class = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "p"});
         let attachment = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"}, "spec": {"attacher": "d", "nodeName": "n", "source": {}}});
         assert!(
-            apply_other(&cluster, "PersistentVolumeClaim", claim, "f", &mut problems).is_some()
+            !apply_other(&cluster, "PersistentVolumeClaim", claim, "f", &mut problems).is_empty()
         );
-        assert!(apply_other(&cluster, "StorageClass", class, "f", &mut problems).is_some());
+        assert!(!apply_other(&cluster, "StorageClass", class, "f", &mut problems).is_empty());
         assert!(
-            apply_other(&cluster, "VolumeAttachment", attachment, "f", &mut problems).is_some()
+            !apply_other(&cluster, "VolumeAttachment", attachment, "f", &mut problems).is_empty()
         );
         assert!(problems.is_empty(), "{problems:?}");
         let o = cluster.objects();

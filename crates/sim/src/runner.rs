@@ -17,7 +17,7 @@ use kubesched_scheduler::{
 use parking_lot::Mutex;
 
 use crate::cluster::{SimCluster, pod_key};
-use crate::load::{InputProblem, Manifests, apply_other, event_resource, resolve_priority};
+use crate::load::{InputProblem, Manifests, apply_other, resolve_priority};
 use crate::report::{
     Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,
@@ -489,14 +489,16 @@ impl Simulation {
     /// Adds an object of another kind (namespaces, services, ...).
     pub fn add_other(&mut self, kind: &str, doc: serde_json::Value, file: &str) {
         let mut problems = Vec::new();
-        if let Some(object) = apply_other(&self.cluster, kind, doc, file, &mut problems)
-            && let Some(resource) = event_resource(kind)
-        {
+        for (resource, old, new) in apply_other(&self.cluster, kind, doc, file, &mut problems) {
             self.cluster.push_change(ClusterChange::Other {
                 resource,
-                action: ActionType::ADD,
-                old: None,
-                new: Some(object),
+                action: if old.is_some() {
+                    ActionType::UPDATE
+                } else {
+                    ActionType::ADD
+                },
+                old,
+                new: Some(new),
             });
         }
         self.problems.extend(problems);

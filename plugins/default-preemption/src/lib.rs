@@ -312,10 +312,13 @@ fn nanos_since_epoch(t: std::time::SystemTime) -> i128 {
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::model::k8s_openapi::api::policy::v1 as policyv1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: DefaultPreemption,
     args: DefaultPreemptionArgs,
+    kinds: [policyv1::PodDisruptionBudget],
     factory: DefaultPreemption::new,
 }
 

@@ -232,9 +232,22 @@ impl DynamicResources {
     }
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::KindWrite;
+use kubesched_framework::model::k8s_openapi::api::resource::v1 as resourcev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: DynamicResources,
+    kinds: [
+        resourcev1::ResourceClaim,
+        resourcev1::ResourceSlice,
+        resourcev1::DeviceClass,
+    ],
+    writes: [
+        // PreBind adds its finalizer and writes the allocation; Unreserve patches reservedFor.
+        KindWrite::update::<resourcev1::ResourceClaim>(),
+        KindWrite::status::<resourcev1::ResourceClaim>(),
+    ],
     factory: DynamicResources::new,
 }
 

@@ -79,10 +79,13 @@ impl InterPodAffinity {
     }
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::model::k8s_openapi::api::core::v1 as corev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: InterPodAffinity,
     args: InterPodAffinityArgs,
+    kinds: [corev1::Namespace],
     factory: InterPodAffinity::new,
 }
 

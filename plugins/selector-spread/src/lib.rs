@@ -46,9 +46,18 @@ impl SelectorSpread {
     }
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::model::k8s_openapi::api::apps::v1 as appsv1;
+use kubesched_framework::model::k8s_openapi::api::core::v1 as corev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: SelectorSpread,
+    kinds: [
+        corev1::Service,
+        corev1::ReplicationController,
+        appsv1::ReplicaSet,
+        appsv1::StatefulSet,
+    ],
     factory: SelectorSpread::new,
 }
 

@@ -160,10 +160,27 @@ fn owned_by(
         .is_some_and(|r| r.uid == pod_uid)
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::KindWrite;
+use kubesched_framework::model::k8s_openapi::api::core::v1 as corev1;
+use kubesched_framework::model::k8s_openapi::api::storage::v1 as storagev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: VolumeBinding,
     args: VolumeBindingArgs,
+    kinds: [
+        corev1::PersistentVolume,
+        corev1::PersistentVolumeClaim,
+        storagev1::StorageClass,
+        storagev1::CSINode,
+        storagev1::CSIDriver,
+        storagev1::CSIStorageCapacity,
+    ],
+    writes: [
+        // PreBind writes a volume's claimRef and a claim's selected node.
+        KindWrite::update::<corev1::PersistentVolume>(),
+        KindWrite::update::<corev1::PersistentVolumeClaim>(),
+    ],
     factory: VolumeBinding::new,
 }
 

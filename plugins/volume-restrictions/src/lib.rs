@@ -46,9 +46,12 @@ impl VolumeRestrictions {
     }
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::model::k8s_openapi::api::core::v1 as corev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: VolumeRestrictions,
+    kinds: [corev1::PersistentVolumeClaim],
     factory: VolumeRestrictions::new,
 }
 

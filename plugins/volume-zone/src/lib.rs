@@ -62,9 +62,17 @@ impl VolumeZone {
     }
 }
 
+// The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
+use kubesched_framework::model::k8s_openapi::api::core::v1 as corev1;
+use kubesched_framework::model::k8s_openapi::api::storage::v1 as storagev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: VolumeZone,
+    kinds: [
+        corev1::PersistentVolume,
+        corev1::PersistentVolumeClaim,
+        storagev1::StorageClass,
+    ],
     factory: VolumeZone::new,
 }
 

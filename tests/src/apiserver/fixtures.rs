@@ -211,10 +211,11 @@ pub async fn bounded<T>(secs: u64, what: &str, fut: impl std::future::Future<Out
     }
 }
 
-/// Fails unless every request the server received is granted by kubesched's RBAC table
-/// (what the deploy renderer turns into the ClusterRole).
+/// Fails unless every request the server received is granted by kubesched's RBAC rows
+/// for the compiled-in plugins (the fixed table and the rows derived from the plugins'
+/// kind declarations: what the deploy renderer turns into the ClusterRole).
 pub fn assert_rbac_covers(server: &TestApiServer) {
-    use kubesched_cluster::rbac::RULES;
+    let rules = kubesched_cluster::access::rules_for(kubesched_framework::registry::plugins());
     // `/version` is readable by everyone (the default `system:public-info-viewer` role).
     for r in server
         .requests()
@@ -225,11 +226,7 @@ pub fn assert_rbac_covers(server: &TestApiServer) {
             .rbac
             .clone()
             .unwrap_or_else(|| panic!("a request to an unknown resource: {} {}", r.method, r.path));
-        let granted = RULES.iter().any(|rule| {
-            rule.api_group == group
-                && rule.resource == resource
-                && rule.verbs.contains(&verb.as_str())
-        });
+        let granted = kubesched_cluster::access::grants(&rules, &group, &resource, &verb);
         assert!(
             granted,
             "{verb} {group}/{resource} is not in the RBAC table ({} {})",

@@ -15,8 +15,7 @@ use tokio::sync::mpsc;
 
 use super::selector::FieldSelector;
 use super::{
-    ApiError, FaultAction, RESOURCES, RequestRecord, ResourceDef, State, WatchSub, event_line,
-    typed,
+    ApiError, FaultAction, RequestRecord, ResourceDef, State, WatchSub, event_line, typed,
 };
 
 type Shared = Arc<Mutex<State>>;
@@ -41,11 +40,7 @@ fn parse_path(path: &str) -> Option<Target> {
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return None,
     };
-    let find = |plural: &str| {
-        RESOURCES
-            .iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
-    };
+    let find = |plural: &str| super::find_resource(group, version, plural);
     let (namespace, rest): (Option<String>, &[&str]) = match rest {
         ["namespaces", ns, more @ ..] if !more.is_empty() => (Some(ns.to_string()), more),
         _ => (None, rest),

@@ -176,11 +176,61 @@ pub const RESOURCES: &[ResourceDef] = &[
     ),
 ];
 
+/// Custom resources served besides [`RESOURCES`] (by every test API server of the
+/// process: serving a definition twice is harmless).
+static CUSTOM_RESOURCES: parking_lot::RwLock<Vec<&'static ResourceDef>> =
+    parking_lot::RwLock::new(Vec::new());
+
+/// Serves a custom resource (as if its CustomResourceDefinition were installed, with a
+/// `status` subresource): list, watch, get, create, update, patch, delete, and `PUT`/`PATCH`
+/// of `/status`. Returns its definition.
+pub fn serve_custom_resource(def: ResourceDef) -> &'static ResourceDef {
+    let mut all = CUSTOM_RESOURCES.write();
+    if let Some(d) = all.iter().find(|d| ***d == def) {
+        return d;
+    }
+    let d: &'static ResourceDef = Box::leak(Box::new(def));
+    all.push(d);
+    d
+}
+
+/// Serves the kind a plugin declares ([`serve_custom_resource`] for its descriptor).
+pub fn serve_kind(kind: kubesched_framework::ObjectKind) -> &'static ResourceDef {
+    serve_custom_resource(ResourceDef {
+        group: kind.group,
+        version: kind.version,
+        plural: kind.plural,
+        kind: kind.kind,
+        namespaced: kind.namespaced,
+    })
+}
+
+/// The served resource of this group, version and plural.
+pub fn find_resource(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+        .or_else(|| {
+            CUSTOM_RESOURCES
+                .read()
+                .iter()
+                .find(|r| r.group == group && r.version == version && r.plural == plural)
+                .copied()
+        })
+}
+
 /// The definition of a plural resource name.
 pub fn resource(plural: &str) -> &'static ResourceDef {
     RESOURCES
         .iter()
         .find(|r| r.plural == plural)
+        .or_else(|| {
+            CUSTOM_RESOURCES
+                .read()
+                .iter()
+                .find(|r| r.plural == plural)
+                .copied()
+        })
         .unwrap_or_else(|| panic!("the test API server does not serve {plural}"))
 }
 
