@@ -659,7 +659,12 @@ pub fn render(data: &ReportData) -> String {
     }
     out.push_str("</table>\n<h2 id=\"explanations\">Explanations</h2>");
     for (a, e) in &data.explanations {
-        push_explanation(&mut out, a, e);
+        let bound = data
+            .pods
+            .iter()
+            .find(|p| p.anchor.as_deref() == Some(a.as_str()))
+            .and_then(|p| p.node.as_deref());
+        push_explanation(&mut out, a, e, bound);
     }
     out.push_str("</body></html>\n");
     out
@@ -678,7 +683,8 @@ fn push_chart(out: &mut String, svg: Result<String, ChartError>) {
     }
 }
 
-fn push_explanation(out: &mut String, anchor: &str, e: &Explanation) {
+/// One pod's section; `bound` is the node the pod ended on, marked in the table.
+fn push_explanation(out: &mut String, anchor: &str, e: &Explanation, bound: Option<&str>) {
     let attempt = e
         .attempt
         .map(|a| format!(", attempt {a}"))
@@ -691,7 +697,9 @@ fn push_explanation(out: &mut String, anchor: &str, e: &Explanation) {
     );
     out.push_str("<table><tr><th>node</th><th>verdict</th><th>scores (normalised × weight)</th><th>total</th></tr>");
     for n in &e.nodes {
-        let verdict = if n.feasible {
+        let verdict = if n.feasible && bound == Some(n.node.as_str()) {
+            "<span class=\"ok\"><b>feasible, chosen</b></span>".to_string()
+        } else if n.feasible {
             "<span class=\"ok\">feasible</span>".to_string()
         } else {
             let mut v = format!(
