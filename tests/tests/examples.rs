@@ -360,3 +360,38 @@ fn dra_example_allocates_devices_on_the_pods_nodes() {
     }
     insta::assert_snapshot!(out);
 }
+
+/// `--explain`'s remedies through the whole pipeline, on examples that reject for other
+/// reasons than resources: required anti-affinity both ways (spread) and a node selector
+/// (volumes; the volume plugins have no remedies, so their nodes show none).
+#[test]
+fn examples_explain_remedies() {
+    let remedies = |example: &str, pod: &str| -> Vec<String> {
+        let report = run_example(example, Some(pod));
+        let e = report.explanations.last().expect("explained");
+        e.nodes
+            .iter()
+            .filter(|n| !n.feasible)
+            .map(|n| {
+                let words: Vec<String> = n
+                    .remedies
+                    .iter()
+                    .map(|r| format!("{} [{}]", r.text, r.plugin))
+                    .collect();
+                format!(
+                    "{} rejected by {}: {}",
+                    n.node,
+                    n.rejected_by.as_deref().unwrap_or("?"),
+                    words.join("; ")
+                )
+            })
+            .collect()
+    };
+    insta::assert_yaml_snapshot!(
+        "examples_explain_remedies",
+        [
+            ("spread web/web-6", remedies("spread", "web/web-6")),
+            ("volumes shop/batch", remedies("volumes", "shop/batch")),
+        ]
+    );
+}
