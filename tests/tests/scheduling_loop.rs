@@ -43,7 +43,7 @@ kubesched_framework::register_plugin! {
 }
 
 /// Permit by label: `permit=deny` rejects, `permit=timeout` waits 1 s and times out,
-/// `permit=later` waits and is allowed shortly after from another task.
+/// `permit=later` waits and is allowed by another task once it is in the waiting list.
 struct TestPermit {
     handle: Handle,
 }
@@ -64,10 +64,16 @@ impl PermitPlugin for TestPermit {
             Some("later") => {
                 let handle = self.handle.clone();
                 let uid = pod.uid.clone();
+                // No real-time sleep: the simulation's clock is virtual and jumps to the
+                // 30 s deadline once nothing else can run, so a timer-driven allow raced it.
+                // Yielding lets the pod reach the waiting list, then allows it.
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    if let Some(wp) = handle.waiting_pods().get(&uid) {
-                        wp.allow("TestPermit");
+                    for _ in 0..10_000 {
+                        if let Some(wp) = handle.waiting_pods().get(&uid) {
+                            wp.allow("TestPermit");
+                            return;
+                        }
+                        tokio::task::yield_now().await;
                     }
                 });
                 (Status::wait(), Duration::from_secs(30))

@@ -376,6 +376,14 @@ fn label_width(labels: &[String]) -> u32 {
     (longest * 8 + 20).clamp(70, 380)
 }
 
+/// The smallest of 5, 10, 20, 25, 50, 100 % (then multiples of 100) at or above `v`.
+fn nice_ceiling(v: f64) -> f64 {
+    [5.0, 10.0, 20.0, 25.0, 50.0, 100.0]
+        .into_iter()
+        .find(|&c| v <= c)
+        .unwrap_or_else(|| (v / 100.0).ceil() * 100.0)
+}
+
 /// Utilisation before and after, one bar pair per node.
 pub fn utilisation_svg(chart: &UtilisationChart) -> Result<String, ChartError> {
     let err = chart_error(&chart.resource);
@@ -386,18 +394,27 @@ pub fn utilisation_svg(chart: &UtilisationChart) -> Result<String, ChartError> {
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+        let pods = !matches!(chart.resource.as_str(), "cpu" | "memory");
         let caption = match chart.resource.as_str() {
             "cpu" => "CPU requested (% of allocatable)",
             "memory" => "Memory requested (% of allocatable)",
             _ => "Pods (% of the node's pod limit)",
         };
-        let max = chart
+        let highest = chart
             .rows
             .iter()
             .map(|r| r.after.max(r.before))
-            .fold(100.0f64, f64::max) as f32
-            // Room on the right for the legend, clear of every bar.
-            * 1.3;
+            .fold(0.0f64, f64::max);
+        // CPU and memory always show the 100 % line (allocatable); a node's pod limit
+        // (110 by default) is rarely near, and on a 0–100 % axis its bars would be slivers,
+        // so the pods chart fits its axis to the fullest node instead.
+        let axis_end = if pods {
+            nice_ceiling(highest.max(5.0))
+        } else {
+            highest.max(100.0)
+        };
+        // Room on the right for the legend, clear of every bar.
+        let max = axis_end as f32 * 1.3;
         let mut c = ChartBuilder::on(&root)
             .caption(caption, (FONT, 18))
             .margin(12)
@@ -409,7 +426,11 @@ pub fn utilisation_svg(chart: &UtilisationChart) -> Result<String, ChartError> {
             .y_labels(n)
             .y_label_formatter(&|v| label_at(&labels, *v))
             .x_label_formatter(&|v| format!("{v:.0}%"))
-            .x_desc("requested / allocatable")
+            .x_desc(if pods {
+                "pods on the node / the node's pod limit"
+            } else {
+                "requested / allocatable"
+            })
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 14))
             .light_line_style(WHITE.mix(0.0))
@@ -436,12 +457,14 @@ pub fn utilisation_svg(chart: &UtilisationChart) -> Result<String, ChartError> {
         .map_err(|e| err(e.to_string()))?
         .label("after the run")
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], AFTER.filled()));
-        // 100 % marks the node's allocatable.
-        c.draw_series(std::iter::once(PathElement::new(
-            vec![(100.0f32, -0.5), (100.0f32, n as f64 - 0.5)],
-            BLACK.mix(0.5).stroke_width(1),
-        )))
-        .map_err(|e| err(e.to_string()))?;
+        // 100 % marks the node's allocatable (or pod limit), when the axis reaches it.
+        if f64::from(max) >= 100.0 {
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(100.0f32, -0.5), (100.0f32, n as f64 - 0.5)],
+                BLACK.mix(0.5).stroke_width(1),
+            )))
+            .map_err(|e| err(e.to_string()))?;
+        }
         c.configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
             .label_font((FONT, 14))
@@ -755,6 +778,16 @@ mod tests {
     fn anchors_are_html_ids() {
         assert_eq!(anchor("shop/web-1"), "pod-shop_web-1");
         assert_eq!(anchor("a.b/c"), "pod-a_b_c");
+    }
+
+    #[test]
+    fn pod_axis_rounds_up_to_a_readable_end() {
+        assert_eq!(nice_ceiling(2.7), 5.0);
+        assert_eq!(nice_ceiling(5.0), 5.0);
+        assert_eq!(nice_ceiling(18.0), 20.0);
+        assert_eq!(nice_ceiling(40.0), 50.0);
+        assert_eq!(nice_ceiling(100.0), 100.0);
+        assert_eq!(nice_ceiling(130.0), 200.0);
     }
 
     #[test]
