@@ -25,15 +25,14 @@ impl CompiledPods {
     /// logged, forgotten and skipped.
     pub(crate) fn compile(&self, pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
         let info = compile(pod);
-        if let Some(uid) = pod.metadata.uid.as_ref() {
-            let mut by_uid = self.by_uid.lock();
-            match &info {
-                Some(i) => {
-                    by_uid.insert(uid.clone(), (Arc::clone(pod), Arc::clone(i)));
-                }
-                None => {
-                    by_uid.remove(uid);
-                }
+        let uid = uid_of(pod);
+        let mut by_uid = self.by_uid.lock();
+        match &info {
+            Some(i) => {
+                by_uid.insert(uid, (Arc::clone(pod), Arc::clone(i)));
+            }
+            None => {
+                by_uid.remove(&uid);
             }
         }
         info
@@ -42,13 +41,12 @@ impl CompiledPods {
     /// The compiled form of an object delivered before: remembered when it is the pod's
     /// latest object, compiled otherwise (and not remembered).
     pub(crate) fn previous(&self, pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
-        let remembered = pod.metadata.uid.as_ref().and_then(|uid| {
-            self.by_uid
-                .lock()
-                .get(uid)
-                .filter(|(object, _)| Arc::ptr_eq(object, pod))
-                .map(|(_, info)| Arc::clone(info))
-        });
+        let remembered = self
+            .by_uid
+            .lock()
+            .get(&uid_of(pod))
+            .filter(|(object, _)| Arc::ptr_eq(object, pod))
+            .map(|(_, info)| Arc::clone(info));
         remembered.or_else(|| compile(pod))
     }
 
@@ -62,9 +60,7 @@ impl CompiledPods {
 
     /// Forgets a pod that is gone (deleted or finished).
     pub(crate) fn forget(&self, pod: &Pod) {
-        if let Some(uid) = pod.metadata.uid.as_ref() {
-            self.by_uid.lock().remove(uid);
-        }
+        self.by_uid.lock().remove(&uid_of(pod));
     }
 }
 
@@ -83,6 +79,19 @@ impl LivePods for CompiledPods {
             .collect();
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         pods
+    }
+}
+
+/// The pod's key, as the model computes `PodInfo::uid`: its uid, or `namespace/name` for
+/// a pod without one (manifests loaded in a simulation often have none).
+fn uid_of(pod: &Pod) -> String {
+    match pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        Some(uid) => uid.to_string(),
+        None => format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
     }
 }
 

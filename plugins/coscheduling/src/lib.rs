@@ -17,12 +17,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResource};
+use kubesched_framework::events::{
+    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
 use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, Framework, Handle, NodeToStatus, PermitPlugin,
-    PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Status, Store, async_trait,
+    Code, CycleState, EnqueueExtensions, Framework, Handle, KindWrite, NodeToStatus, ObjectWriter,
+    PermitPlugin, PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin,
+    PreFilterPlugin, PreFilterResult, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Status, Store,
+    async_trait,
 };
 use parking_lot::Mutex;
 
@@ -75,6 +78,8 @@ pub fn group_rejected(group: &str, pod: &str) -> String {
 pub struct Coscheduling {
     handle: Handle,
     groups: Arc<Store<PodGroup>>,
+    /// Writes the groups' `status.phase` (cluster: the API server; simulate: the store).
+    writer: ObjectWriter<PodGroup>,
     /// The wait at Permit when the group sets none.
     permit_timeout: Duration,
     /// How long a failed group is refused, if at all.
@@ -106,9 +111,19 @@ struct Bookkeeping {
     /// When the group last failed: it sorts as if created then, so a group that cannot
     /// be placed does not keep the head of the queue.
     last_failure: HashMap<String, SystemTime>,
+    /// The phase last written to each group's status, so siblings do not write it again
+    /// before the store shows it.
+    phase_written: HashMap<String, &'static str>,
+    /// Groups PreEnqueue last found with at least `minMember` pods.
+    whole: BTreeSet<String>,
 }
 
 impl Coscheduling {
+    /// Builds the plugin over the handle's PodGroups (the registry's factory).
+    pub fn new(args: &CoschedulingArgs, handle: &Handle) -> Result<Self, PluginError> {
+        Self::with_groups(args, handle, handle.objects().of::<PodGroup>())
+    }
+
     /// Builds the plugin over the PodGroups of `groups`.
     pub fn with_groups(
         args: &CoschedulingArgs,
@@ -129,6 +144,7 @@ impl Coscheduling {
             groups,
             permit_timeout,
             group_backoff,
+            writer: handle.object_writer::<PodGroup>(),
             reject_threshold: f64::from(args.pod_group_reject_percentage) / 100.0,
             book: Mutex::new(Bookkeeping::default()),
         })
@@ -171,6 +187,63 @@ impl Coscheduling {
             placed.extend(tracked.iter().map(String::as_str));
         }
         placed.len()
+    }
+
+    /// Moves the group's `status.phase` forward to `phase` (Pending, then Scheduling with
+    /// `scheduleStartTime`), once: the part of scheduler-plugins' PodGroup controller the
+    /// scheduler sees. Running, Succeeded and Failed counts follow the pods' phases, which
+    /// are the controller's to count. Written in the background; a failure is logged.
+    fn advance_phase(&self, full: &str, group: &PodGroup, phase: &'static str) {
+        let current = group.status.as_ref().and_then(|s| s.phase.as_deref());
+        let rank = |p: Option<&str>| match p {
+            None => 0,
+            Some(phase::PENDING) => 1,
+            Some(phase::SCHEDULING) => 2,
+            Some(_) => 3,
+        };
+        {
+            let mut book = self.book.lock();
+            let written = book.phase_written.get(full).copied();
+            if rank(Some(phase)) <= rank(current).max(rank(written)) {
+                return;
+            }
+            // A write needs the async runtime; unit tests without one only record it.
+            if tokio::runtime::Handle::try_current().is_err() {
+                return;
+            }
+            book.phase_written.insert(full.to_string(), phase);
+        }
+        let mut status = serde_json::json!({"phase": phase});
+        if phase == phase::SCHEDULING
+            && let Some(now) = api_time(self.handle.clock().wall_now())
+        {
+            status["scheduleStartTime"] = serde_json::json!(now);
+        }
+        let writer = self.writer.clone();
+        let namespace = group.metadata.namespace.clone();
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let full = full.to_string();
+        self.handle.spawn_background(async move {
+            let patch = serde_json::json!({ "status": status });
+            if let Err(e) = writer
+                .patch_status(namespace.as_deref(), &name, patch)
+                .await
+            {
+                tracing::warn!(podgroup = %full, error = %e, "updating the PodGroup's status");
+            }
+        });
+    }
+
+    /// Moves these pods to the active queue once the caller (PreEnqueue runs inside the
+    /// queue) has returned.
+    fn activate_later(&self, uids: Vec<String>) {
+        if uids.is_empty() || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let handle = self.handle.clone();
+        self.handle.spawn_background(async move {
+            handle.activate(&uids);
+        });
     }
 
     fn mark_failure(&self, group: &str) {
@@ -287,6 +360,13 @@ fn wall_time(ts: &k8s_openapi::jiff::Timestamp) -> SystemTime {
     }
 }
 
+/// A wall-clock time as the API writes it (RFC 3339, whole seconds).
+fn api_time(at: SystemTime) -> Option<String> {
+    let secs = at.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs();
+    let ts = k8s_openapi::jiff::Timestamp::from_second(i64::try_from(secs).ok()?).ok()?;
+    Some(ts.to_string())
+}
+
 /// Unschedulable with no message: PostFilter could not help, but has nothing to add.
 fn unschedulable_without_reason() -> Status {
     Status::new(Code::Unschedulable, Vec::<String>::new())
@@ -317,8 +397,14 @@ fn free_without_group(node: &NodeInfo, group: &str) -> Resource {
     free
 }
 
-// Registered once PodGroups reach the object store (see the crate's README in the report).
-kubesched_framework::impl_plugin!(Coscheduling, name: NAME);
+kubesched_framework::register_plugin! {
+    name: NAME,
+    plugin: Coscheduling,
+    args: CoschedulingArgs,
+    kinds: [PodGroup],
+    writes: [KindWrite::status::<PodGroup>()],
+    factory: Coscheduling::new,
+}
 
 impl QueueSortPlugin for Coscheduling {
     fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
@@ -337,14 +423,30 @@ impl QueueSortPlugin for Coscheduling {
 
 impl PreEnqueuePlugin for Coscheduling {
     fn pre_enqueue(&self, pod: &PodInfo) -> Status {
-        let Some((_, Some(group))) = self.group_of(pod) else {
+        let Some((full, Some(group))) = self.group_of(pod) else {
             // No group, or one that does not exist yet: Permit answers for the latter.
             return Status::success();
         };
         let members = self.members(pod);
         match self.check_quorum("pre-enqueue", pod, &group, &members) {
-            Ok(()) => Status::success(),
-            Err(message) => Status::unresolvable(message),
+            Ok(()) => {
+                // The group just became whole: the siblings this gate held back come
+                // back to the queue (after the queue's lock is released).
+                if self.book.lock().whole.insert(full) {
+                    let siblings: Vec<String> = members
+                        .iter()
+                        .filter(|p| p.uid != pod.uid && p.node_name.is_none())
+                        .map(|p| p.uid.clone())
+                        .collect();
+                    self.activate_later(siblings);
+                }
+                Status::success()
+            }
+            Err(message) => {
+                self.book.lock().whole.remove(&full);
+                self.advance_phase(&full, &group, phase::PENDING);
+                Status::unresolvable(message)
+            }
         }
     }
 }
@@ -388,6 +490,7 @@ impl PreFilterPlugin for Coscheduling {
             }
         }
         if group.spec.min_resources.is_none() {
+            self.advance_phase(&full, &group, phase::SCHEDULING);
             return (None, Status::success());
         }
         {
@@ -406,7 +509,8 @@ impl PreFilterPlugin for Coscheduling {
         self.book
             .lock()
             .resources_checked
-            .insert(full, now + self.permit_timeout);
+            .insert(full.clone(), now + self.permit_timeout);
+        self.advance_phase(&full, &group, phase::SCHEDULING);
         (None, Status::success())
     }
 }
@@ -528,10 +632,36 @@ impl PermitPlugin for Coscheduling {
 
 impl EnqueueExtensions for Coscheduling {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
-        vec![ClusterEventWithHint::new(
-            EventResource::Pod,
-            ActionType::ADD,
-        )]
+        vec![
+            // A sibling appeared: the group may be whole now.
+            ClusterEventWithHint::new(EventResource::Pod, ActionType::ADD),
+            ClusterEventWithHint::with_hint(
+                EventResource::of::<PodGroup>(),
+                ActionType::ADD.union(ActionType::UPDATE),
+                pod_group_changed,
+            ),
+        ]
+    }
+}
+
+/// A PodGroup change helps the pods of that group only, and only when it is new or its
+/// spec changed (our own status writes must not wake the group).
+fn pod_group_changed(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let Some(new) = new.and_then(|o| o.downcast::<PodGroup>()) else {
+        return Err("a PodGroup event without the new PodGroup".into());
+    };
+    let ours = new.metadata.namespace.as_deref() == Some(pod.namespace.as_str())
+        && new.metadata.name.as_deref() == pod.labels.get(POD_GROUP_LABEL).map(String::as_str);
+    if !ours {
+        return Ok(QueueingHint::Skip);
+    }
+    match old.and_then(|o| o.downcast::<PodGroup>()) {
+        Some(old) if old.spec == new.spec => Ok(QueueingHint::Skip),
+        _ => Ok(QueueingHint::Queue),
     }
 }
 

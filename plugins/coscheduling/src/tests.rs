@@ -482,3 +482,70 @@ fn bad_args_are_refused() {
     .expect_err("negative backoff");
     assert!(err.0.contains("podGroupBackoffSeconds"), "{err}");
 }
+
+#[test]
+fn pod_group_events_requeue_their_own_pods_on_spec_changes_only() {
+    let f = fixture(CoschedulingArgs::default());
+    let events = kubesched_framework::EnqueueExtensions::events_to_register(&f.plugin);
+    use kubesched_framework::events::{ActionType, ClusterEvent, EventResource};
+    let registered: Vec<ClusterEvent> = events.iter().map(|e| e.event).collect();
+    assert_eq!(
+        registered,
+        [
+            ClusterEvent::new(EventResource::Pod, ActionType::ADD),
+            ClusterEvent::new(
+                EventResource::of::<PodGroup>(),
+                ActionType::ADD.union(ActionType::UPDATE)
+            ),
+        ]
+    );
+    let hint = events[1].hint.as_ref().expect("a PodGroup hint");
+    let pod = member("gang-0", "gang").info();
+    let obj = |pg: PodGroup| kubesched_framework::events::EventObject::object(Arc::new(pg));
+    let grown = {
+        let mut pg = group("gang", 3);
+        pg.spec.min_member = 2;
+        pg
+    };
+    let mut status_only = group("gang", 3);
+    status_only.status = Some(PodGroupStatus {
+        phase: Some(phase::SCHEDULING.into()),
+        ..Default::default()
+    });
+    let queue = kubesched_framework::events::QueueingHint::Queue;
+    let skip = kubesched_framework::events::QueueingHint::Skip;
+    assert_eq!(hint(&pod, None, Some(&obj(group("gang", 3)))), Ok(queue));
+    assert_eq!(
+        hint(&pod, Some(&obj(group("gang", 3))), Some(&obj(grown))),
+        Ok(queue)
+    );
+    assert_eq!(
+        hint(&pod, Some(&obj(group("gang", 3))), Some(&obj(status_only))),
+        Ok(skip)
+    );
+    assert_eq!(hint(&pod, None, Some(&obj(group("other", 3)))), Ok(skip));
+}
+
+#[test]
+fn registered_with_its_kind_and_status_writes() {
+    let desc = kubesched_framework::registry::find(NAME).expect("registered");
+    assert_eq!(
+        desc.kinds,
+        &[kubesched_framework::ObjectKind::of::<PodGroup>()]
+    );
+    assert_eq!(desc.kinds[0].resource(), "podgroups.scheduling.x-k8s.io");
+    assert_eq!(desc.writes[0].status_verbs, ["update", "patch"]);
+    let points: Vec<&str> = desc.extension_points().iter().map(|p| p.as_str()).collect();
+    assert_eq!(
+        points,
+        [
+            "QueueSort",
+            "PreEnqueue",
+            "PreFilter",
+            "PostFilter",
+            "Reserve",
+            "Permit",
+            "EnqueueExtensions"
+        ]
+    );
+}
