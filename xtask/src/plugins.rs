@@ -238,6 +238,13 @@ pub fn resolve(list: &str, known: &KnownPlugins) -> Result<Selection, Error> {
             });
         }
     }
+    // A plugin that takes another's place (Coscheduling sorts the queue instead of
+    // PrioritySort) says so in its crate's metadata; the replaced one leaves the set.
+    let replaced: BTreeSet<String> = plugins
+        .iter()
+        .flat_map(|p| PluginMeta::of(&crate::workspace_root(), &p.name).replaces)
+        .collect();
+    plugins.retain(|p| !replaced.contains(&p.name));
     let features: BTreeSet<String> = plugins.iter().map(|p| feature_for(&p.name)).collect();
     let chosen: BTreeSet<&str> = plugins.iter().map(|p| p.name.as_str()).collect();
     let defaults: BTreeSet<&str> = known.defaults().into_iter().collect();
@@ -248,9 +255,100 @@ pub fn resolve(list: &str, known: &KnownPlugins) -> Result<Selection, Error> {
     })
 }
 
+/// What a plugin crate's Cargo.toml says about deploying it, under
+/// `[package.metadata.kubesched]`: whether it stays out of the default build (`opt-in =
+/// true`) and which plugins it replaces in a profile (`replaces = ["PrioritySort"]`). Its
+/// manifests to apply with it (a CustomResourceDefinition) are the `.yaml` files of its
+/// `deploy/` folder. A name with no crate under plugins/ has none of these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginMeta {
+    /// The crate's folder, when it exists.
+    pub folder: Option<std::path::PathBuf>,
+    /// Not in the default build.
+    pub opt_in: bool,
+    /// Plugins it replaces.
+    pub replaces: Vec<String>,
+}
+
+impl PluginMeta {
+    /// The metadata of plugin `name` in the workspace at `root`.
+    pub fn of(root: &std::path::Path, name: &str) -> Self {
+        let folder = root
+            .join("plugins")
+            .join(feature_for(name).trim_start_matches(FEATURE_PREFIX));
+        let Ok(text) = std::fs::read_to_string(folder.join("Cargo.toml")) else {
+            return Self::default();
+        };
+        let mut meta = Self::parse(&text);
+        meta.folder = Some(folder);
+        meta
+    }
+
+    /// Reads the `[package.metadata.kubesched]` table of a Cargo.toml.
+    pub fn parse(manifest: &str) -> Self {
+        let mut meta = Self::default();
+        let mut inside = false;
+        for line in manifest.lines().map(str::trim) {
+            if line.starts_with('[') {
+                inside = line == "[package.metadata.kubesched]";
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=').filter(|_| inside) else {
+                continue;
+            };
+            match key.trim() {
+                "opt-in" => meta.opt_in = value.trim() == "true",
+                "replaces" => {
+                    meta.replaces = value
+                        .trim()
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .split(',')
+                        .map(|v| v.trim().trim_matches('"').to_string())
+                        .filter(|v| !v.is_empty())
+                        .collect();
+                }
+                _ => {}
+            }
+        }
+        meta
+    }
+
+    /// The manifests to apply with the plugin: its `deploy/*.yaml`, sorted by file name.
+    pub fn manifests(&self) -> Vec<std::path::PathBuf> {
+        let Some(dir) = self.folder.as_ref().map(|f| f.join("deploy")) else {
+            return Vec::new();
+        };
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        files.sort();
+        files
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plugin_metadata() {
+        let meta = PluginMeta::parse(
+            "[package]\nname = \"x\"\n\n[package.metadata.kubesched]\n# comment\nopt-in = true\nreplaces = [\"PrioritySort\", \"Other\"]\n\n[dependencies]\nopt-in = false\n",
+        );
+        assert!(meta.opt_in);
+        assert_eq!(meta.replaces, ["PrioritySort", "Other"]);
+        assert_eq!(PluginMeta::parse("[package]\nname = \"x\"\n"), PluginMeta::default());
+        let cosched = PluginMeta::of(&crate::workspace_root(), "Coscheduling");
+        assert!(cosched.opt_in);
+        assert_eq!(cosched.replaces, ["PrioritySort"]);
+        assert_eq!(cosched.manifests().len(), 1);
+        assert!(!PluginMeta::of(&crate::workspace_root(), "NodeName").opt_in);
+    }
 
     const MANIFEST: &str = r#"
 [package]

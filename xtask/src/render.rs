@@ -8,7 +8,7 @@
 //! plugin features, and `examples/` with workloads that use the scheduler.
 
 use crate::Error;
-use crate::plugins::{DEFAULT_FEATURES, Selection};
+use crate::plugins::{DEFAULT_FEATURES, PluginMeta, Selection};
 use crate::rbac::{self, Rule};
 use crate::yaml::{self, Yaml};
 
@@ -247,6 +247,8 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
             ),
         ]));
     }
+    // Custom resource definitions first: the objects after them may use their kinds.
+    docs.extend(plugin_manifests(opts)?);
     docs.push(service_account(opts));
     docs.extend(rbac_documents(opts, &lease_namespace));
     docs.push(config_map(opts, &config_text));
@@ -386,15 +388,39 @@ fn role_ref(kind: &str, name: &str) -> Yaml {
     ])
 }
 
+/// Whether a plugin is in the deployment: the chosen ones with `--plugins`, else every
+/// in-tree plugin of the default build (opt-in ones are left out).
+fn is_chosen(opts: &DeployOptions, plugin: &str) -> bool {
+    match opts.plugins.as_ref() {
+        Some(sel) => sel.plugins.iter().any(|p| p.name == plugin),
+        None => !PluginMeta::of(&crate::workspace_root(), plugin).opt_in,
+    }
+}
+
+/// The manifests the chosen plugins bring (their CustomResourceDefinitions), read from
+/// each plugin crate's `deploy/` folder, in plugin order.
+fn plugin_manifests(opts: &DeployOptions) -> Result<Vec<Yaml>, Error> {
+    let Some(sel) = opts.plugins.as_ref() else {
+        return Ok(Vec::new());
+    };
+    let mut docs = Vec::new();
+    for p in &sel.plugins {
+        for file in PluginMeta::of(&crate::workspace_root(), &p.name).manifests() {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| Error::new(format!("reading {}: {e}", file.display())))?;
+            let parsed = yaml::parse_documents(&text)
+                .map_err(|e| Error::new(format!("{}: {e}", file.display())))?;
+            docs.extend(parsed);
+        }
+    }
+    Ok(docs)
+}
+
 /// The RBAC rows of a deployment: the kube backend's fixed table, then the rows the chosen
 /// plugins' kind declarations need (every in-tree plugin's without `--plugins`), merged
 /// per API group and resource and sorted by them.
 pub fn rbac_rules(opts: &DeployOptions) -> Vec<Rule> {
-    let chosen = |plugin: &str| {
-        opts.plugins
-            .as_ref()
-            .is_none_or(|sel| sel.plugins.iter().any(|p| p.name == plugin))
-    };
+    let chosen = |plugin: &str| is_chosen(opts, plugin);
     let mut derived: Vec<Rule> = Vec::new();
     for access in crate::plugin_kinds::PLUGIN_ACCESS
         .iter()

@@ -14,6 +14,7 @@ use xtask::yaml::{self, Yaml};
 
 // The real plugins, so the configuration is checked against the names, extension points and
 // args the binary knows. rustc links a crate only when a source line names it.
+use kubesched_plugin_coscheduling as _;
 use kubesched_plugin_default_binder as _;
 use kubesched_plugin_default_preemption as _;
 use kubesched_plugin_dynamic_resources as _;
@@ -578,6 +579,56 @@ fn custom_configuration_validates_with_exactly_the_chosen_plugins() {
         .find(|p| p.name == "TaintToleration")
         .expect("TaintToleration scores");
     assert_eq!(taint.weight, 3);
+}
+
+#[test]
+fn coscheduling_brings_its_crd_its_rbac_and_replaces_priority_sort() {
+    let sel = plugins::resolve("default,Coscheduling", &known()).expect("known plugins");
+    assert!(sel.plugins.iter().all(|p| p.name != "PrioritySort"));
+    assert!(sel.features.contains(&"plugin-coscheduling".to_string()));
+    let opts = DeployOptions {
+        plugins: Some(sel),
+        plugins_arg: Some("default,Coscheduling".to_string()),
+        ..DeployOptions::default()
+    };
+    let r = rendered(&opts);
+    let docs = manifests(&r);
+    // The CRD comes first, a whole apiextensions.k8s.io/v1 definition with its schema.
+    assert_eq!(kind(&docs[0]), "CustomResourceDefinition");
+    let crd = &docs[0];
+    assert_eq!(
+        crd.get("apiVersion").and_then(Yaml::as_str),
+        Some("apiextensions.k8s.io/v1")
+    );
+    assert_eq!(
+        crd.at(&["metadata", "name"]).and_then(Yaml::as_str),
+        Some("podgroups.scheduling.x-k8s.io")
+    );
+    let crd_json = to_json(crd);
+    let definition: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(crd_json.clone()).expect("a CustomResourceDefinition");
+    let version = &definition.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    let schema = version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("a schema");
+    let props = schema.properties.as_ref().expect("properties");
+    assert!(props["spec"].properties.as_ref().expect("spec").contains_key("minMember"));
+    assert!(props["status"].properties.as_ref().expect("status").contains_key("phase"));
+    assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    // RBAC from the declaration: read PodGroups, write their status.
+    assert!(is_granted(&docs, "scheduling.x-k8s.io", "podgroups", &["get", "list", "watch"]));
+    assert!(is_granted(&docs, "scheduling.x-k8s.io", "podgroups/status", &["update", "patch"]));
+    // The configuration runs Coscheduling instead of PrioritySort, and validates.
+    let names = load(&r).profile("kubesched").expect("profile").plugin_names();
+    assert!(names.contains("Coscheduling"));
+    assert!(!names.contains("PrioritySort"));
+    // Without --plugins, the default build has no Coscheduling: no CRD, no PodGroup access.
+    let plain = manifests(&rendered(&DeployOptions::default()));
+    assert!(plain.iter().all(|d| kind(d) != "CustomResourceDefinition"));
+    assert!(!is_granted(&plain, "scheduling.x-k8s.io", "podgroups", &["list"]));
 }
 
 #[test]

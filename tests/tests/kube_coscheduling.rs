@@ -1,0 +1,107 @@
+//! Coscheduling against the test API server, with the PodGroup custom resource served: the
+//! kube backend watches PodGroups because the plugin declares them, a gang of three is
+//! bound whole once its last pod exists, and the scheduler writes the group's phase back
+//! through the status subresource, with only the access RBAC grants.
+
+use std::time::Duration;
+
+use kubesched_cluster::Runner;
+use kubesched_framework::ObjectKind;
+use kubesched_plugin_coscheduling::{POD_GROUP_LABEL, PodGroup};
+use kubesched_tests::apiserver::fixtures::{
+    assert_rbac_covers, bounded, node, node_of, options, pod,
+};
+use kubesched_tests::apiserver::{self, TestApiServer};
+use serde_json::{Value, json};
+
+// The opt-in plugin, linked into this test binary only.
+use kubesched_plugin_coscheduling as _;
+
+const CONFIG: &str = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+leaderElection:
+  leaderElect: false
+clientConnection:
+  qps: 500
+  burst: 500
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: PrioritySort
+";
+
+fn member(name: &str, group: &str) -> Value {
+    let mut p = pod(name, "1");
+    p["metadata"]["labels"] = json!({ POD_GROUP_LABEL: group });
+    p
+}
+
+fn phase(server: &TestApiServer, name: &str) -> Option<String> {
+    server
+        .get("podgroups", "default", name)
+        .and_then(|g| g.pointer("/status/phase").and_then(Value::as_str).map(String::from))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_bound_whole_and_its_phase_written_back() {
+    bounded(60, "Coscheduling against the test API server", async {
+        apiserver::serve_kind(ObjectKind::of::<PodGroup>());
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "4"));
+        server.create("nodes", node("n2", "4"));
+        server.create(
+            "podgroups",
+            json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                   "metadata": {"name": "gang", "namespace": "default"},
+                   "spec": {"minMember": 3}}),
+        );
+        server.create("pods", member("gang-0", "gang"));
+        server.create("pods", member("gang-1", "gang"));
+
+        let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+        let mut opts = options(&server, false, "coscheduling");
+        opts.config = loaded;
+        let runner = Runner::start(opts).await.expect("start");
+
+        // Two of three: held back, and the group is Pending.
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| phase(s, "gang").as_deref() == Some("Pending"))
+                .await,
+            "the group is Pending: {:?}",
+            server.get("podgroups", "default", "gang")
+        );
+        assert_eq!(node_of(&server, "gang-0"), None);
+        assert_eq!(node_of(&server, "gang-1"), None);
+
+        // The third pod makes the group whole: all three are bound.
+        server.create("pods", member("gang-2", "gang"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| (0..3)
+                    .all(|i| node_of(s, &format!("gang-{i}")).is_some()))
+                .await,
+            "the whole gang is bound"
+        );
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |s| phase(s, "gang").as_deref() == Some("Scheduling"))
+                .await,
+            "the group is Scheduling: {:?}",
+            server.get("podgroups", "default", "gang")
+        );
+        let group = server.get("podgroups", "default", "gang").expect("the group");
+        assert!(group.pointer("/status/scheduleStartTime").is_some(), "{group}");
+
+        runner.stop_handle().stop();
+        runner.wait().await.expect("clean stop");
+        assert_rbac_covers(&server);
+    })
+    .await;
+}
