@@ -43,13 +43,20 @@ fn member(name: &str, group: &str) -> Value {
 }
 
 fn phase(server: &TestApiServer, name: &str) -> Option<String> {
-    server
-        .get("podgroups", "default", name)
-        .and_then(|g| g.pointer("/status/phase").and_then(Value::as_str).map(String::from))
+    server.get("podgroups", "default", name).and_then(|g| {
+        g.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .map(String::from)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_is_bound_whole_and_its_phase_written_back() {
+    // RUST_LOG=kubesched_plugin_coscheduling=debug shows the phase writes.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     bounded(60, "Coscheduling against the test API server", async {
         apiserver::serve_kind(ObjectKind::of::<PodGroup>());
         let server = TestApiServer::start().await;
@@ -72,7 +79,8 @@ async fn a_gang_is_bound_whole_and_its_phase_written_back() {
         // Two of three: held back, and the group is Pending.
         assert!(
             server
-                .wait_until(Duration::from_secs(20), |s| phase(s, "gang").as_deref() == Some("Pending"))
+                .wait_until(Duration::from_secs(20), |s| phase(s, "gang").as_deref()
+                    == Some("Pending"))
                 .await,
             "the group is Pending: {:?}",
             server.get("podgroups", "default", "gang")
@@ -84,20 +92,29 @@ async fn a_gang_is_bound_whole_and_its_phase_written_back() {
         server.create("pods", member("gang-2", "gang"));
         assert!(
             server
-                .wait_until(Duration::from_secs(20), |s| (0..3)
-                    .all(|i| node_of(s, &format!("gang-{i}")).is_some()))
+                .wait_until(Duration::from_secs(20), |s| (0..3).all(|i| node_of(
+                    s,
+                    &format!("gang-{i}")
+                )
+                .is_some()))
                 .await,
             "the whole gang is bound"
         );
         assert!(
             server
-                .wait_until(Duration::from_secs(10), |s| phase(s, "gang").as_deref() == Some("Scheduling"))
+                .wait_until(Duration::from_secs(10), |s| phase(s, "gang").as_deref()
+                    == Some("Scheduling"))
                 .await,
             "the group is Scheduling: {:?}",
             server.get("podgroups", "default", "gang")
         );
-        let group = server.get("podgroups", "default", "gang").expect("the group");
-        assert!(group.pointer("/status/scheduleStartTime").is_some(), "{group}");
+        let group = server
+            .get("podgroups", "default", "gang")
+            .expect("the group");
+        assert!(
+            group.pointer("/status/scheduleStartTime").is_some(),
+            "{group}"
+        );
 
         runner.stop_handle().stop();
         runner.wait().await.expect("clean stop");

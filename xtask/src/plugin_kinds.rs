@@ -19,6 +19,21 @@ pub struct PluginAccess {
 #[rustfmt::skip]
 pub const PLUGIN_ACCESS: &[PluginAccess] = &[
     PluginAccess {
+        plugin: "Coscheduling",
+        rules: &[
+            Rule {
+                api_group: "scheduling.x-k8s.io",
+                resource: "podgroups",
+                verbs: &["get", "list", "watch"],
+            },
+            Rule {
+                api_group: "scheduling.x-k8s.io",
+                resource: "podgroups/status",
+                verbs: &["update", "patch"],
+            },
+        ],
+    },
+    PluginAccess {
         plugin: "DefaultPreemption",
         rules: &[
             Rule {

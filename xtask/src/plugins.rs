@@ -342,7 +342,10 @@ mod tests {
         );
         assert!(meta.opt_in);
         assert_eq!(meta.replaces, ["PrioritySort", "Other"]);
-        assert_eq!(PluginMeta::parse("[package]\nname = \"x\"\n"), PluginMeta::default());
+        assert_eq!(
+            PluginMeta::parse("[package]\nname = \"x\"\n"),
+            PluginMeta::default()
+        );
         let cosched = PluginMeta::of(&crate::workspace_root(), "Coscheduling");
         assert!(cosched.opt_in);
         assert_eq!(cosched.replaces, ["PrioritySort"]);

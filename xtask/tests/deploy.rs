@@ -615,20 +615,56 @@ fn coscheduling_brings_its_crd_its_rbac_and_replaces_priority_sort() {
         .and_then(|s| s.open_api_v3_schema.as_ref())
         .expect("a schema");
     let props = schema.properties.as_ref().expect("properties");
-    assert!(props["spec"].properties.as_ref().expect("spec").contains_key("minMember"));
-    assert!(props["status"].properties.as_ref().expect("status").contains_key("phase"));
-    assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    assert!(
+        props["spec"]
+            .properties
+            .as_ref()
+            .expect("spec")
+            .contains_key("minMember")
+    );
+    assert!(
+        props["status"]
+            .properties
+            .as_ref()
+            .expect("status")
+            .contains_key("phase")
+    );
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    );
     // RBAC from the declaration: read PodGroups, write their status.
-    assert!(is_granted(&docs, "scheduling.x-k8s.io", "podgroups", &["get", "list", "watch"]));
-    assert!(is_granted(&docs, "scheduling.x-k8s.io", "podgroups/status", &["update", "patch"]));
+    assert!(is_granted(
+        &docs,
+        "scheduling.x-k8s.io",
+        "podgroups",
+        &["get", "list", "watch"]
+    ));
+    assert!(is_granted(
+        &docs,
+        "scheduling.x-k8s.io",
+        "podgroups/status",
+        &["update", "patch"]
+    ));
     // The configuration runs Coscheduling instead of PrioritySort, and validates.
-    let names = load(&r).profile("kubesched").expect("profile").plugin_names();
+    let names = load(&r)
+        .profile("kubesched")
+        .expect("profile")
+        .plugin_names();
     assert!(names.contains("Coscheduling"));
     assert!(!names.contains("PrioritySort"));
     // Without --plugins, the default build has no Coscheduling: no CRD, no PodGroup access.
     let plain = manifests(&rendered(&DeployOptions::default()));
     assert!(plain.iter().all(|d| kind(d) != "CustomResourceDefinition"));
-    assert!(!is_granted(&plain, "scheduling.x-k8s.io", "podgroups", &["list"]));
+    assert!(!is_granted(
+        &plain,
+        "scheduling.x-k8s.io",
+        "podgroups",
+        &["list"]
+    ));
 }
 
 #[test]

@@ -86,6 +86,8 @@ pub struct Coscheduling {
     group_backoff: Option<Duration>,
     /// `podGroupRejectPercentage` as a fraction.
     reject_threshold: f64,
+    /// The async runtime the factory ran on, for background work started off it.
+    runtime: Option<tokio::runtime::Handle>,
     book: Mutex<Bookkeeping>,
 }
 
@@ -146,6 +148,7 @@ impl Coscheduling {
             group_backoff,
             writer: handle.object_writer::<PodGroup>(),
             reject_threshold: f64::from(args.pod_group_reject_percentage) / 100.0,
+            runtime: tokio::runtime::Handle::try_current().ok(),
             book: Mutex::new(Bookkeeping::default()),
         })
     }
@@ -189,6 +192,24 @@ impl Coscheduling {
         placed.len()
     }
 
+    /// The async runtime to start background work on: the current one, else the one the
+    /// plugin was built on (PreFilter runs on the scheduler's parallel threads, outside
+    /// any runtime). None in unit tests without a runtime.
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.clone())
+    }
+
+    /// Starts `work` in the background (see [`Handle::spawn_background`]); without a
+    /// runtime it is dropped.
+    fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Some(runtime) = self.runtime() {
+            let _entered = runtime.enter();
+            self.handle.spawn_background(work);
+        }
+    }
+
     /// Moves the group's `status.phase` forward to `phase` (Pending, then Scheduling with
     /// `scheduleStartTime`), once: the part of scheduler-plugins' PodGroup controller the
     /// scheduler sees. Running, Succeeded and Failed counts follow the pods' phases, which
@@ -207,8 +228,8 @@ impl Coscheduling {
             if rank(Some(phase)) <= rank(current).max(rank(written)) {
                 return;
             }
-            // A write needs the async runtime; unit tests without one only record it.
-            if tokio::runtime::Handle::try_current().is_err() {
+            // A write needs the async runtime; unit tests without one skip it.
+            if self.runtime().is_none() {
                 return;
             }
             book.phase_written.insert(full.to_string(), phase);
@@ -219,11 +240,12 @@ impl Coscheduling {
         {
             status["scheduleStartTime"] = serde_json::json!(now);
         }
+        tracing::debug!(podgroup = %full, phase, "writing the PodGroup's phase");
         let writer = self.writer.clone();
         let namespace = group.metadata.namespace.clone();
         let name = group.metadata.name.clone().unwrap_or_default();
         let full = full.to_string();
-        self.handle.spawn_background(async move {
+        self.spawn(async move {
             let patch = serde_json::json!({ "status": status });
             if let Err(e) = writer
                 .patch_status(namespace.as_deref(), &name, patch)
@@ -237,11 +259,11 @@ impl Coscheduling {
     /// Moves these pods to the active queue once the caller (PreEnqueue runs inside the
     /// queue) has returned.
     fn activate_later(&self, uids: Vec<String>) {
-        if uids.is_empty() || tokio::runtime::Handle::try_current().is_err() {
+        if uids.is_empty() {
             return;
         }
         let handle = self.handle.clone();
-        self.handle.spawn_background(async move {
+        self.spawn(async move {
             handle.activate(&uids);
         });
     }
@@ -476,6 +498,9 @@ impl PreFilterPlugin for Coscheduling {
         }
         let members = self.members(pod);
         if let Err(message) = self.check_quorum("pre-filter", pod, &group, &members) {
+            // Pods queued before their PodGroup was known passed PreEnqueue; the group
+            // is held here instead, and is Pending all the same.
+            self.advance_phase(&full, &group, phase::PENDING);
             return (None, Status::unresolvable(message));
         }
         // minMember may be below the workload's size: only gated pods beyond the slack
