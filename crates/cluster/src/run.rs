@@ -384,51 +384,16 @@ impl Runner {
         options: RunOptions,
         clients: Clients,
     ) -> Result<Self, RunError> {
-        let client = clients.main.clone();
         let loaded = &options.config;
         let cfg = &loaded.config;
         let identity = options.identity.clone().unwrap_or_else(default_identity);
-        let profile_names: Vec<String> = loaded
-            .profiles
-            .iter()
-            .map(|p| p.scheduler_name.clone())
-            .collect();
-        let primary = profile_names
-            .first()
-            .cloned()
-            .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
-
+        let (profile_names, primary) = profile_names(loaded);
         let pods = Arc::new(ObjectCache::<Pod>::default());
-        let controller_of = {
-            let pods = pods.clone();
-            let names = profile_names.clone();
-            let primary = primary.clone();
-            Arc::new(move |r: &kubesched_framework::ObjectRef| {
-                pods.get(&format!("{}/{}", r.namespace, r.name))
-                    .and_then(|p| p.spec.as_ref().and_then(|s| s.scheduler_name.clone()))
-                    .filter(|n| names.contains(n))
-                    .unwrap_or_else(|| primary.clone())
-            }) as crate::events::ControllerOf
-        };
-        let (events, events_task) = EventRecorder::start(
-            clients.events.clone(),
-            controller_of,
-            hostname(),
-            options.tuning.events.clone(),
-        );
+        let (events, events_task) =
+            start_event_recorder(&clients, &pods, &profile_names, &primary, &options);
         let objects = Arc::new(ObjectStore::default());
-        let kube_client = KubeClient::new(client.clone(), pods.clone(), events.clone(), primary);
-        let scheduler = build_scheduler(
-            loaded,
-            SchedulerParts {
-                client: Arc::new(kube_client),
-                objects: objects.clone(),
-                clock: Arc::new(RealClock),
-                seed: options.seed,
-                caller_joins_pool: false,
-            },
-        )?;
-        scheduler.set_pod_lister(pods.clone());
+        let scheduler =
+            build_cluster_scheduler(&options, &clients, &pods, &events, &objects, primary)?;
 
         let kinds = kinds_to_watch_for(enabled_plugins(loaded));
         let sync = Arc::new(SyncTracker::new(&kinds));
@@ -440,35 +405,16 @@ impl Runner {
             stats: stats.clone(),
             leading: AtomicBool::new(false),
             identity: identity.clone(),
-            events: events.clone(),
+            events,
             tasks: Mutex::new(vec![events_task]),
             loop_task: Mutex::new(None),
         });
-
-        let server = match &options.serving {
-            Some(serving) => {
-                let configz = serde_json::to_value(cfg).unwrap_or(serde_json::Value::Null);
-                let gate = match &serving.auth {
-                    Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
-                    None => None,
-                };
-                let router = crate::server::router(
-                    scheduler.clone(),
-                    clients.counts.clone(),
-                    sync.clone(),
-                    configz,
-                    gate,
-                );
-                Some(crate::server::start(serving, router).await?)
-            }
-            None => None,
-        };
+        let server = serve_endpoints(&options, &clients, &scheduler, &sync).await?;
         let http_addr = server.as_ref().map(|s| s.addr);
-
         let watchers = WatcherSet {
-            client: client.clone(),
+            client: clients.main.clone(),
             kinds,
-            scheduler: scheduler.clone(),
+            scheduler,
             objects,
             pods,
             settings: WatchSettings {
@@ -477,23 +423,8 @@ impl Runner {
                 stats,
             },
         };
-        let leader_elect = options
-            .leader_elect
-            .unwrap_or(cfg.leader_election.leader_elect);
-        let elector = leader_elect.then(|| {
-            let le = &cfg.leader_election;
-            LeaderElector::new(
-                clients.lease.clone(),
-                LeaseSettings {
-                    name: le.resource_name.clone(),
-                    namespace: le.resource_namespace.clone(),
-                    identity: identity.clone(),
-                    lease_duration: le.lease_duration,
-                    renew_deadline: le.renew_deadline,
-                    retry_period: le.retry_period,
-                },
-            )
-        });
+        let elector = leader_elector(&options, &clients, &identity);
+        let leader_elect = elector.is_some();
         let (stop_tx, stop_rx) = watch::channel(false);
         let main = tokio::spawn(main_task(
             shared.clone(),
@@ -589,6 +520,127 @@ pub async fn run(options: RunOptions, shutdown: impl Future<Output = ()>) -> Res
         }
     }
     wait.await
+}
+
+/// The profiles' scheduler names, and the first one (events of pods no profile claims
+/// are reported under it).
+fn profile_names(loaded: &LoadedConfig) -> (Vec<String>, String) {
+    let names: Vec<String> = loaded
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name.clone())
+        .collect();
+    let primary = names
+        .first()
+        .cloned()
+        .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
+    (names, primary)
+}
+
+/// Starts the event recorder on its own client; an event is reported by the profile of
+/// the pod it is about.
+fn start_event_recorder(
+    clients: &Clients,
+    pods: &Arc<ObjectCache<Pod>>,
+    profile_names: &[String],
+    primary: &str,
+    options: &RunOptions,
+) -> (EventRecorder, JoinHandle<()>) {
+    let controller_of = {
+        let pods = pods.clone();
+        let names = profile_names.to_vec();
+        let primary = primary.to_string();
+        Arc::new(move |r: &kubesched_framework::ObjectRef| {
+            pods.get(&format!("{}/{}", r.namespace, r.name))
+                .and_then(|p| p.spec.as_ref().and_then(|s| s.scheduler_name.clone()))
+                .filter(|n| names.contains(n))
+                .unwrap_or_else(|| primary.clone())
+        }) as crate::events::ControllerOf
+    };
+    EventRecorder::start(
+        clients.events.clone(),
+        controller_of,
+        hostname(),
+        options.tuning.events.clone(),
+    )
+}
+
+/// The scheduler of the configured profiles, writing through the kube client and reading
+/// pods from the pod watcher's cache.
+fn build_cluster_scheduler(
+    options: &RunOptions,
+    clients: &Clients,
+    pods: &Arc<ObjectCache<Pod>>,
+    events: &EventRecorder,
+    objects: &Arc<ObjectStore>,
+    primary: String,
+) -> Result<Arc<Scheduler>, RunError> {
+    let kube_client = KubeClient::new(clients.main.clone(), pods.clone(), events.clone(), primary);
+    let scheduler = build_scheduler(
+        &options.config,
+        SchedulerParts {
+            client: Arc::new(kube_client),
+            objects: objects.clone(),
+            clock: Arc::new(RealClock),
+            seed: options.seed,
+            caller_joins_pool: false,
+        },
+    )?;
+    scheduler.set_pod_lister(pods.clone());
+    Ok(scheduler)
+}
+
+/// Serves the HTTP endpoints when asked to (with delegated authentication when
+/// configured).
+async fn serve_endpoints(
+    options: &RunOptions,
+    clients: &Clients,
+    scheduler: &Arc<Scheduler>,
+    sync: &Arc<SyncTracker>,
+) -> Result<Option<ServerHandle>, RunError> {
+    let Some(serving) = &options.serving else {
+        return Ok(None);
+    };
+    let configz = serde_json::to_value(&options.config.config).unwrap_or(serde_json::Value::Null);
+    let gate = match &serving.auth {
+        Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
+        None => None,
+    };
+    let router = crate::server::router(
+        scheduler.clone(),
+        clients.counts.clone(),
+        sync.clone(),
+        configz,
+        gate,
+    );
+    Ok(Some(crate::server::start(serving, router).await?))
+}
+
+/// The Lease-based elector, when leader election is on (the option overrides the
+/// configuration).
+fn leader_elector(
+    options: &RunOptions,
+    clients: &Clients,
+    identity: &str,
+) -> Option<LeaderElector> {
+    let cfg = &options.config.config;
+    let leader_elect = options
+        .leader_elect
+        .unwrap_or(cfg.leader_election.leader_elect);
+    leader_elect.then(|| {
+        let le = &cfg.leader_election;
+        LeaderElector::new(
+            clients.lease.clone(),
+            LeaseSettings {
+                name: le.resource_name.clone(),
+                namespace: le.resource_namespace.clone(),
+                identity: identity.to_string(),
+                lease_duration: le.lease_duration,
+                renew_deadline: le.renew_deadline,
+                retry_period: le.retry_period,
+            },
+        )
+    })
 }
 
 /// The compiled-in plugins some profile enables: their declared kinds are watched.
@@ -728,7 +780,8 @@ async fn finish(shared: &Shared, server: Option<ServerHandle>) {
     shared.abort_all();
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The runner's life: start the watchers (before campaigning, unless the cache waits for
+/// leadership), schedule while leading, then end as the stop signal or the lost lease says.
 async fn main_task(
     shared: Arc<Shared>,
     watchers: WatcherSet,
