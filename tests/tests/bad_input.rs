@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kubesched_cluster::lenient::Lenient;
+use kubesched_live::lenient::Lenient;
 use kubesched_model::{Quantity, selector::LabelSelector};
 use proptest::prelude::*;
 use serde_json::{Value, json};

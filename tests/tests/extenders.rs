@@ -661,7 +661,7 @@ fn an_extender_claiming_a_node_it_was_not_sent_is_an_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_mode_consults_the_same_extenders_against_an_api_server() {
-    use kubesched_cluster::Runner;
+    use kubesched_live::Runner;
     use kubesched_tests::apiserver::TestApiServer;
     use kubesched_tests::apiserver::fixtures::{bounded, http_get, node, node_of, options, pod};
 

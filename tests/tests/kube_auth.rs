@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use kubesched_cluster::{DelegatedAuth, Runner};
+use kubesched_live::{DelegatedAuth, Runner};
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     assert_rbac_covers, bounded, http_get, http_get_with, options, requests_to,
 };
 
-fn secured(server: &TestApiServer, anonymous: bool) -> kubesched_cluster::RunOptions {
+fn secured(server: &TestApiServer, anonymous: bool) -> kubesched_live::RunOptions {
     let mut o = options(server, false, "solo");
     let kubeconfig = server.write_kubeconfig();
     if let Some(serving) = o.serving.as_mut() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
+use kubesched_live::Runner;
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     bounded, events_of, node, node_of, options, pod, requests_to,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
+use kubesched_live::Runner;
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     assert_rbac_covers, bounded, node, node_of, options, pod,

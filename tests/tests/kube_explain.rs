@@ -14,10 +14,10 @@ async fn explain(
     page_size: u32,
 ) -> Result<SimReport, String> {
     let kubeconfig = server.write_kubeconfig();
-    let client = kubesched_cluster::read::connect(Some(&kubeconfig))
+    let client = kubesched_live::read::connect(Some(&kubeconfig))
         .await
         .map_err(|e| e.to_string())?;
-    let read = kubesched_cluster::read::read_cluster(&client, page_size)
+    let read = kubesched_live::read::read_cluster(&client, page_size)
         .await
         .map_err(|e| e.to_string())?;
     // The same path as the binary: the objects become one List manifest.

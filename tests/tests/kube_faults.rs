@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kubesched_cluster::RunError;
+use kubesched_live::RunError;
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     LEASE_NAME, LEASE_NAMESPACE, bounded, lease_holder, node, options_for, pod,
@@ -92,9 +92,9 @@ fn fault_child_process() {
     let mut options = options_for(kubeconfig.into(), true, &identity);
     options.config = child_config();
     options.seed = None;
-    let result = runtime.block_on(kubesched_cluster::run(
+    let result = runtime.block_on(kubesched_live::run(
         options,
-        kubesched_cluster::shutdown_signal(),
+        kubesched_live::shutdown_signal(),
     ));
     std::process::exit(match result {
         Ok(()) => 0,

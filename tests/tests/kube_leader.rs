@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kubesched_cluster::{RunError, Runner};
+use kubesched_live::{RunError, Runner};
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     assert_rbac_covers, bounded, lease_holder, node, node_of, options, options_for, pod,
@@ -31,9 +31,9 @@ fn child_scheduler_process() {
         .build()
         .expect("runtime");
     let options = options_for(kubeconfig.into(), true, &identity);
-    let result = runtime.block_on(kubesched_cluster::run(
+    let result = runtime.block_on(kubesched_live::run(
         options,
-        kubesched_cluster::shutdown_signal(),
+        kubesched_live::shutdown_signal(),
     ));
     std::process::exit(match result {
         Ok(()) => 0,
@@ -251,8 +251,8 @@ async fn shutdown_lets_the_binding_in_flight_finish_then_releases() {
     .await;
 }
 
-fn lease_settings(name: &str, identity: &str) -> kubesched_cluster::lease::LeaseSettings {
-    kubesched_cluster::lease::LeaseSettings {
+fn lease_settings(name: &str, identity: &str) -> kubesched_live::lease::LeaseSettings {
+    kubesched_live::lease::LeaseSettings {
         name: name.to_string(),
         namespace: "kube-system".to_string(),
         identity: identity.to_string(),
@@ -264,8 +264,8 @@ fn lease_settings(name: &str, identity: &str) -> kubesched_cluster::lease::Lease
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn candidates_racing_for_a_lease_get_one_winner() {
-    use kubesched_cluster::lease::LeaderElector;
-    use kubesched_cluster::run::{build_client, client_config};
+    use kubesched_live::lease::LeaderElector;
+    use kubesched_live::run::{build_client, client_config};
     bounded(60, "lease races", async {
         let server = TestApiServer::start().await;
         let config = client_config(Some(&server.write_kubeconfig())).await.expect("config");

@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
-use kubesched_cluster::run::{EVENTS_MAX_IN_FLIGHT, LEASE_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
+use kubesched_live::Runner;
+use kubesched_live::run::{EVENTS_MAX_IN_FLIGHT, LEASE_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     LEASE_NAME, LEASE_NAMESPACE, bounded, lease_holder, node, options, pod, requests_to,

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
+use kubesched_live::Runner;
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
     bounded, events_of, node, node_of, options, pod, requests_to, running_pod,

@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
+use kubesched_live::Runner;
 use kubesched_tests::apiserver::fixtures::{
     bounded, node, node_of, options, pod, requests_to, running_pod,
 };

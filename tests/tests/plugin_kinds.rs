@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
+use kubesched_live::Runner;
 use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResource, QueueingHint};
 use kubesched_framework::model::k8s_openapi::{
     self, apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -194,9 +194,9 @@ fn the_declaration_is_registered() {
     assert_eq!(desc.kinds, &[ObjectKind::of::<Gate>()]);
     assert_eq!(desc.kinds[0].resource(), "gates.tests.kubesched.io");
     assert!(desc.kinds[0].namespaced);
-    let rules = kubesched_cluster::access::rules_for([desc]);
+    let rules = kubesched_live::access::rules_for([desc]);
     let grants = |resource: &str, verb: &str| {
-        kubesched_cluster::access::grants(&rules, "tests.kubesched.io", resource, verb)
+        kubesched_live::access::grants(&rules, "tests.kubesched.io", resource, verb)
     };
     assert!(grants("gates", "list") && grants("gates", "watch") && grants("gates", "create"));
     assert!(grants("gates/status", "patch") && grants("gates/status", "update"));
@@ -209,7 +209,7 @@ fn the_declaration_is_registered() {
 
 #[test]
 fn the_kube_backend_names_no_plugin() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/cluster/src");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/live/src");
     let mut names: Vec<&str> = kubesched_framework::registry::plugins()
         .iter()
         .map(|d| d.name)
@@ -219,7 +219,7 @@ fn the_kube_backend_names_no_plugin() {
         names.len() > 10,
         "every in-tree plugin is linked: {names:?}"
     );
-    for entry in std::fs::read_dir(&dir).expect("crates/cluster/src") {
+    for entry in std::fs::read_dir(&dir).expect("crates/live/src") {
         let path = entry.expect("entry").path();
         let text = std::fs::read_to_string(&path).expect("readable");
         for name in &names {

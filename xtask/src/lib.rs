@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 pub mod args;
 pub mod plugin_kinds;
 pub mod plugins;
-#[path = "../../crates/cluster/src/rbac.rs"]
+#[path = "../../crates/live/src/rbac.rs"]
 pub mod rbac;
 pub mod render;
 pub mod scaffold;

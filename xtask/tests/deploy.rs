@@ -416,9 +416,9 @@ fn leases_are_granted_where_the_lease_lives() {
     assert_eq!(lease_role.namespace.as_deref(), Some("leases-here"));
 }
 
-/// Every `.rs` file of crates/cluster/src but the RBAC table itself.
+/// Every `.rs` file of crates/live/src but the RBAC table itself.
 fn cluster_sources() -> Vec<(PathBuf, String)> {
-    let dir = xtask::workspace_root().join("crates/cluster/src");
+    let dir = xtask::workspace_root().join("crates/live/src");
     let mut out = Vec::new();
     let mut stack = vec![dir];
     while let Some(d) = stack.pop() {

@@ -521,7 +521,7 @@ struct ExplainArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Objects per list request.
-    #[arg(long, default_value_t = kubesched_cluster::read::DEFAULT_PAGE_SIZE, hide = true)]
+    #[arg(long, default_value_t = kubesched_live::read::DEFAULT_PAGE_SIZE, hide = true)]
     page_size: u32,
 }
 
@@ -550,10 +550,10 @@ fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
         Err(e) => return fail(&format!("starting the async runtime: {e}")),
     };
     let result = runtime.block_on(async {
-        let client = kubesched_cluster::read::connect(args.kubeconfig.as_deref())
+        let client = kubesched_live::read::connect(args.kubeconfig.as_deref())
             .await
             .map_err(|e| e.to_string())?;
-        let read = kubesched_cluster::read::read_cluster(&client, args.page_size)
+        let read = kubesched_live::read::read_cluster(&client, args.page_size)
             .await
             .map_err(|e| e.to_string())?;
         let text = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": read.objects})
@@ -872,7 +872,7 @@ struct RunArgs {
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: std::net::IpAddr,
     /// Port of /healthz, /livez, /readyz, /metrics and /configz (0: not served).
-    #[arg(long, default_value_t = kubesched_cluster::DEFAULT_SECURE_PORT)]
+    #[arg(long, default_value_t = kubesched_live::DEFAULT_SECURE_PORT)]
     secure_port: u16,
     /// TLS certificate (PEM) of the endpoints; a self-signed one is made when absent.
     #[arg(long, requires = "tls_private_key_file")]
@@ -930,12 +930,12 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let mut options = kubesched_cluster::RunOptions::new(loaded);
+    let mut options = kubesched_live::RunOptions::new(loaded);
     options.kubeconfig = args.kubeconfig;
     options.identity = args.identity;
     options.leader_elect = args.leader_elect;
     options.shutdown_timeout = std::time::Duration::from_secs(args.shutdown_timeout);
-    let auth = (!args.plain_http).then(|| kubesched_cluster::DelegatedAuth {
+    let auth = (!args.plain_http).then(|| kubesched_live::DelegatedAuth {
         authentication_kubeconfig: args.authentication_kubeconfig,
         authorization_kubeconfig: args.authorization_kubeconfig,
         client_ca_file: args.client_ca_file,
@@ -948,9 +948,9 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
         authn_cache_ttl: args.authentication_token_webhook_cache_ttl,
         authz_allowed_ttl: args.authorization_webhook_cache_authorized_ttl,
         authz_denied_ttl: args.authorization_webhook_cache_unauthorized_ttl,
-        ..kubesched_cluster::DelegatedAuth::default()
+        ..kubesched_live::DelegatedAuth::default()
     });
-    options.serving = (args.secure_port != 0).then(|| kubesched_cluster::Serving {
+    options.serving = (args.secure_port != 0).then(|| kubesched_live::Serving {
         auth,
         addr: std::net::SocketAddr::new(args.bind_address, args.secure_port),
         tls: match (
@@ -958,9 +958,9 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
             args.tls_cert_file,
             args.tls_private_key_file,
         ) {
-            (true, _, _) => kubesched_cluster::Tls::Plain,
-            (false, Some(cert), Some(key)) => kubesched_cluster::Tls::Files { cert, key },
-            _ => kubesched_cluster::Tls::SelfSigned,
+            (true, _, _) => kubesched_live::Tls::Plain,
+            (false, Some(cert), Some(key)) => kubesched_live::Tls::Files { cert, key },
+            _ => kubesched_live::Tls::SelfSigned,
         },
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -970,9 +970,9 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&format!("starting the async runtime: {e}")),
     };
-    match runtime.block_on(kubesched_cluster::run(
+    match runtime.block_on(kubesched_live::run(
         options,
-        kubesched_cluster::shutdown_signal(),
+        kubesched_live::shutdown_signal(),
     )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),

@@ -1,5 +1,5 @@
 //! `ClusterClient`: everything the scheduler writes to the cluster. Implemented by the
-//! kube-rs backend (crates/cluster) and the in-memory backend (crates/sim).
+//! kube-rs backend (crates/live) and the in-memory backend (crates/sim).
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};

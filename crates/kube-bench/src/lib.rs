@@ -7,7 +7,7 @@
 //! clients sent per scheduled pod. Everything it created is deleted at the end.
 //!
 //! It owns the driving and the measuring only; it must not reach into the scheduler
-//! beyond what [`kubesched_cluster::Runner`] offers, so what it measures is what a
+//! beyond what [`kubesched_live::Runner`] offers, so what it measures is what a
 //! deployed `kubesched run` does.
 
 mod cpu;
@@ -23,8 +23,8 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Config};
-use kubesched_cluster::requests::RequestKind;
-use kubesched_cluster::{RunOptions, Runner};
+use kubesched_live::requests::RequestKind;
+use kubesched_live::{RunOptions, Runner};
 use kubesched_config::LoadedConfig;
 use kubesched_sim::bench::{LatencyMs, scale_workload};
 use kubesched_sim::{Op, Workload, generated_node, node_template, percentile, pod_template};
@@ -161,7 +161,7 @@ pub enum KubeBenchError {
     },
     /// The client configuration or the scheduler could not be set up.
     #[error(transparent)]
-    Run(#[from] kubesched_cluster::RunError),
+    Run(#[from] kubesched_live::RunError),
     /// The driver's client could not be built.
     #[error("building the benchmark's client: {0}")]
     Client(String),
@@ -257,7 +257,7 @@ pub async fn run_workload(
     {
         return Err(KubeBenchError::NothingMeasured(workload.name.clone()));
     }
-    let config: Config = kubesched_cluster::run::client_config(Some(&options.kubeconfig)).await?;
+    let config: Config = kubesched_live::run::client_config(Some(&options.kubeconfig)).await?;
     let client = Client::try_from(config).map_err(|e| KubeBenchError::Client(e.to_string()))?;
     let namespaces = objects::namespaces_of(&workload);
     let tracker = PodTracker::start(client.clone(), namespaces.clone());

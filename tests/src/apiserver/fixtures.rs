@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kubesched_cluster::events::EventSettings;
-use kubesched_cluster::{RunOptions, Serving, Tls, Tuning};
+use kubesched_live::events::EventSettings;
+use kubesched_live::{RunOptions, Serving, Tls, Tuning};
 use kubesched_config::LoadedConfig;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -215,7 +215,7 @@ pub async fn bounded<T>(secs: u64, what: &str, fut: impl std::future::Future<Out
 /// for the compiled-in plugins (the fixed table and the rows derived from the plugins'
 /// kind declarations: what the deploy renderer turns into the ClusterRole).
 pub fn assert_rbac_covers(server: &TestApiServer) {
-    let rules = kubesched_cluster::access::rules_for(kubesched_framework::registry::plugins());
+    let rules = kubesched_live::access::rules_for(kubesched_framework::registry::plugins());
     // `/version` is readable by everyone (the default `system:public-info-viewer` role).
     for r in server
         .requests()
@@ -226,7 +226,7 @@ pub fn assert_rbac_covers(server: &TestApiServer) {
             .rbac
             .clone()
             .unwrap_or_else(|| panic!("a request to an unknown resource: {} {}", r.method, r.path));
-        let granted = kubesched_cluster::access::grants(&rules, &group, &resource, &verb);
+        let granted = kubesched_live::access::grants(&rules, &group, &resource, &verb);
         assert!(
             granted,
             "{verb} {group}/{resource} is not in the RBAC table ({} {})",
