@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubesched_live::Runner;
 use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResource, QueueingHint};
 use kubesched_framework::model::k8s_openapi::{
     self, apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -20,6 +19,7 @@ use kubesched_framework::{
     CycleState, EnqueueExtensions, Handle, KindWrite, ObjectKind, ObjectWriter, PluginError,
     PostBindPlugin, PreFilterPlugin, PreFilterResult, Status, Store,
 };
+use kubesched_live::Runner;
 use kubesched_sim::{Simulation, SimulationOptions};
 use kubesched_tests::apiserver::fixtures::{assert_rbac_covers, bounded, node, node_of, pod};
 use kubesched_tests::apiserver::{self, TestApiServer};

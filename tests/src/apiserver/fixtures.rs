@@ -4,9 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use kubesched_config::LoadedConfig;
 use kubesched_live::events::EventSettings;
 use kubesched_live::{RunOptions, Serving, Tls, Tuning};
-use kubesched_config::LoadedConfig;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
