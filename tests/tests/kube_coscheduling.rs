@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use kubesched_cluster::Runner;
 use kubesched_framework::ObjectKind;
+use kubesched_live::Runner;
 use kubesched_plugin_coscheduling::{POD_GROUP_LABEL, PodGroup};
 use kubesched_tests::apiserver::fixtures::{
     assert_rbac_covers, bounded, node, node_of, options, pod,
