@@ -1,12 +1,16 @@
 //! Gang scheduling with Coscheduling (an opt-in plugin, linked into this test binary only):
 //! examples/gang end to end in simulate. The gang of 8 fits only whole and is bound whole,
 //! the later gang waits with the group's rejection, the incomplete one is held back at
-//! PreEnqueue, and the PodGroups' status shows what the scheduler saw.
+//! PreEnqueue, and the PodGroups' status shows what the scheduler saw. A group that can be
+//! placed only in part times out at Permit as a whole.
 
 use std::path::PathBuf;
 
+use kubesched_plugin_coscheduling::group_rejected;
 use kubesched_plugin_coscheduling::{PodGroup, phase};
-use kubesched_sim::{PodState, SimReport, Simulation, SimulationOptions, load_paths};
+use kubesched_sim::{
+    Manifests, PodState, SimReport, Simulation, SimulationOptions, load_paths, load_text,
+};
 // Links every in-tree plugin, and Coscheduling, into this test binary.
 use kubesched_plugin_coscheduling as _;
 use kubesched_tests as _;
@@ -15,7 +19,15 @@ fn run_gang_example() -> (SimReport, Simulation) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gang");
     let (manifests, problems) = load_paths(&[dir]);
     assert!(problems.is_empty(), "{problems:?}");
-    let (file, text) = manifests.config.clone().expect("the example has a config");
+    simulate(manifests)
+}
+
+/// Simulates manifests (with their KubeSchedulerConfiguration) until nothing moves.
+fn simulate(manifests: Manifests) -> (SimReport, Simulation) {
+    let (file, text) = manifests
+        .config
+        .clone()
+        .expect("the manifests have a config");
     let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -77,4 +89,99 @@ fn a_gang_is_bound_whole_and_the_next_one_waits() {
     };
     assert_eq!(phase_of("train").as_deref(), Some(phase::SCHEDULING));
     assert_eq!(phase_of("sweep").as_deref(), Some(phase::PENDING));
+}
+
+/// Two nodes of 4 CPUs and a group of three 3-CPU pods: only two fit. With
+/// `podGroupRejectPercentage: 50` a gap of one pod in three is small enough for PostFilter
+/// to let the group go on, so the two placed pods wait at Permit until the wait
+/// (`permitWaitingTimeSeconds`, the group sets none) runs out, and go back to the queue
+/// together (Unreserve rejects whichever sibling still waits). No pod of the group is ever
+/// bound, however often it is tried.
+const PERMIT_TIMEOUT_CONFIG: &str = r#"
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled: [{name: Coscheduling}]
+      disabled: [{name: PrioritySort}]
+  pluginConfig:
+  - name: Coscheduling
+    args: {permitWaitingTimeSeconds: 10, podGroupRejectPercentage: 50}
+"#;
+
+const PERMIT_TIMEOUT_CLUSTER: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: half, namespace: default}
+spec: {minMember: 3}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: half-0, namespace: default, labels: {scheduling.x-k8s.io/pod-group: half}}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "3"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: half-1, namespace: default, labels: {scheduling.x-k8s.io/pod-group: half}}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "3"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: half-2, namespace: default, labels: {scheduling.x-k8s.io/pod-group: half}}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "3"}}}]}
+"#;
+
+#[test]
+fn placed_pods_time_out_at_permit_together_when_the_group_cannot_be_completed() {
+    let (mut manifests, mut problems) = (Manifests::default(), Vec::new());
+    for (text, file) in [
+        (PERMIT_TIMEOUT_CONFIG, "config.yaml"),
+        (PERMIT_TIMEOUT_CLUSTER, "cluster.yaml"),
+    ] {
+        load_text(text, file, &mut manifests, &mut problems);
+    }
+    assert!(problems.is_empty(), "{problems:?}");
+    let (report, _sim) = simulate(manifests);
+    for pod in &report.pods {
+        assert_ne!(pod.status, PodState::Scheduled, "{}", pod.name);
+        assert_eq!(pod.node, None, "{}", pod.name);
+    }
+    assert!(report.events.iter().all(|e| e.reason != "Scheduled"));
+    let notes_of = |pod: &str| -> Vec<&str> {
+        report
+            .events
+            .iter()
+            .filter(|e| e.reason == "FailedScheduling" && e.regarding.name == pod)
+            .map(|e| e.note.as_str())
+            .collect()
+    };
+    // A Permit rejection reads as upstream's one-node fit error.
+    let timeout = "0/1 nodes are available: 1 rejected due to timeout after waiting 10s at plugin Coscheduling.";
+    let placed: Vec<&str> = ["half-0", "half-1", "half-2"]
+        .into_iter()
+        .filter(|p| notes_of(p).contains(&timeout))
+        .collect();
+    // Two fit at each try (which two may change between tries) and time out together.
+    assert!(placed.len() >= 2, "pods that timed out: {placed:?}");
+    // The gap was within the percentage: PostFilter never gave the group up.
+    for pod in ["half-0", "half-1", "half-2"] {
+        let rejected = group_rejected("default/half", pod);
+        assert!(
+            notes_of(pod).iter().all(|n| !n.contains(&rejected)),
+            "{pod}: {:#?}",
+            notes_of(pod)
+        );
+    }
 }

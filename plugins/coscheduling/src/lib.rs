@@ -38,6 +38,9 @@ pub use podgroup::{
     phase,
 };
 
+/// How long a passed `minResources` check holds when `permitWaitingTimeSeconds` is 0.
+const RESOURCES_CHECK_DEFAULT_TTL: Duration = Duration::from_secs(3);
+
 /// The plugin's registered name.
 pub const NAME: &str = "Coscheduling";
 
@@ -82,6 +85,8 @@ pub struct Coscheduling {
     writer: ObjectWriter<PodGroup>,
     /// The wait at Permit when the group sets none.
     permit_timeout: Duration,
+    /// How long a passed `minResources` check holds for a group.
+    resources_ttl: Duration,
     /// How long a failed group is refused, if at all.
     group_backoff: Option<Duration>,
     /// `podGroupRejectPercentage` as a fraction.
@@ -139,12 +144,19 @@ impl Coscheduling {
             0 => Duration::from_secs(DEFAULT_PERMIT_WAITING_TIME_SECONDS as u64),
             s => Duration::from_secs(s as u64),
         };
+        // Upstream keeps a passed check for permitWaitingTimeSeconds as given; 0 there
+        // means its cache's default lifetime, 3 s.
+        let resources_ttl = match args.permit_waiting_time_seconds {
+            0 => RESOURCES_CHECK_DEFAULT_TTL,
+            s => Duration::from_secs(s as u64),
+        };
         let group_backoff = (args.pod_group_backoff_seconds > 0)
             .then(|| Duration::from_secs(args.pod_group_backoff_seconds as u64));
         Ok(Self {
             handle: handle.clone(),
             groups,
             permit_timeout,
+            resources_ttl,
             group_backoff,
             writer: handle.object_writer::<PodGroup>(),
             reject_threshold: f64::from(args.pod_group_reject_percentage) / 100.0,
@@ -311,7 +323,10 @@ impl Coscheduling {
     }
 
     /// Upstream's cluster-wide check: the nodes' free resources, not counting the group's
-    /// own pods, cover `minResources` and `minMember` pods.
+    /// own pods, cover `minResources` and `minMember` pods. The refusal lists what is
+    /// missing as `resource gap: map[cpu:3500m pods:3]`, sorted by name (cpu in
+    /// millicores, the rest in units). Upstream prints the same map with Go's `%v`, which
+    /// shows the quantities' internal fields; the readable form is ours on purpose.
     fn check_cluster_resources(&self, group: &PodGroup, full: &str) -> Result<(), String> {
         let wanted = group.spec.min_resources.clone().unwrap_or_default();
         let mut need = Resource::from_list(&wanted, "spec.minResources")
@@ -402,6 +417,15 @@ fn full_group_name(pod: &PodInfo) -> Option<String> {
         .map(|n| format!("{}/{n}", pod.namespace))
 }
 
+/// The bytes of `namespace/name`, the key upstream breaks sort ties with (compared as one
+/// string: `a-b/x` sorts before `a/x`), without building it.
+fn namespaced_name(pod: &PodInfo) -> impl Iterator<Item = u8> + '_ {
+    pod.namespace
+        .bytes()
+        .chain(std::iter::once(b'/'))
+        .chain(pod.name.bytes())
+}
+
 /// A node's free resources with the pods of `group` taken off it.
 fn free_without_group(node: &NodeInfo, group: &str) -> Resource {
     let mut requested = node.requested.clone();
@@ -436,8 +460,7 @@ impl QueueSortPlugin for Coscheduling {
         }
         let (ta, tb) = (self.sort_time(a), self.sort_time(b));
         if ta == tb {
-            return (&a.pod_info.namespace, &a.pod_info.name)
-                < (&b.pod_info.namespace, &b.pod_info.name);
+            return namespaced_name(&a.pod_info).lt(namespaced_name(&b.pod_info));
         }
         ta < tb
     }
@@ -534,7 +557,7 @@ impl PreFilterPlugin for Coscheduling {
         self.book
             .lock()
             .resources_checked
-            .insert(full.clone(), now + self.permit_timeout);
+            .insert(full.clone(), now + self.resources_ttl);
         self.advance_phase(&full, &group, phase::SCHEDULING);
         (None, Status::success())
     }

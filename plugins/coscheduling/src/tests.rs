@@ -466,6 +466,47 @@ fn queue_sort_keeps_a_group_together() {
     // A group that failed sorts as if created at its failure.
     f.plugin.mark_failure("default/early");
     assert!(less(&late_a, &early_z));
+    // Pods of no group queued at the same time tie on `namespace/name` as one string, as
+    // upstream compares them: `a-b/x` before `a/x` ('-' sorts before '/').
+    let short = queued(PodBuilder::new("x").namespace("a"));
+    let long = queued(PodBuilder::new("x").namespace("a-b"));
+    assert!(less(&long, &short));
+    assert!(!less(&short, &long));
+}
+
+#[test]
+fn a_passed_min_resources_check_holds_for_the_permit_waiting_time() {
+    // (permitWaitingTimeSeconds, how long the check holds): 0 is upstream's cache default.
+    for (args_secs, holds) in [(20, 20), (0, 3)] {
+        let f = fixture(CoschedulingArgs {
+            permit_waiting_time_seconds: args_secs,
+            ..Default::default()
+        });
+        let mut pg = group("g", 2);
+        pg.spec.min_resources = Some([("cpu".to_string(), Quantity("6".into()))].into());
+        f.add_group(pg);
+        let pods = f.gang("g", 2);
+        let node = |cpu: &str| {
+            NodeBuilder::new("n1").capacity(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "10")])
+        };
+        f.handle
+            .set_snapshot(Arc::new(Snapshot::new(node_infos(vec![node("8")], &[]))));
+        assert!(f.pre_filter(&pods[0]).is_success());
+        // The cluster shrinks; the passed check still holds until its time is up.
+        f.handle
+            .set_snapshot(Arc::new(Snapshot::new(node_infos(vec![node("4")], &[]))));
+        f.clock.advance(Duration::from_secs(holds - 1));
+        assert!(f.pre_filter(&pods[0]).is_success(), "within {holds}s");
+        f.clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            outcome(&f.pre_filter(&pods[0])),
+            (
+                Code::UnschedulableAndUnresolvable,
+                "resource gap: map[cpu:2000m]".into()
+            ),
+            "after {holds}s"
+        );
+    }
 }
 
 #[test]
@@ -548,4 +589,63 @@ fn registered_with_its_kind_and_status_writes() {
             "EnqueueExtensions"
         ]
     );
+}
+
+/// One line of a group's life: the point, the pod, and what the plugin answered.
+fn line(point: &str, pod: &PodInfo, status: &Status) -> String {
+    let message = status.message();
+    if message.is_empty() {
+        format!("{point} {}: {:?}", pod.name, status.code())
+    } else {
+        format!("{point} {}: {:?}: {message}", pod.name, status.code())
+    }
+}
+
+#[test]
+fn a_group_through_every_point() {
+    let f = fixture(CoschedulingArgs {
+        pod_group_backoff_seconds: 10,
+        ..Default::default()
+    });
+    let mut pg = group("gang", 3);
+    pg.spec.schedule_timeout_seconds = Some(20);
+    f.add_group(pg);
+    let mut trace = Vec::new();
+    let pods = f.gang("gang", 2);
+    trace.push(line(
+        "PreEnqueue",
+        &pods[0],
+        &f.plugin.pre_enqueue(&pods[0]),
+    ));
+    trace.push(line("PreFilter", &pods[0], &f.pre_filter(&pods[0])));
+    let third = f.gang_extra("gang", 2);
+    trace.push(line("PreEnqueue", &third, &f.plugin.pre_enqueue(&third)));
+    for p in [&pods[0], &pods[1]] {
+        trace.push(line("PreFilter", p, &f.pre_filter(p)));
+        let (status, wait) = f.permit(p);
+        trace.push(format!("{} (wait {wait:?})", line("Permit", p, &status)));
+    }
+    // The third pod fits nowhere: PostFilter gives the group up and backs it off.
+    trace.push(line("PostFilter", &third, &f.post_filter(&third)));
+    let mut waiting = f.handle.waiting_pods().list();
+    waiting.sort_by(|a, b| a.pod().name.cmp(&b.pod().name));
+    for w in waiting {
+        trace.push(format!(
+            "waiting {}: still waiting: {}",
+            w.pod().name,
+            w.is_waiting()
+        ));
+        f.handle.waiting_pods().remove(&w.pod().uid);
+    }
+    f.plugin.unreserve(&mut CycleState::new(), &pods[0], "n1");
+    f.plugin.unreserve(&mut CycleState::new(), &pods[1], "n1");
+    trace.push(line("PreFilter", &pods[0], &f.pre_filter(&pods[0])));
+    f.clock.advance(Duration::from_secs(10));
+    trace.push(line("PreFilter", &pods[0], &f.pre_filter(&pods[0])));
+    // Room again: all three are placed, the last one completes the group.
+    for p in [&pods[0], &pods[1], &third] {
+        let (status, wait) = f.permit(p);
+        trace.push(format!("{} (wait {wait:?})", line("Permit", p, &status)));
+    }
+    insta::assert_yaml_snapshot!(trace);
 }
