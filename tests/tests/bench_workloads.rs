@@ -34,6 +34,9 @@ fn all() -> Vec<BenchWorkload> {
     bench::discover(&dir(), None).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The families also run at 15,000 and 50,000 nodes (issue 17's scale curve).
+const SCALE_FAMILIES: [&str; 2] = ["SchedulingBasic", "TopologySpreading"];
+
 #[test]
 fn every_family_has_a_500_and_a_5000_node_workload() {
     let mut sizes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -51,7 +54,14 @@ fn every_family_has_a_500_and_a_5000_node_workload() {
     }
     let expected: BTreeMap<String, Vec<usize>> = FAMILIES
         .iter()
-        .map(|f| (f.to_string(), vec![500, 5000]))
+        .map(|f| {
+            let sizes = if SCALE_FAMILIES.contains(f) {
+                vec![500, 5000, 15000, 50000]
+            } else {
+                vec![500, 5000]
+            };
+            (f.to_string(), sizes)
+        })
         .collect();
     assert_eq!(sizes, expected);
 }
@@ -81,12 +91,20 @@ fn shape(w: &BenchWorkload) -> serde_json::Value {
 }
 
 #[test]
-fn the_two_sizes_of_a_workload_differ_only_in_counts() {
+fn the_sizes_of_a_workload_differ_only_in_counts() {
     let workloads = all();
     for family in FAMILIES {
-        let pair: Vec<&BenchWorkload> = workloads.iter().filter(|w| w.family() == family).collect();
-        assert_eq!(pair.len(), 2, "{family}");
-        assert_eq!(shape(pair[0]), shape(pair[1]), "{family}");
+        let sizes: Vec<&BenchWorkload> =
+            workloads.iter().filter(|w| w.family() == family).collect();
+        assert!(sizes.len() >= 2, "{family}");
+        for other in &sizes[1..] {
+            assert_eq!(
+                shape(sizes[0]),
+                shape(other),
+                "{family}: {}",
+                other.workload.name
+            );
+        }
     }
 }
 
@@ -125,6 +143,14 @@ fn every_workload_runs_scaled_down_to_five_nodes() {
         assert_eq!(r.nodes, 5, "{}", r.workload);
         assert!(r.measured_pods > 0, "{}", r.workload);
         assert!(r.attempts >= r.measured_pods as u64, "{}", r.workload);
+        // Every measured pod went through at least one Filter pass over some node.
+        assert!(
+            r.nodes_examined >= r.measured_pods as u64,
+            "{}: {} nodes examined",
+            r.workload,
+            r.nodes_examined
+        );
+        assert!(r.nodes_examined_per_second > 0.0, "{}", r.workload);
         assert!(r.pods_per_second > 0.0, "{}", r.workload);
         assert!(r.latency_ms.p50 <= r.latency_ms.p99, "{}", r.workload);
         if cfg!(target_os = "linux") {

@@ -14,6 +14,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Create a plugin crate.
     NewPlugin(NewPluginArgs),
+    /// Draw the scale curve from bench results.
+    BenchPlot(BenchPlotArgs),
     /// Print the usage.
     Help,
 }
@@ -59,6 +61,15 @@ pub struct NewPluginArgs {
     pub args: bool,
 }
 
+/// `cargo xtask bench-plot` arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BenchPlotArgs {
+    /// `kubesched bench --output json` files, one per run.
+    pub inputs: Vec<PathBuf>,
+    /// The SVG to write.
+    pub out: PathBuf,
+}
+
 /// The usage text.
 pub const USAGE: &str = "\
 cargo xtask <command> [options]
@@ -70,6 +81,9 @@ Commands:
            Create plugins/<kebab-name>: the plugin with a small tested behaviour per point,
            its registration, an args type (--args), a snapshot test, and its feature and
            line in crates/cli
+  bench-plot RUN.json... OUT.svg
+           Draw the scale curve (pods/s, nodes examined/s, peak RSS against nodes) of the
+           medians over the given `kubesched bench --output json` runs, and print it as a table
 
 deploy options:
   --scheduler-name NAME   spec.schedulerName the scheduler serves; names every object [kubesched]
@@ -127,10 +141,26 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
                 args: rest.flag("args"),
             })
         }
+        "bench-plot" => {
+            if rest.flag("help") || rest.flag("h") {
+                return Ok(Command::Help);
+            }
+            let mut files = rest.all_positional()?;
+            let out = files.pop().filter(|o| o.ends_with(".svg")).ok_or_else(|| {
+                Error::new("bench-plot needs the JSON runs and then the SVG to write (OUT.svg)")
+            })?;
+            if files.is_empty() {
+                return Err(Error::new("bench-plot needs at least one JSON run"));
+            }
+            return Ok(Command::BenchPlot(BenchPlotArgs {
+                inputs: files.into_iter().map(PathBuf::from).collect(),
+                out: PathBuf::from(out),
+            }));
+        }
         "help" | "--help" | "-h" => return Ok(Command::Help),
         other => {
             return Err(Error::new(format!(
-                "unknown command `{other}` (commands: deploy, build, new-plugin)"
+                "unknown command `{other}` (commands: deploy, build, new-plugin, bench-plot)"
             )));
         }
     };
@@ -190,6 +220,16 @@ impl Options {
         let before = self.args.len();
         self.args.retain(|a| *a != flag);
         self.args.len() != before
+    }
+
+    /// Takes every remaining argument as a positional one; an option is an error.
+    fn all_positional(self) -> Result<Vec<String>, Error> {
+        match self.args.iter().find(|a| a.starts_with('-')) {
+            Some(a) => Err(Error::new(format!(
+                "unexpected option `{a}` (see `cargo xtask help`)"
+            ))),
+            None => Ok(self.args),
+        }
     }
 
     fn finish(self) -> Result<(), Error> {
@@ -275,7 +315,7 @@ mod tests {
     fn mistakes() {
         check(
             "ship",
-            Err("unknown command `ship` (commands: deploy, build, new-plugin)"),
+            Err("unknown command `ship` (commands: deploy, build, new-plugin, bench-plot)"),
         );
         check("deploy --image", Err("--image needs a value"));
         check("deploy --image --apply", Err("--image needs a value"));

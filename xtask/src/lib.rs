@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod args;
+pub mod bench_plot;
 pub mod plugin_kinds;
 pub mod plugins;
 #[path = "../../crates/live/src/rbac.rs"]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
 
-use xtask::args::{self, BuildArgs, Command, DeployArgs, NewPluginArgs};
+use xtask::args::{self, BenchPlotArgs, BuildArgs, Command, DeployArgs, NewPluginArgs};
 use xtask::plugins::{self, DEFAULT_FEATURES};
 use xtask::render::{self, DeployOptions, ExtraConfig, MANIFESTS_FILE};
 use xtask::{Error, yaml};
@@ -40,6 +40,7 @@ fn run() -> Result<(), Error> {
         Command::Deploy(a) => deploy(a),
         Command::Build(a) => build(a),
         Command::NewPlugin(a) => new_plugin(a),
+        Command::BenchPlot(a) => bench_plot(a),
     }
 }
 
@@ -65,6 +66,20 @@ fn new_plugin(a: NewPluginArgs) -> Result<(), Error> {
         "next: cargo test -p {} (then make the behaviour yours and re-record the snapshot)",
         plugin.package()
     ));
+    Ok(())
+}
+
+fn bench_plot(a: BenchPlotArgs) -> Result<(), Error> {
+    let mut runs = Vec::new();
+    for path in &a.inputs {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::new(format!("reading {}: {e}", path.display())))?;
+        runs.push((path.display().to_string(), text));
+    }
+    let points = xtask::bench_plot::scale_points(&runs)?;
+    xtask::bench_plot::render_svg(&points, &a.out)?;
+    say(xtask::bench_plot::markdown(&points).trim_end());
+    say(&format!("wrote {}", a.out.display()));
     Ok(())
 }
 

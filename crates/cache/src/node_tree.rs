@@ -4,33 +4,18 @@
 use std::collections::HashMap;
 
 use kubesched_model::Node;
+use kubesched_model::topology::region_and_zone;
 
-/// `topology.kubernetes.io/region`.
-pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
-/// `topology.kubernetes.io/zone`.
-pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
-/// The deprecated region label, still read when the GA one is absent.
-pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
-/// The deprecated zone label, still read when the GA one is absent.
-pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+pub use kubesched_model::topology::{LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE, LABEL_ZONE_BETA};
 
 /// The zone key of a node: region and zone joined with a separator that cannot occur in
 /// label values, or "" when the node has neither label.
 pub fn zone_key(node: &Node) -> String {
-    let get = |ga: &str, beta: &str| {
-        node.labels
-            .get(ga)
-            .or_else(|| node.labels.get(beta))
-            .map(String::as_str)
-            .unwrap_or("")
-    };
-    let region = get(LABEL_REGION, LABEL_REGION_BETA);
-    let zone = get(LABEL_ZONE, LABEL_ZONE_BETA);
-    if region.is_empty() && zone.is_empty() {
-        return String::new();
+    match region_and_zone(&node.labels) {
+        // A NUL byte cannot appear in a label value, so distinct pairs give distinct keys.
+        Some((region, zone)) => format!("{region}:\0:{zone}"),
+        None => String::new(),
     }
-    // A NUL byte cannot appear in a label value, so distinct pairs give distinct keys.
-    format!("{region}:\0:{zone}")
 }
 
 /// Node names per zone, zones in the order they were first seen.

@@ -100,6 +100,14 @@ impl Status {
         Self::bare(Code::Success)
     }
 
+    /// The internal error of a plugin that finds no state of its own in the cycle state
+    /// where `point` (`"PreFilter"`, `"PreScore"`) should have written it.
+    pub fn missing_state(plugin: &str, point: &str) -> Self {
+        Self::error(format!(
+            "reading the {point} state of {plugin} from the cycle state: {point} did not run"
+        ))
+    }
+
     /// An internal error with its cause.
     pub fn error(cause: impl fmt::Display) -> Self {
         let text = cause.to_string();

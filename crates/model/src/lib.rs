@@ -16,6 +16,7 @@ mod quantity;
 pub mod resource;
 pub mod selector;
 mod taint;
+pub mod topology;
 
 pub use node::{ImageStateSummary, Node, NodeInfo, next_generation};
 pub use pod::{

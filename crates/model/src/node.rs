@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_openapi::api::core::v1 as api;
 
 use crate::pod::PodInfo;
-use crate::selector::Labels;
+use crate::selector::{LabelSelector, Labels};
 use crate::taint::Taint;
 use crate::{HostPortInfo, ModelError, Resource};
 
@@ -129,6 +129,19 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// Pods on the node in `namespace` that `selector` matches, terminating ones aside: the
+    /// per-node count the spreading plugins sum. A selector without requirements counts
+    /// nothing (upstream's spreading treats it as selecting no pod).
+    pub fn count_matching_pods(&self, namespace: &str, selector: &LabelSelector) -> i64 {
+        if selector.requirements.is_empty() {
+            return 0;
+        }
+        self.pods
+            .iter()
+            .filter(|p| !p.terminating && p.namespace == namespace && selector.matches(&p.labels))
+            .count() as i64
+    }
+
     /// An info for a node with no pods yet.
     pub fn new(node: Arc<Node>) -> Self {
         let mut info = Self::default();

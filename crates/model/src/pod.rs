@@ -358,174 +358,13 @@ impl PodInfo {
         let empty = api::PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&empty);
         let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let affinity = spec.affinity.as_ref();
-
-        let node_selector = spec
-            .node_selector
-            .as_ref()
-            .filter(|m| !m.is_empty())
-            .map(LabelSelector::from_map);
-        let node_affinity = affinity.and_then(|a| a.node_affinity.as_ref());
-        let required = node_affinity
-            .and_then(|na| {
-                na.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
-            .map(|s| {
-                let (selector, errors) = NodeSelector::compile_lenient(
-                    s,
-                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-                );
-                // Upstream ignores these too: the term matches no node, and the pod is
-                // told its node affinity did not match.
-                for e in errors {
-                    tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "required node affinity term matches no node");
-                }
-                selector
-            });
-        let mut preferred_node_affinity = Vec::new();
-        for (i, p) in node_affinity
-            .and_then(|na| {
-                na.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let field = format!(
-                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            );
-            let (term, problem) =
-                NodeSelectorTerm::compile_lenient(&p.preference, &format!("{field}.preference"));
-            problems.extend(problem);
-            preferred_node_affinity.push(WeightedNodeSelectorTerm {
-                weight: p.weight,
-                term,
-            });
-        }
-
-        let mut tolerations = Vec::new();
-        for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-            // An operator or effect upstream does not know tolerates no taint there either.
-            match Toleration::compile(t, &format!("spec.tolerations[{i}]")) {
-                Ok(t) => tolerations.push(t),
-                Err(e) => tracing::debug!(error = %e, "toleration tolerates nothing"),
-            }
-        }
-
-        let mut host_ports = Vec::new();
-        let mut images = Vec::new();
-        let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
-        for (c, init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
-            if let Some(image) = &c.image {
-                images.push(image.clone());
-            }
-            // Upstream's host ports: regular containers and sidecars (restartable init
-            // containers); a plain init container has exited before the pod runs.
-            if init && c.restart_policy.as_deref() != Some("Always") {
-                continue;
-            }
-            for p in c.ports.iter().flatten() {
-                if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
-                    host_ports.push(HostPort::new(
-                        p.host_ip.as_deref(),
-                        p.protocol.as_deref(),
-                        hp,
-                    ));
-                }
-            }
-        }
-        let host_ports = crate::ports::dedup(host_ports);
-
-        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
-        let pod_anti_affinity = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
-        let required_terms = |terms: Option<&Vec<api::PodAffinityTerm>>,
-                              field: &str,
-                              problems: &mut Vec<ModelError>| {
-            terms
-                .into_iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, t)| AffinityTerm::compile(&pod, t, &format!("{field}[{i}]"), problems))
-                .collect::<Vec<_>>()
-        };
-        let preferred_terms = |terms: Option<&Vec<api::WeightedPodAffinityTerm>>,
-                               field: &str,
-                               problems: &mut Vec<ModelError>| {
-            terms
-                .into_iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, t)| WeightedAffinityTerm {
-                    weight: t.weight,
-                    term: AffinityTerm::compile(
-                        &pod,
-                        &t.pod_affinity_term,
-                        &format!("{field}[{i}].podAffinityTerm"),
-                        problems,
-                    ),
-                })
-                .collect::<Vec<_>>()
-        };
-        let required_affinity_terms = required_terms(
-            pod_affinity.and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
-            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-            &mut problems,
-        );
-        let required_anti_affinity_terms = required_terms(
-            pod_anti_affinity.and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
-            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-            &mut problems,
-        );
-        let preferred_affinity_terms = preferred_terms(
-            pod_affinity.and_then(|a| {
-                a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
-            "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-            &mut problems,
-        );
-        let preferred_anti_affinity_terms = preferred_terms(
-            pod_anti_affinity.and_then(|a| {
-                a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
-            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-            &mut problems,
-        );
-
-        let mut topology_spread_constraints = Vec::new();
-        for (i, c) in spec
-            .topology_spread_constraints
-            .iter()
-            .flatten()
-            .enumerate()
-        {
-            topology_spread_constraints.extend(TopologySpreadConstraint::compile_lenient(
-                c,
-                &labels,
-                &format!("spec.topologySpreadConstraints[{i}]"),
-                &mut problems,
-            ));
-        }
-
-        let pvc_names = spec
-            .volumes
-            .iter()
-            .flatten()
-            .filter_map(|v| {
-                v.persistent_volume_claim
-                    .as_ref()
-                    .map(|c| c.claim_name.clone())
-            })
-            .collect();
+        let (required_node_affinity, preferred_node_affinity) =
+            compile_node_affinity(spec, &namespace, &name, &mut problems);
+        let tolerations = compile_tolerations(spec);
+        let (images, host_ports) = images_and_host_ports(spec);
+        let pod_affinity = compile_pod_affinity(&pod, spec, &mut problems);
+        let topology_spread_constraints = compile_spread_constraints(spec, &labels, &mut problems);
+        let pvc_names = claim_names(spec);
 
         Ok(Self {
             uid: pod
@@ -550,17 +389,14 @@ impl PodInfo {
             requests: resource::pod_requests(spec, false, &mut problems),
             // The same amounts again: their problems are already listed.
             non_zero_requests: resource::pod_requests(spec, true, &mut Vec::new()),
-            required_node_affinity: RequiredNodeAffinity {
-                node_selector,
-                required,
-            },
+            required_node_affinity,
             preferred_node_affinity,
             tolerations,
             host_ports,
-            required_affinity_terms,
-            required_anti_affinity_terms,
-            preferred_affinity_terms,
-            preferred_anti_affinity_terms,
+            required_affinity_terms: pod_affinity.required_affinity,
+            required_anti_affinity_terms: pod_affinity.required_anti_affinity,
+            preferred_affinity_terms: pod_affinity.preferred_affinity,
+            preferred_anti_affinity_terms: pod_affinity.preferred_anti_affinity,
             topology_spread_constraints,
             images,
             scheduling_gates: spec
@@ -617,6 +453,228 @@ impl PodInfo {
     pub fn label_map(&self) -> &BTreeMap<String, String> {
         &self.labels
     }
+}
+
+/// The pod's required node affinity (nodeSelector and required terms) and its preferred
+/// terms. Required terms that do not compile match no node (as upstream); preferred ones
+/// that do not compile are listed in `problems`.
+fn compile_node_affinity(
+    spec: &api::PodSpec,
+    namespace: &str,
+    name: &str,
+    problems: &mut Vec<ModelError>,
+) -> (RequiredNodeAffinity, Vec<WeightedNodeSelectorTerm>) {
+    let node_selector = spec
+        .node_selector
+        .as_ref()
+        .filter(|m| !m.is_empty())
+        .map(LabelSelector::from_map);
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required = node_affinity
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|s| {
+            let (selector, errors) = NodeSelector::compile_lenient(
+                s,
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            );
+            // Upstream ignores these too: the term matches no node, and the pod is
+            // told its node affinity did not match.
+            for e in errors {
+                tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "required node affinity term matches no node");
+            }
+            selector
+        });
+    let mut preferred = Vec::new();
+    for (i, p) in node_affinity
+        .and_then(|na| {
+            na.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!(
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        );
+        let (term, problem) =
+            NodeSelectorTerm::compile_lenient(&p.preference, &format!("{field}.preference"));
+        problems.extend(problem);
+        preferred.push(WeightedNodeSelectorTerm {
+            weight: p.weight,
+            term,
+        });
+    }
+    (
+        RequiredNodeAffinity {
+            node_selector,
+            required,
+        },
+        preferred,
+    )
+}
+
+/// The pod's tolerations; one with an operator or effect upstream does not know
+/// tolerates no taint there either, so it is left out.
+fn compile_tolerations(spec: &api::PodSpec) -> Vec<Toleration> {
+    let mut tolerations = Vec::new();
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        match Toleration::compile(t, &format!("spec.tolerations[{i}]")) {
+            Ok(t) => tolerations.push(t),
+            Err(e) => tracing::debug!(error = %e, "toleration tolerates nothing"),
+        }
+    }
+    tolerations
+}
+
+/// Every container's image (init containers first) and the host ports the pod holds
+/// while it runs, without duplicates.
+fn images_and_host_ports(spec: &api::PodSpec) -> (Vec<String>, Vec<HostPort>) {
+    let mut host_ports = Vec::new();
+    let mut images = Vec::new();
+    let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
+    for (c, init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
+        if let Some(image) = &c.image {
+            images.push(image.clone());
+        }
+        // Upstream's host ports: regular containers and sidecars (restartable init
+        // containers); a plain init container has exited before the pod runs.
+        if init && c.restart_policy.as_deref() != Some("Always") {
+            continue;
+        }
+        for p in c.ports.iter().flatten() {
+            if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
+                host_ports.push(HostPort::new(
+                    p.host_ip.as_deref(),
+                    p.protocol.as_deref(),
+                    hp,
+                ));
+            }
+        }
+    }
+    (images, crate::ports::dedup(host_ports))
+}
+
+/// The pod's inter-pod affinity and anti-affinity terms, compiled.
+struct PodAffinityTerms {
+    required_affinity: Vec<AffinityTerm>,
+    required_anti_affinity: Vec<AffinityTerm>,
+    preferred_affinity: Vec<WeightedAffinityTerm>,
+    preferred_anti_affinity: Vec<WeightedAffinityTerm>,
+}
+
+fn compile_pod_affinity(
+    pod: &api::Pod,
+    spec: &api::PodSpec,
+    problems: &mut Vec<ModelError>,
+) -> PodAffinityTerms {
+    let affinity = spec.affinity.as_ref();
+    let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+    let pod_anti_affinity = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+    let required_terms =
+        |terms: Option<&Vec<api::PodAffinityTerm>>, field: &str, problems: &mut Vec<ModelError>| {
+            terms
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, t)| AffinityTerm::compile(pod, t, &format!("{field}[{i}]"), problems))
+                .collect::<Vec<_>>()
+        };
+    let preferred_terms = |terms: Option<&Vec<api::WeightedPodAffinityTerm>>,
+                           field: &str,
+                           problems: &mut Vec<ModelError>| {
+        terms
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| WeightedAffinityTerm {
+                weight: t.weight,
+                term: AffinityTerm::compile(
+                    pod,
+                    &t.pod_affinity_term,
+                    &format!("{field}[{i}].podAffinityTerm"),
+                    problems,
+                ),
+            })
+            .collect::<Vec<_>>()
+    };
+    PodAffinityTerms {
+        required_affinity: required_terms(
+            pod_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            problems,
+        ),
+        required_anti_affinity: required_terms(
+            pod_anti_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            problems,
+        ),
+        preferred_affinity: preferred_terms(
+            pod_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            problems,
+        ),
+        preferred_anti_affinity: preferred_terms(
+            pod_anti_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            problems,
+        ),
+    }
+}
+
+/// The pod's topology spread constraints; parts that do not compile are listed in
+/// `problems`.
+fn compile_spread_constraints(
+    spec: &api::PodSpec,
+    labels: &BTreeMap<String, String>,
+    problems: &mut Vec<ModelError>,
+) -> Vec<TopologySpreadConstraint> {
+    let mut constraints = Vec::new();
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        constraints.extend(TopologySpreadConstraint::compile_lenient(
+            c,
+            labels,
+            &format!("spec.topologySpreadConstraints[{i}]"),
+            problems,
+        ));
+    }
+    constraints
+}
+
+/// The names of the PersistentVolumeClaims the pod's volumes use.
+fn claim_names(spec: &api::PodSpec) -> Vec<String> {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.clone())
+        })
+        .collect()
 }
 
 #[cfg(test)]

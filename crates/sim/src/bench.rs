@@ -75,6 +75,15 @@ pub struct BenchResult {
     pub measured_cpu_seconds: Option<f64>,
     /// Scheduling attempts of the measured pods (more than the pods when some were retried).
     pub attempts: u64,
+    /// Nodes the scheduling cycles ran Filter on during the measured phase, by the
+    /// scheduler's own count (see `Scheduler::nodes_filtered`).
+    #[serde(default)]
+    pub nodes_examined: u64,
+    /// `nodes_examined` per second of the measured phase: the cost per node, which stays
+    /// comparable across cluster sizes where pods/s does not (adaptive sampling makes each
+    /// pod look at 2,500 of 50,000 nodes but 500 of 5,000).
+    #[serde(default)]
+    pub nodes_examined_per_second: f64,
     /// The factor every count was multiplied by (1 for a real run).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub scale: f64,
@@ -373,11 +382,13 @@ pub async fn run_workload(
     // Setup first, then the plugin totals, so the breakdown covers the measured phase only.
     sim.run_workload_ops(&workload, 0..first_measured).await?;
     let before = plugin_totals(&sim);
+    let filtered_before = sim.scheduler().nodes_filtered();
     let cpu_before = process_cpu_seconds();
     sim.run_workload_ops(&workload, first_measured..workload.ops.len())
         .await?;
     let cpu_after = process_cpu_seconds();
     let after = plugin_totals(&sim);
+    let nodes_examined = sim.scheduler().nodes_filtered() - filtered_before;
 
     let (elapsed, measured_pods, mut latencies) = sim.measured();
     let scheduled = sim.measured_scheduled();
@@ -390,15 +401,12 @@ pub async fn run_workload(
     }
     latencies.sort_unstable();
     let seconds = elapsed.as_secs_f64();
+    let per_second = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
     Ok(BenchResult {
         workload: workload.name.clone(),
         nodes: sim.cluster().node_count(),
         measured_pods,
-        pods_per_second: if seconds > 0.0 {
-            scheduled as f64 / seconds
-        } else {
-            0.0
-        },
+        pods_per_second: per_second(scheduled as f64),
         latency_ms: LatencyMs {
             p50: percentile(&latencies, 50.0),
             p90: percentile(&latencies, 90.0),
@@ -410,6 +418,8 @@ pub async fn run_workload(
             .zip(cpu_after)
             .map(|(before, after)| (after - before).max(0.0)),
         attempts: latencies.len() as u64,
+        nodes_examined,
+        nodes_examined_per_second: per_second(nodes_examined as f64),
         scale: options.scale,
         absent_default_plugins: loaded.absent_default_plugins.clone(),
         breakdown: breakdown_between(&before, &after),
@@ -449,8 +459,8 @@ fn per_cpu_second(r: &BenchResult) -> String {
 /// A Markdown table of the results, one row per workload.
 pub fn to_markdown(results: &[BenchResult]) -> String {
     let mut out = String::from(
-        "| Workload | Nodes | Measured pods | Pods/s | p50 ms | p90 ms | p99 ms | Peak RSS MiB | Pods per CPU-s |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| Workload | Nodes | Measured pods | Pods/s | Nodes examined/s | p50 ms | p90 ms | p99 ms | Peak RSS MiB | Pods per CPU-s |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in results {
         let scale = if r.scale == 1.0 {
@@ -460,12 +470,13 @@ pub fn to_markdown(results: &[BenchResult]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {}{} | {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} |",
+            "| {}{} | {} | {} | {:.0} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} |",
             r.workload,
             scale,
             r.nodes,
             r.measured_pods,
             r.pods_per_second,
+            r.nodes_examined_per_second,
             r.latency_ms.p50,
             r.latency_ms.p90,
             r.latency_ms.p99,
@@ -635,6 +646,8 @@ ops:
             measured_seconds: 0.081,
             measured_cpu_seconds: Some(0.09),
             attempts: 1000,
+            nodes_examined: 230_000,
+            nodes_examined_per_second: 2_839_506.2,
             scale: 1.0,
             absent_default_plugins: Vec::new(),
             breakdown: vec![
@@ -660,7 +673,7 @@ ops:
         assert_eq!(
             md.lines().nth(2),
             Some(
-                "| SchedulingBasic/500Nodes | 500 | 1000 | 12346 | 0.050 | 0.100 | 0.250 | 64 | 11111 |"
+                "| SchedulingBasic/500Nodes | 500 | 1000 | 12346 | 2839506 | 0.050 | 0.100 | 0.250 | 64 | 11111 |"
             )
         );
         let b = breakdown_markdown(&[result("SchedulingBasic/500Nodes")], 1);
@@ -681,6 +694,7 @@ ops:
             "nodes",
             "measured_pods",
             "pods_per_second",
+            "nodes_examined_per_second",
             "peak_rss_bytes",
         ] {
             assert!(first.get(field).is_some(), "{field} missing in {json}");

@@ -23,7 +23,8 @@ use crate::report::{
     percentile,
 };
 use crate::workload::{
-    CsiNodeTemplate, Op, Workload, generated_node, node_template, pod_template, volume_templates,
+    CreateNodes, CreatePods, CsiNodeTemplate, DeletePods, Expect, Op, Workload, generated_node,
+    node_template, pod_template, volume_templates,
 };
 
 /// A simulation could not start or a workload failed.
@@ -704,105 +705,15 @@ impl Simulation {
         for (i, op) in selected.iter().enumerate() {
             let i = first + i;
             match op {
-                Op::CreateNodes(c) => {
-                    let template = node_template(c.template.as_ref()).map_err(|m| op_err(i, m))?;
-                    for n in 0..c.count {
-                        let node = generated_node(&template, c, n);
-                        let name = name_of(&node);
-                        if let Some(csi) = &c.csi_node {
-                            self.add_csi_node(&name, csi);
-                        }
-                        self.add_node(node, &file);
-                        if let Some(t) = &c.resource_slice {
-                            let mut slice = t.clone();
-                            let driver = slice
-                                .pointer("/spec/driver")
-                                .and_then(|d| d.as_str())
-                                .unwrap_or("driver")
-                                .to_string();
-                            slice["apiVersion"] = "resource.k8s.io/v1".into();
-                            slice["kind"] = "ResourceSlice".into();
-                            slice["metadata"]["name"] = format!("{name}-{driver}").into();
-                            slice["spec"]["nodeName"] = name.clone().into();
-                            if slice.pointer("/spec/pool/name").is_none() {
-                                slice["spec"]["pool"]["name"] = name.clone().into();
-                                slice["spec"]["pool"]["generation"] = 1.into();
-                                slice["spec"]["pool"]["resourceSliceCount"] = 1.into();
-                            }
-                            self.add_other("ResourceSlice", slice, &file);
-                        }
-                    }
-                    self.deliver_changes();
-                }
-                Op::CreatePods(c) => {
-                    let template = pod_template(c.template.as_ref()).map_err(|m| op_err(i, m))?;
-                    let prefix = template
-                        .metadata
-                        .name
-                        .clone()
-                        .unwrap_or_else(|| "pod".into());
-                    let ns = c.namespace.clone().unwrap_or_else(|| "default".into());
-                    let volumes =
-                        volume_templates(c).map_err(|(f, m)| op_err(i, format!("{f}: {m}")))?;
-                    let start = Instant::now();
-                    for n in 0..c.count {
-                        let mut pod = template.clone();
-                        pod.metadata.name = Some(format!("{prefix}-{n}"));
-                        pod.metadata.namespace = Some(ns.clone());
-                        pod.metadata.uid = Some(format!("{ns}/{prefix}-{n}"));
-                        if let Some((pv, pvc)) = &volumes {
-                            self.add_bound_volume(&mut pod, pv, pvc);
-                        }
-                        self.add_pod(pod, &file, c.measure);
-                        if c.schedule_every > 0 && (n + 1) % c.schedule_every == 0 {
-                            self.settle().await;
-                        }
-                    }
-                    if c.measure {
-                        self.settle().await;
-                        self.measured_time += start.elapsed();
-                    }
-                }
-                Op::CreateObjects(objects) => {
-                    for doc in objects {
-                        let mut m = Manifests::default();
-                        let mut problems = Vec::new();
-                        let text = serde_json::to_string(doc).unwrap_or_default();
-                        crate::load::load_text(&text, &file, &mut m, &mut problems);
-                        if !problems.is_empty() {
-                            return Err(op_err(
-                                i,
-                                problems
-                                    .iter()
-                                    .map(ToString::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join("; "),
-                            ));
-                        }
-                        self.load(m, &file);
-                    }
-                    self.deliver_changes();
-                }
-                Op::DeletePods(d) => {
-                    let mut victims: Vec<String> = self
-                        .cluster
-                        .pods()
-                        .iter()
-                        .filter(|p| p.metadata.namespace.as_deref() == Some(d.namespace.as_str()))
-                        .filter(|p| {
-                            let labels = p.metadata.labels.clone().unwrap_or_default();
-                            d.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-                        })
-                        .map(|p| pod_key(p))
-                        .collect();
-                    if let Some(n) = d.count {
-                        victims.truncate(n);
-                    }
-                    for v in victims {
-                        self.cluster.delete_pod_by_key(&v);
-                    }
-                    self.deliver_changes();
-                }
+                Op::CreateNodes(c) => self.op_create_nodes(c, &file).map_err(|m| op_err(i, m))?,
+                Op::CreatePods(c) => self
+                    .op_create_pods(c, &file)
+                    .await
+                    .map_err(|m| op_err(i, m))?,
+                Op::CreateObjects(objects) => self
+                    .op_create_objects(objects, &file)
+                    .map_err(|m| op_err(i, m))?,
+                Op::DeletePods(d) => self.op_delete_pods(d),
                 Op::AdvanceClock(a) => {
                     self.settle().await;
                     self.advance_clock(Duration::from_secs(a.seconds)).await;
@@ -810,19 +721,12 @@ impl Simulation {
                 Op::Barrier(_) => self.settle().await,
                 Op::Expect(e) => {
                     self.settle().await;
-                    let (scheduled, unschedulable) = self.counts();
-                    let checks = [
-                        ("scheduled", e.scheduled, scheduled),
-                        ("unschedulable", e.unschedulable, unschedulable),
-                    ];
-                    for (what, want, got) in checks {
-                        if let Some(want) = want.filter(|w| *w != got) {
-                            return Err(SimError::Expectation {
-                                workload: workload.name.clone(),
-                                op: i,
-                                message: format!("expected {want} {what} pods, got {got}"),
-                            });
-                        }
+                    if let Some(message) = self.unmet_expectation(e) {
+                        return Err(SimError::Expectation {
+                            workload: workload.name.clone(),
+                            op: i,
+                            message,
+                        });
                     }
                 }
             }
@@ -835,6 +739,121 @@ impl Simulation {
     /// HTML report's before/after charts).
     pub fn node_usage(&self) -> Vec<crate::html::NodeUsage> {
         crate::html::node_usage(&self.cluster)
+    }
+
+    /// `createNodes`: `count` copies of the template named `<prefix>-<n>`, with hostname,
+    /// zone and cycled labels, and the CSINode and ResourceSlice the op asks for.
+    fn op_create_nodes(&mut self, c: &CreateNodes, file: &str) -> Result<(), String> {
+        let template = node_template(c.template.as_ref())?;
+        for n in 0..c.count {
+            let node = generated_node(&template, c, n);
+            let name = name_of(&node);
+            if let Some(csi) = &c.csi_node {
+                self.add_csi_node(&name, csi);
+            }
+            self.add_node(node, file);
+            if let Some(t) = &c.resource_slice {
+                self.add_other("ResourceSlice", node_resource_slice(t, &name), file);
+            }
+        }
+        self.deliver_changes();
+        Ok(())
+    }
+
+    /// `createPods`: `count` copies of the template named `<prefix>-<n>`, each with its own
+    /// bound volume when the op has volume templates, settling every `scheduleEvery` pods.
+    /// A measured op adds its wall time, until the last of its pods is tried and bound,
+    /// to the measured time.
+    async fn op_create_pods(&mut self, c: &CreatePods, file: &str) -> Result<(), String> {
+        let template = pod_template(c.template.as_ref())?;
+        let prefix = template
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_else(|| "pod".into());
+        let ns = c.namespace.clone().unwrap_or_else(|| "default".into());
+        let volumes = volume_templates(c).map_err(|(f, m)| format!("{f}: {m}"))?;
+        let start = Instant::now();
+        for n in 0..c.count {
+            let mut pod = template.clone();
+            pod.metadata.name = Some(format!("{prefix}-{n}"));
+            pod.metadata.namespace = Some(ns.clone());
+            pod.metadata.uid = Some(format!("{ns}/{prefix}-{n}"));
+            if let Some((pv, pvc)) = &volumes {
+                self.add_bound_volume(&mut pod, pv, pvc);
+            }
+            self.add_pod(pod, file, c.measure);
+            if c.schedule_every > 0 && (n + 1) % c.schedule_every == 0 {
+                self.settle().await;
+            }
+        }
+        if c.measure {
+            self.settle().await;
+            self.measured_time += start.elapsed();
+        }
+        Ok(())
+    }
+
+    /// `createObjects`: each document loaded as a manifest file would be.
+    fn op_create_objects(
+        &mut self,
+        objects: &[serde_json::Value],
+        file: &str,
+    ) -> Result<(), String> {
+        for doc in objects {
+            let mut m = Manifests::default();
+            let mut problems = Vec::new();
+            let text = serde_json::to_string(doc).unwrap_or_default();
+            crate::load::load_text(&text, file, &mut m, &mut problems);
+            if !problems.is_empty() {
+                return Err(problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "));
+            }
+            self.load(m, file);
+        }
+        self.deliver_changes();
+        Ok(())
+    }
+
+    /// `deletePods`: the namespace's pods that carry every given label, the first `count`
+    /// of them when a count is given.
+    fn op_delete_pods(&mut self, d: &DeletePods) {
+        let mut victims: Vec<String> = self
+            .cluster
+            .pods()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(d.namespace.as_str()))
+            .filter(|p| {
+                let labels = p.metadata.labels.as_ref();
+                d.labels
+                    .iter()
+                    .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+            })
+            .map(|p| pod_key(p))
+            .collect();
+        if let Some(n) = d.count {
+            victims.truncate(n);
+        }
+        for v in victims {
+            self.cluster.delete_pod_by_key(&v);
+        }
+        self.deliver_changes();
+    }
+
+    /// `expect`: the first count that differs from what the op expects, as a message.
+    fn unmet_expectation(&self, e: &Expect) -> Option<String> {
+        let (scheduled, unschedulable) = self.counts();
+        let checks = [
+            ("scheduled", e.scheduled, scheduled),
+            ("unschedulable", e.unschedulable, unschedulable),
+        ];
+        checks.into_iter().find_map(|(what, want, got)| {
+            want.filter(|w| *w != got)
+                .map(|want| format!("expected {want} {what} pods, got {got}"))
+        })
     }
 
     /// Measured pods that have been scheduled so far.
@@ -1047,4 +1066,26 @@ fn report_event(e: &kubesched_framework::Event) -> ReportEvent {
         related: e.related.as_ref().map(object),
         note: e.note.clone(),
     }
+}
+
+/// A `createNodes` op's ResourceSlice template made concrete for one node: named
+/// `<node>-<driver>`, published by the node, in a one-slice pool named after the node
+/// unless the template names the pool.
+fn node_resource_slice(template: &serde_json::Value, node: &str) -> serde_json::Value {
+    let mut slice = template.clone();
+    let driver = slice
+        .pointer("/spec/driver")
+        .and_then(|d| d.as_str())
+        .unwrap_or("driver")
+        .to_string();
+    slice["apiVersion"] = "resource.k8s.io/v1".into();
+    slice["kind"] = "ResourceSlice".into();
+    slice["metadata"]["name"] = format!("{node}-{driver}").into();
+    slice["spec"]["nodeName"] = node.into();
+    if slice.pointer("/spec/pool/name").is_none() {
+        slice["spec"]["pool"]["name"] = node.into();
+        slice["spec"]["pool"]["generation"] = 1.into();
+        slice["spec"]["pool"]["resourceSliceCount"] = 1.into();
+    }
+    slice
 }

@@ -231,10 +231,7 @@ impl InterPodAffinity {
 }
 
 fn missing_state() -> Status {
-    Status::error(format!(
-        "reading the PreFilter state of {} from the cycle state: PreFilter did not run",
-        crate::NAME
-    ))
+    Status::missing_state(crate::NAME, "PreFilter")
 }
 
 impl PreFilterPlugin for InterPodAffinity {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kubesched_framework::model::{Labels, NodeInfo, PodInfo};
+use kubesched_framework::model::{AffinityTerm, Labels, NodeInfo, PodInfo, WeightedAffinityTerm};
 use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugin, Status};
 use rustc_hash::FxHashMap;
 
@@ -99,23 +99,124 @@ fn bump(acc: &mut ScoreOnNode, labels: &Labels, key: &str, delta: i64) {
     }
 }
 
+/// What the weights one node contributes depend on: the incoming pod's resolved
+/// preferred terms, and what existing pods' terms need to match it.
+struct NodeWeigher<'a> {
+    pod: &'a PodInfo,
+    /// Whether the incoming pod has preferred terms of its own: then every pod of a node
+    /// is read, otherwise only those with affinity terms.
+    has_preferred: bool,
+    preferred: &'a [(i64, ResolvedTerm)],
+    preferred_anti: &'a [(i64, ResolvedTerm)],
+    namespace_labels: &'a Labels,
+    hard_weight: i64,
+}
+
+impl NodeWeigher<'_> {
+    fn incoming_matches(&self, t: &AffinityTerm) -> bool {
+        t.matches(&self.pod.namespace, self.namespace_labels, &self.pod.labels)
+    }
+
+    /// The node's summed weight per topology key it carries: the incoming pod's
+    /// preferred terms matched against the node's pods, and the existing pods' required
+    /// (with the hard weight) and preferred terms matched against the incoming pod.
+    fn weigh(&self, info: &NodeInfo) -> ScoreOnNode {
+        let mut acc = ScoreOnNode::new();
+        let Some(node) = info.node() else {
+            return acc;
+        };
+        let labels = &node.labels;
+        if labels.is_empty() {
+            return acc;
+        }
+        let pods = if self.has_preferred {
+            &info.pods
+        } else {
+            &info.pods_with_affinity
+        };
+        for existing in pods {
+            self.weigh_incoming_terms(&mut acc, labels, existing);
+            self.weigh_existing_terms(&mut acc, labels, existing);
+        }
+        acc
+    }
+
+    fn weigh_incoming_terms(&self, acc: &mut ScoreOnNode, labels: &Labels, existing: &PodInfo) {
+        for (w, t) in self.preferred {
+            if t.matches(existing) {
+                bump(acc, labels, &t.topology_key, *w);
+            }
+        }
+        for (w, t) in self.preferred_anti {
+            if t.matches(existing) {
+                bump(acc, labels, &t.topology_key, -*w);
+            }
+        }
+    }
+
+    fn weigh_existing_terms(&self, acc: &mut ScoreOnNode, labels: &Labels, existing: &PodInfo) {
+        if self.hard_weight > 0 {
+            for t in &existing.required_affinity_terms {
+                if self.incoming_matches(t) {
+                    bump(acc, labels, &t.topology_key, self.hard_weight);
+                }
+            }
+        }
+        for wt in &existing.preferred_affinity_terms {
+            if self.incoming_matches(&wt.term) {
+                bump(acc, labels, &wt.term.topology_key, i64::from(wt.weight));
+            }
+        }
+        for wt in &existing.preferred_anti_affinity_terms {
+            if self.incoming_matches(&wt.term) {
+                bump(acc, labels, &wt.term.topology_key, -i64::from(wt.weight));
+            }
+        }
+    }
+}
+
+/// Adds (`sign` 1) or takes out (-1) one node's weights in the totals, under the
+/// node's value of each key.
+fn merge_node_weights(totals: &mut Arc<ScoreMap>, info: &NodeInfo, acc: &ScoreOnNode, sign: i64) {
+    let Some(node) = info.node() else {
+        return;
+    };
+    if acc.is_empty() {
+        return;
+    }
+    let totals = Arc::make_mut(totals);
+    for (key, weight) in acc {
+        if let Some(value) = node.labels.get(key) {
+            totals.add(key, value, *weight, sign);
+        }
+    }
+}
+
+impl InterPodAffinity {
+    /// Whether PreScore has nothing to do: no nodes, or no preferred terms of the pod's
+    /// own and none of the existing pods' terms to be counted.
+    fn nothing_to_score(&self, nodes: &[Arc<NodeInfo>], has_preferred: bool) -> bool {
+        if nodes.is_empty() {
+            return true;
+        }
+        if self.args.ignore_preferred_terms_of_existing_pods && !has_preferred {
+            return true;
+        }
+        // Without preferred terms of its own, only pods with affinity terms can score it.
+        !has_preferred && self.handle.snapshot().have_pods_with_affinity().is_empty()
+    }
+}
+
 impl PreScorePlugin for InterPodAffinity {
     fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
-        if nodes.is_empty() {
-            return Status::skip();
-        }
         let has_preferred = !pod.preferred_affinity_terms.is_empty()
             || !pod.preferred_anti_affinity_terms.is_empty();
-        if self.args.ignore_preferred_terms_of_existing_pods && !has_preferred {
+        if self.nothing_to_score(nodes, has_preferred) {
             return Status::skip();
         }
         let snapshot = self.handle.snapshot();
-        // Without preferred terms of its own, only pods with affinity terms can score it.
-        if !has_preferred && snapshot.have_pods_with_affinity().is_empty() {
-            return Status::skip();
-        }
         let objects = self.handle.objects();
-        let resolve = |terms: &[kubesched_framework::model::WeightedAffinityTerm]| {
+        let resolve = |terms: &[WeightedAffinityTerm]| {
             terms
                 .iter()
                 .map(|t| (i64::from(t.weight), ResolvedTerm::resolve(&t.term, objects)))
@@ -124,64 +225,13 @@ impl PreScorePlugin for InterPodAffinity {
         let preferred = resolve(&pod.preferred_affinity_terms);
         let preferred_anti = resolve(&pod.preferred_anti_affinity_terms);
         let namespace_labels = objects.namespace_labels(&pod.namespace);
-        let hard_weight = i64::from(self.args.hard_pod_affinity_weight);
-        let incoming_matches = |t: &kubesched_framework::model::AffinityTerm| {
-            t.matches(&pod.namespace, &namespace_labels, &pod.labels)
-        };
-        let on_node = |info: &NodeInfo| -> ScoreOnNode {
-            let mut acc = ScoreOnNode::new();
-            let Some(node) = info.node() else {
-                return acc;
-            };
-            let labels = &node.labels;
-            if labels.is_empty() {
-                return acc;
-            }
-            let pods = if has_preferred {
-                &info.pods
-            } else {
-                &info.pods_with_affinity
-            };
-            for existing in pods {
-                for (w, t) in &preferred {
-                    if t.matches(existing) {
-                        bump(&mut acc, labels, &t.topology_key, *w);
-                    }
-                }
-                for (w, t) in &preferred_anti {
-                    if t.matches(existing) {
-                        bump(&mut acc, labels, &t.topology_key, -*w);
-                    }
-                }
-                if hard_weight > 0 {
-                    for t in &existing.required_affinity_terms {
-                        if incoming_matches(t) {
-                            bump(&mut acc, labels, &t.topology_key, hard_weight);
-                        }
-                    }
-                }
-                for wt in &existing.preferred_affinity_terms {
-                    if incoming_matches(&wt.term) {
-                        bump(
-                            &mut acc,
-                            labels,
-                            &wt.term.topology_key,
-                            i64::from(wt.weight),
-                        );
-                    }
-                }
-                for wt in &existing.preferred_anti_affinity_terms {
-                    if incoming_matches(&wt.term) {
-                        bump(
-                            &mut acc,
-                            labels,
-                            &wt.term.topology_key,
-                            -i64::from(wt.weight),
-                        );
-                    }
-                }
-            }
-            acc
+        let weigher = NodeWeigher {
+            pod,
+            has_preferred,
+            preferred: &preferred,
+            preferred_anti: &preferred_anti,
+            namespace_labels: &namespace_labels,
+            hard_weight: i64::from(self.args.hard_pod_affinity_weight),
         };
         let key = ScoreKey {
             has_preferred,
@@ -197,21 +247,8 @@ impl PreScorePlugin for InterPodAffinity {
             tally.refresh(
                 snapshot.list(),
                 self.handle.parallelizer(),
-                on_node,
-                |totals: &mut Arc<ScoreMap>, info, acc, sign| {
-                    let Some(node) = info.node() else {
-                        return;
-                    };
-                    if acc.is_empty() {
-                        return;
-                    }
-                    let totals = Arc::make_mut(totals);
-                    for (key, weight) in acc {
-                        if let Some(value) = node.labels.get(key) {
-                            totals.add(key, value, *weight, sign);
-                        }
-                    }
-                },
+                |info| weigher.weigh(info),
+                merge_node_weights,
             );
             tally.total().clone()
         });
@@ -224,10 +261,7 @@ impl PreScorePlugin for InterPodAffinity {
 }
 
 fn missing_state() -> Status {
-    Status::error(format!(
-        "reading the PreScore state of {} from the cycle state: PreScore did not run",
-        crate::NAME
-    ))
+    Status::missing_state(crate::NAME, "PreScore")
 }
 
 impl ScorePlugin for InterPodAffinity {

@@ -1,8 +1,6 @@
 //! What PreFilter and PreScore share: the pod's effective constraints, system or listed
 //! defaults with the selector deduced from the pod's Services and controller, and counting.
 
-use std::sync::Arc;
-
 use kubesched_framework::ObjectStore;
 use kubesched_framework::model::{
     InclusionPolicy, LabelSelector, Labels, Node, NodeInfo, PodInfo, RequiredNodeAffinity,
@@ -98,21 +96,6 @@ pub(crate) fn has_all_keys(labels: &Labels, constraints: &[Constraint]) -> bool 
         .all(|c| labels.contains_key(&c.topology_key))
 }
 
-/// Pods of `namespace` that match the selector and are not terminating. A selector with
-/// no requirement counts nothing.
-pub(crate) fn count_matching(
-    pods: &[Arc<PodInfo>],
-    selector: &LabelSelector,
-    namespace: &str,
-) -> i64 {
-    if selector.requirements.is_empty() {
-        return 0;
-    }
-    pods.iter()
-        .filter(|p| !p.terminating && p.namespace == namespace && selector.matches(&p.labels))
-        .count() as i64
-}
-
 /// What a tally remembers of one node: per constraint, the matching pods when the node
 /// counts toward that constraint's domains; None when the node is left out entirely.
 pub(crate) type NodeCounts = Option<Vec<Option<i64>>>;
@@ -137,7 +120,7 @@ pub(crate) fn node_counts(
             .iter()
             .map(|c| {
                 (!(skip_hostname && c.topology_key == HOSTNAME) && c.includes_node(pod, node))
-                    .then(|| count_matching(&info.pods, &c.selector, &pod.namespace))
+                    .then(|| info.count_matching_pods(&pod.namespace, &c.selector))
             })
             .collect(),
     )

@@ -347,10 +347,7 @@ impl PreFilterState {
 }
 
 fn missing_state() -> Status {
-    Status::error(format!(
-        "reading the PreFilter state of {} from the cycle state: PreFilter did not run",
-        crate::NAME
-    ))
+    Status::missing_state(crate::NAME, "PreFilter")
 }
 
 impl PreFilterPlugin for PodTopologySpread {

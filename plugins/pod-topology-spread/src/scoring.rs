@@ -8,9 +8,7 @@ use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugi
 use rustc_hash::FxHashMap;
 
 use crate::PodTopologySpread;
-use crate::common::{
-    Constraint, CountKey, HOSTNAME, NodeCounts, count_matching, has_all_keys, node_counts,
-};
+use crate::common::{Constraint, CountKey, HOSTNAME, NodeCounts, has_all_keys, node_counts};
 
 /// What PreScore computed for Score; shared, never changed after PreScore.
 #[derive(Debug)]
@@ -78,10 +76,7 @@ fn fold_node(
 }
 
 fn missing_state() -> Status {
-    Status::error(format!(
-        "reading the PreScore state of {} from the cycle state: PreScore did not run",
-        crate::NAME
-    ))
+    Status::missing_state(crate::NAME, "PreScore")
 }
 
 impl PreScorePlugin for PodTopologySpread {
@@ -177,7 +172,7 @@ impl ScorePlugin for PodTopologySpread {
                 continue;
             };
             let count = if c.topology_key == HOSTNAME {
-                count_matching(&node.pods, &c.selector, &pod.namespace)
+                node.count_matching_pods(&pod.namespace, &c.selector)
             } else {
                 s.counts[k].get(value.as_str()).copied().unwrap_or(0)
             };

@@ -14,7 +14,8 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kubesched_framework::model::{LabelSelector, Labels, NodeInfo, PodInfo};
+use kubesched_framework::model::topology::region_and_zone;
+use kubesched_framework::model::{LabelSelector, NodeInfo, PodInfo};
 use kubesched_framework::{
     CycleState, Handle, MAX_NODE_SCORE, PluginError, PreScorePlugin, ScorePlugin, Status,
 };
@@ -25,11 +26,6 @@ pub const NAME: &str = "SelectorSpread";
 /// Share of the score given to zone spreading when nodes have zones; the rest goes to
 /// node spreading.
 pub const ZONE_WEIGHTING: f64 = 2.0 / 3.0;
-
-const ZONE: &str = "topology.kubernetes.io/zone";
-const REGION: &str = "topology.kubernetes.io/region";
-const BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
-const BETA_REGION: &str = "failure-domain.beta.kubernetes.io/region";
 
 /// The SelectorSpread plugin.
 #[derive(Debug, Clone)]
@@ -67,32 +63,6 @@ struct PreScoreState {
     selector: Arc<LabelSelector>,
 }
 
-/// Pods of the namespace on the node that the selector matches, terminating ones aside.
-/// An empty selector counts nothing.
-fn count_matching(namespace: &str, selector: &LabelSelector, node: &NodeInfo) -> i64 {
-    if selector.requirements.is_empty() {
-        return 0;
-    }
-    node.pods
-        .iter()
-        .filter(|p| !p.terminating && p.namespace == namespace && selector.matches(&p.labels))
-        .count() as i64
-}
-
-/// The node's zone as (region, zone), with the deprecated beta labels as fallback; None
-/// when the node has neither.
-fn zone_key(labels: &Labels) -> Option<(&str, &str)> {
-    let zone = labels
-        .get(ZONE)
-        .or_else(|| labels.get(BETA_ZONE))
-        .map_or("", String::as_str);
-    let region = labels
-        .get(REGION)
-        .or_else(|| labels.get(BETA_REGION))
-        .map_or("", String::as_str);
-    (!zone.is_empty() || !region.is_empty()).then_some((region, zone))
-}
-
 impl PreScorePlugin for SelectorSpread {
     fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
         // Pods that declare topology spread constraints are PodTopologySpread's business.
@@ -109,12 +79,10 @@ impl PreScorePlugin for SelectorSpread {
 impl ScorePlugin for SelectorSpread {
     /// The number of the pod's group members on the node (normalised later).
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        let s = state.read::<PreScoreState>().ok_or_else(|| {
-            Status::error(format!(
-                "reading the PreScore state of {NAME} from the cycle state: PreScore did not run"
-            ))
-        })?;
-        Ok(count_matching(&pod.namespace, &s.selector, node))
+        let s = state
+            .read::<PreScoreState>()
+            .ok_or_else(|| Status::missing_state(NAME, "PreScore"))?;
+        Ok(node.count_matching_pods(&pod.namespace, &s.selector))
     }
 
     fn has_normalize_score(&self) -> bool {
@@ -134,7 +102,7 @@ impl ScorePlugin for SelectorSpread {
             nodes
                 .get(i)
                 .and_then(|n| n.node())
-                .and_then(|n| zone_key(&n.labels))
+                .and_then(|n| region_and_zone(&n.labels))
         };
         let mut by_zone: HashMap<(&str, &str), i64> = HashMap::new();
         let mut max_by_node = 0;
