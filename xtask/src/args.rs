@@ -312,6 +312,29 @@ mod tests {
     }
 
     #[test]
+    fn bench_plot_takes_runs_then_the_svg() {
+        check(
+            "bench-plot a.json b.json docs/scale.svg",
+            Ok(Command::BenchPlot(BenchPlotArgs {
+                inputs: vec!["a.json".into(), "b.json".into()],
+                out: "docs/scale.svg".into(),
+            })),
+        );
+        check(
+            "bench-plot a.json b.json",
+            Err("bench-plot needs the JSON runs and then the SVG to write (OUT.svg)"),
+        );
+        check(
+            "bench-plot out.svg",
+            Err("bench-plot needs at least one JSON run"),
+        );
+        check(
+            "bench-plot --x a.json o.svg",
+            Err("unexpected option `--x` (see `cargo xtask help`)"),
+        );
+    }
+
+    #[test]
     fn mistakes() {
         check(
             "ship",
