@@ -361,7 +361,7 @@ pub fn feature_for(name: &str) -> String {
 ///     plugin: Coscheduling,
 ///     args: CoschedulingArgs,
 ///     kinds: [PodGroup],                          // the kinds it reads (any `kinds::Kind` type)
-///     writes: [KindWrite::owned::<PodGroup>()],   // create, update/patch status (RBAC)
+///     writes: [KindWrite::status::<PodGroup>()],  // update/patch of its status (RBAC)
 ///     factory: Coscheduling::new,
 /// }
 /// ```
@@ -388,36 +388,19 @@ macro_rules! register_plugin {
         $(writes: [$($write:expr),* $(,)?],)?
         factory: $factory:expr $(,)?
     ) => {
-        $crate::impl_plugin!($plugin, name: $name);
-        const _: () = {
-            const __KUBESCHED_KINDS: &[$crate::kinds::ObjectKind] =
-                &[$($($crate::kinds::ObjectKind::of::<$kind>(),)*)?];
-            const __KUBESCHED_WRITES: &[$crate::kinds::KindWrite] = &[$($($write,)*)?];
-            fn __kubesched_points() -> $crate::PointSet {
-                $crate::__kubesched_points_of!($plugin)
-            }
-            fn __kubesched_factory(
-                args: &$crate::registry::DecodedArgs,
-                handle: &$crate::Handle,
-            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
+        $crate::__kubesched_register! {
+            name: $name,
+            plugin: $plugin,
+            codec: $crate::registry::ArgsCodec::of::<$args>(),
+            kinds: [$($($kind),*)?],
+            writes: [$($($write),*)?],
+            build: |args, handle| {
                 let typed = args.get::<$args>().ok_or_else(|| {
                     $crate::PluginError(format!("{}: args of the wrong type", $name))
                 })?;
-                let plugin: $plugin = ($factory)(typed, handle)?;
-                Ok(::std::sync::Arc::new(plugin))
-            }
-            $crate::__kubesched_submit! {
-                $crate::registry::PluginDescriptor {
-                    name: $name,
-                    points: __kubesched_points,
-                    args: $crate::registry::ArgsCodec::of::<$args>(),
-                    factory: __kubesched_factory,
-                    crate_name: env!("CARGO_PKG_NAME"),
-                    kinds: __KUBESCHED_KINDS,
-                    writes: __KUBESCHED_WRITES,
-                }
-            }
-        };
+                ($factory)(typed, handle)?
+            },
+        }
     };
     (
         name: $name:expr,
@@ -426,33 +409,14 @@ macro_rules! register_plugin {
         $(writes: [$($write:expr),* $(,)?],)?
         factory: $factory:expr $(,)?
     ) => {
-        $crate::impl_plugin!($plugin, name: $name);
-        const _: () = {
-            const __KUBESCHED_KINDS: &[$crate::kinds::ObjectKind] =
-                &[$($($crate::kinds::ObjectKind::of::<$kind>(),)*)?];
-            const __KUBESCHED_WRITES: &[$crate::kinds::KindWrite] = &[$($($write,)*)?];
-            fn __kubesched_points() -> $crate::PointSet {
-                $crate::__kubesched_points_of!($plugin)
-            }
-            fn __kubesched_factory(
-                _args: &$crate::registry::DecodedArgs,
-                handle: &$crate::Handle,
-            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
-                let plugin: $plugin = ($factory)(handle)?;
-                Ok(::std::sync::Arc::new(plugin))
-            }
-            $crate::__kubesched_submit! {
-                $crate::registry::PluginDescriptor {
-                    name: $name,
-                    points: __kubesched_points,
-                    args: $crate::registry::ArgsCodec::none(),
-                    factory: __kubesched_factory,
-                    crate_name: env!("CARGO_PKG_NAME"),
-                    kinds: __KUBESCHED_KINDS,
-                    writes: __KUBESCHED_WRITES,
-                }
-            }
-        };
+        $crate::__kubesched_register! {
+            name: $name,
+            plugin: $plugin,
+            codec: $crate::registry::ArgsCodec::none(),
+            kinds: [$($($kind),*)?],
+            writes: [$($($write),*)?],
+            build: |_args, handle| ($factory)(handle)?,
+        }
     };
     (name: $name:expr, extension_points: $($rest:tt)*) => {
         ::std::compile_error!(
@@ -460,6 +424,49 @@ macro_rules! register_plugin {
              (the points come from its trait impls) and delete your `impl Plugin` block; \
              see docs/writing-a-plugin.md, \"Migrating a plugin\""
         );
+    };
+}
+
+/// The body of [`register_plugin!`] once its arms have said how the plugin is built from
+/// the decoded args and the handle (`build`, an expression over the two names given).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubesched_register {
+    (
+        name: $name:expr,
+        plugin: $plugin:ty,
+        codec: $codec:expr,
+        kinds: [$($kind:ty),*],
+        writes: [$($write:expr),*],
+        build: |$args:ident, $handle:ident| $build:expr,
+    ) => {
+        $crate::impl_plugin!($plugin, name: $name);
+        const _: () = {
+            const __KUBESCHED_KINDS: &[$crate::kinds::ObjectKind] =
+                &[$($crate::kinds::ObjectKind::of::<$kind>(),)*];
+            const __KUBESCHED_WRITES: &[$crate::kinds::KindWrite] = &[$($write,)*];
+            fn __kubesched_points() -> $crate::PointSet {
+                $crate::__kubesched_points_of!($plugin)
+            }
+            fn __kubesched_factory(
+                $args: &$crate::registry::DecodedArgs,
+                $handle: &$crate::Handle,
+            ) -> ::std::result::Result<::std::sync::Arc<dyn $crate::Plugin>, $crate::PluginError> {
+                let plugin: $plugin = $build;
+                Ok(::std::sync::Arc::new(plugin))
+            }
+            $crate::__kubesched_submit! {
+                $crate::registry::PluginDescriptor {
+                    name: $name,
+                    points: __kubesched_points,
+                    args: $codec,
+                    factory: __kubesched_factory,
+                    crate_name: env!("CARGO_PKG_NAME"),
+                    kinds: __KUBESCHED_KINDS,
+                    writes: __KUBESCHED_WRITES,
+                }
+            }
+        };
     };
 }
 

@@ -199,6 +199,21 @@ pub fn implemented_points(p: &dyn Plugin) -> Vec<ExtensionPoint> {
 /// The object a factory built must be the one its registration describes: same name, same
 /// extension points. `register_plugin!` derives both from one type, so this only fails for a
 /// descriptor written by hand; it runs once per plugin at start-up, never per pod.
+/// A plugin's error, worded as upstream words it: `running <Point> plugin "<name>": <status>`.
+fn plugin_error(point: &str, plugin: &str, s: &Status) -> Status {
+    Status::error(format!("running {point} plugin {plugin:?}: {s}")).with_plugin(plugin)
+}
+
+/// A plugin's answer that stops a point: a rejection stays one (naming the plugin),
+/// anything else becomes the plugin's error.
+fn plugin_failure(point: &str, plugin: &str, s: Status) -> Status {
+    if s.is_rejected() {
+        s.with_plugin(plugin)
+    } else {
+        plugin_error(point, plugin, &s)
+    }
+}
+
 fn check_declaration(
     desc: &registry::PluginDescriptor,
     plugin: &dyn Plugin,
@@ -492,12 +507,7 @@ impl Framework {
             };
             let s = pe.pre_enqueue(pod);
             if !s.is_success() {
-                result = if s.is_rejected() {
-                    s.with_plugin(p.name())
-                } else {
-                    Status::error(format!("running PreEnqueue plugin {:?}: {s}", p.name()))
-                        .with_plugin(p.name())
-                };
+                result = plugin_failure("PreEnqueue", p.name(), s);
                 break;
             }
         }
@@ -568,9 +578,7 @@ impl Framework {
                         continue;
                     }
                     _ => {
-                        let e =
-                            Status::error(format!("running PreFilter plugin {:?}: {s}", p.name()))
-                                .with_plugin(p.name());
+                        let e = plugin_error("PreFilter", p.name(), &s);
                         return done(state, e, None, BTreeSet::new());
                     }
                 }
@@ -938,8 +946,7 @@ impl Framework {
                 continue;
             }
             if !s.is_success() {
-                status = Status::error(format!("running PreScore plugin {:?}: {s}", p.name()))
-                    .with_plugin(p.name());
+                status = plugin_error("PreScore", p.name(), &s);
                 break;
             }
         }
@@ -995,11 +1002,7 @@ impl Framework {
             if sp.has_normalize_score() {
                 let s = sp.normalize_score(state, pod, nodes, &mut normalized);
                 if !s.is_success() {
-                    return Err(Status::error(format!(
-                        "running Normalize on Score plugin {:?}: {s}",
-                        p.name()
-                    ))
-                    .with_plugin(p.name()));
+                    return Err(plugin_error("Normalize on Score", p.name(), &s));
                 }
             }
             for (i, v) in normalized.iter().enumerate() {
@@ -1020,10 +1023,6 @@ impl Framework {
             });
         }
         Ok(table)
-    }
-
-    fn score_error(p: &Arc<dyn Plugin>, s: &Status) -> Status {
-        Status::error(format!("running Score plugin {:?}: {s}", p.name())).with_plugin(p.name())
     }
 
     /// One pass over the nodes per plugin, timing each plugin (sampled cycles).
@@ -1051,7 +1050,7 @@ impl Framework {
             let raw = results
                 .into_iter()
                 .collect::<Result<Vec<i64>, Status>>()
-                .map_err(|s| Self::score_error(p, &s))?;
+                .map_err(|s| plugin_error("Score", p.name(), &s))?;
             out.push(raw);
         }
         Ok(out)
@@ -1078,7 +1077,7 @@ impl Framework {
         });
         let mut out = vec![Vec::with_capacity(nodes.len()); active.len()];
         for row in rows {
-            let row = row.map_err(|(k, s)| Self::score_error(active[k].0, &s))?;
+            let row = row.map_err(|(k, s)| plugin_error("Score", active[k].0.name(), &s))?;
             for (k, raw) in out.iter_mut().enumerate() {
                 raw.push(row[k]);
             }
@@ -1099,12 +1098,7 @@ impl Framework {
             let Some(r) = p.as_reserve() else { continue };
             let s = r.reserve(state, pod, node_name);
             if !s.is_success() {
-                status = if s.is_rejected() {
-                    s.with_plugin(p.name())
-                } else {
-                    Status::error(format!("running Reserve plugin {:?}: {s}", p.name()))
-                        .with_plugin(p.name())
-                };
+                status = plugin_failure("Reserve", p.name(), s);
                 break;
             }
         }
@@ -1152,8 +1146,7 @@ impl Framework {
                 waits.insert(p.name().to_string(), timeout.min(MAX_PERMIT_TIMEOUT));
                 continue;
             }
-            status = Status::error(format!("running Permit plugin {:?}: {s}", p.name()))
-                .with_plugin(p.name());
+            status = plugin_error("Permit", p.name(), &s);
             break;
         }
         if status.is_success() && !waits.is_empty() {
@@ -1210,12 +1203,7 @@ impl Framework {
             if s.is_success() || s.is_skip() {
                 continue;
             }
-            status = if s.is_rejected() {
-                s.with_plugin(p.name())
-            } else {
-                Status::error(format!("running PreBind plugin {:?}: {s}", p.name()))
-                    .with_plugin(p.name())
-            };
+            status = plugin_failure("PreBind", p.name(), s);
             break;
         }
         self.point_done(ExtensionPoint::PreBind, &status, start);
@@ -1240,11 +1228,8 @@ impl Framework {
             }
             status = if s.is_success() {
                 s
-            } else if s.is_rejected() {
-                s.with_plugin(p.name())
             } else {
-                Status::error(format!("running Bind plugin {:?}: {s}", p.name()))
-                    .with_plugin(p.name())
+                plugin_failure("Bind", p.name(), s)
             };
             break;
         }
@@ -1334,5 +1319,39 @@ mod declaration_tests {
             "{}",
             err.0
         );
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::{plugin_error, plugin_failure};
+    use crate::{Code, Status};
+
+    #[test]
+    fn a_rejection_stays_one_and_names_the_plugin() {
+        for s in [
+            Status::unschedulable("node(s) are full"),
+            Status::unresolvable("node(s) didn't match"),
+        ] {
+            let code = s.code();
+            let out = plugin_failure("Reserve", "A", s.clone());
+            assert_eq!(out.code(), code);
+            assert_eq!(out.message(), s.message());
+            assert_eq!(out.plugin(), Some("A"));
+        }
+    }
+
+    #[test]
+    fn anything_else_is_the_plugin_error_in_upstream_words() {
+        let out = plugin_failure("PreEnqueue", "A", Status::error("boom"));
+        assert_eq!(out.code(), Code::Error);
+        assert_eq!(out.message(), "running PreEnqueue plugin \"A\": boom");
+        assert_eq!(out.plugin(), Some("A"));
+        let out = plugin_error("Normalize on Score", "B", &Status::error("bad"));
+        assert_eq!(
+            out.message(),
+            "running Normalize on Score plugin \"B\": bad"
+        );
+        assert_eq!(out.plugin(), Some("B"));
     }
 }

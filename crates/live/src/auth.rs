@@ -266,14 +266,9 @@ impl Gatekeeper {
             },
             ..Default::default()
         };
-        let reply =
-            match tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review))
-                .await
-            {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => return Err(AuthnError::ReviewFailed(e.to_string())),
-                Err(_) => return Err(AuthnError::ReviewFailed("timed out".into())),
-            };
+        let reply = post_review(api, &review)
+            .await
+            .map_err(AuthnError::ReviewFailed)?;
         let status = reply.status.unwrap_or_default();
         let answer = match (status.authenticated, status.user) {
             (Some(true), Some(u)) => Ok(UserInfo {
@@ -365,21 +360,14 @@ impl Gatekeeper {
             },
             ..Default::default()
         };
-        let reply =
-            match tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review))
-                .await
-            {
-                Ok(Ok(r)) => r,
-                // Not cached: the next request asks again.
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "SubjectAccessReview failed");
-                    return Err(String::new());
-                }
-                Err(_) => {
-                    tracing::warn!("SubjectAccessReview timed out");
-                    return Err(String::new());
-                }
-            };
+        let reply = match post_review(api, &review).await {
+            Ok(r) => r,
+            // Not cached: the next request asks again.
+            Err(e) => {
+                tracing::warn!(error = %e, "SubjectAccessReview failed");
+                return Err(String::new());
+            }
+        };
         let status = reply.status.unwrap_or_default();
         let answer = if status.allowed && status.denied != Some(true) {
             Ok(())
@@ -388,6 +376,18 @@ impl Gatekeeper {
         };
         self.decisions.lock().insert(key, (now, answer.clone()));
         answer
+    }
+}
+
+/// Posts a review (TokenReview, SubjectAccessReview) and waits at most [`REVIEW_TIMEOUT`]
+/// for the answer; the error in words (the API's, or "timed out").
+async fn post_review<K>(api: &Api<K>, review: &K) -> Result<K, String>
+where
+    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    match tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), review)).await {
+        Ok(reply) => reply.map_err(|e| e.to_string()),
+        Err(_) => Err("timed out".into()),
     }
 }
 
