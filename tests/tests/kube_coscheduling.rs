@@ -1,15 +1,16 @@
 //! Coscheduling against the test API server, with the PodGroup custom resource served: the
 //! kube backend watches PodGroups because the plugin declares them, a gang of three is
 //! bound whole once its last pod exists, and the scheduler writes the group's phase back
-//! through the status subresource, with only the access RBAC grants.
+//! through the status subresource, with only the access RBAC grants. A gang that fits only
+//! in part is never bound in part: PostFilter rejects it as a whole until a node is added.
 
 use std::time::Duration;
 
 use kubesched_framework::ObjectKind;
 use kubesched_live::Runner;
-use kubesched_plugin_coscheduling::{POD_GROUP_LABEL, PodGroup};
+use kubesched_plugin_coscheduling::{POD_GROUP_LABEL, PodGroup, group_rejected};
 use kubesched_tests::apiserver::fixtures::{
-    assert_rbac_covers, bounded, node, node_of, options, pod,
+    assert_rbac_covers, bounded, events, node, node_of, options, pod,
 };
 use kubesched_tests::apiserver::{self, TestApiServer};
 use serde_json::{Value, json};
@@ -37,7 +38,11 @@ profiles:
 ";
 
 fn member(name: &str, group: &str) -> Value {
-    let mut p = pod(name, "1");
+    member_of_size(name, group, "1")
+}
+
+fn member_of_size(name: &str, group: &str, cpu: &str) -> Value {
+    let mut p = pod(name, cpu);
     p["metadata"]["labels"] = json!({ POD_GROUP_LABEL: group });
     p
 }
@@ -120,5 +125,79 @@ async fn a_gang_is_bound_whole_and_its_phase_written_back() {
         runner.wait().await.expect("clean stop");
         assert_rbac_covers(&server);
     })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_fits_in_part_is_not_bound_until_it_fits_whole() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    bounded(
+        60,
+        "a gang rejected whole against the test API server",
+        async {
+            apiserver::serve_kind(ObjectKind::of::<PodGroup>());
+            let server = TestApiServer::start().await;
+            // Two nodes of 4 CPUs; three 3-CPU pods that must be placed together.
+            server.create("nodes", node("n1", "4"));
+            server.create("nodes", node("n2", "4"));
+            server.create(
+                "podgroups",
+                json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                   "metadata": {"name": "big", "namespace": "default"},
+                   "spec": {"minMember": 3}}),
+            );
+            for i in 0..3 {
+                server.create("pods", member_of_size(&format!("big-{i}"), "big", "3"));
+            }
+            let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+            let mut opts = options(&server, false, "coscheduling-whole");
+            opts.config = loaded;
+            let runner = Runner::start(opts).await.expect("start");
+
+            // Two pods fit, the third does not: PostFilter rejects the group, the two placed
+            // pods are released from Permit, and none is bound, try after try.
+            let rejected = |s: &TestApiServer| {
+                events(s, "FailedScheduling").iter().any(|e| {
+                    let pod = e["regarding"]["name"].as_str().unwrap_or_default();
+                    e["note"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with(&group_rejected("default/big", pod)))
+                })
+            };
+            assert!(
+                server.wait_until(Duration::from_secs(20), rejected).await,
+                "the group is rejected: {:#?}",
+                events(&server, "FailedScheduling")
+            );
+            // A few more tries (backoff is 1 s): still none bound.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            for i in 0..3 {
+                assert_eq!(node_of(&server, &format!("big-{i}")), None, "big-{i}");
+            }
+            assert!(events(&server, "Scheduled").is_empty());
+
+            // Room for the third: the whole group is bound.
+            server.create("nodes", node("n3", "4"));
+            assert!(
+                server
+                    .wait_until(Duration::from_secs(20), |s| {
+                        (0..3).all(|i| node_of(s, &format!("big-{i}")).is_some())
+                    })
+                    .await,
+                "the whole gang is bound once it fits"
+            );
+            let mut nodes: Vec<String> = (0..3)
+                .filter_map(|i| node_of(&server, &format!("big-{i}")))
+                .collect();
+            nodes.sort();
+            assert_eq!(nodes, ["n1", "n2", "n3"], "one 3-CPU pod per 4-CPU node");
+
+            runner.stop_handle().stop();
+            runner.wait().await.expect("clean stop");
+        },
+    )
     .await;
 }

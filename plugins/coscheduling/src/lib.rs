@@ -688,6 +688,17 @@ impl EnqueueExtensions for Coscheduling {
                 ActionType::ADD.union(ActionType::UPDATE),
                 pod_group_changed,
             ),
+            // Not in upstream's list. A pod this plugin rejected on a sibling's behalf
+            // (PostFilter, Unreserve) needs what the sibling needed: room. When a group's
+            // last failures all came from here (the sibling that did not fit was placed
+            // again meanwhile and released by a late Unreserve), nothing else wakes it and
+            // it waited for the unschedulable-pods flush (5 min) after a node was added.
+            // Pod/Delete is left out on purpose: forgetting the group's own assumed pods
+            // raises it, and the group would retry without end.
+            ClusterEventWithHint::new(
+                EventResource::Node,
+                ActionType::ADD.union(ActionType::UPDATE_NODE_ALLOCATABLE),
+            ),
         ]
     }
 }

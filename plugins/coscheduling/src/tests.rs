@@ -538,6 +538,10 @@ fn pod_group_events_requeue_their_own_pods_on_spec_changes_only() {
                 EventResource::of::<PodGroup>(),
                 ActionType::ADD.union(ActionType::UPDATE)
             ),
+            ClusterEvent::new(
+                EventResource::Node,
+                ActionType::ADD.union(ActionType::UPDATE_NODE_ALLOCATABLE)
+            ),
         ]
     );
     let hint = events[1].hint.as_ref().expect("a PodGroup hint");
