@@ -13,7 +13,7 @@ use crate::registry::{self, DecodedArgs};
 use crate::waiting::is_rejection;
 use crate::{
     Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PointSet,
-    PostFilterResult, PreFilterResult, ScorePlugin, Status,
+    PostFilterResult, PreFilterExtensions, PreFilterResult, ScorePlugin, Status,
 };
 
 /// The plugin that handles `spec.resourceClaims`.
@@ -719,23 +719,9 @@ impl Framework {
         pod_to_add: &Arc<PodInfo>,
         node: &NodeInfo,
     ) -> Status {
-        for p in &self.pre_filter {
-            if state.skip_filter_plugins.contains(p.name()) {
-                continue;
-            }
-            let Some(ext) = p.as_pre_filter().and_then(|pf| pf.pre_filter_extensions()) else {
-                continue;
-            };
-            let s = ext.add_pod(state, pod, pod_to_add, node);
-            if !s.is_success() {
-                return Status::error(format!(
-                    "running AddPod on PreFilter plugin {:?}: {s}",
-                    p.name()
-                ))
-                .with_plugin(p.name());
-            }
-        }
-        Status::success()
+        self.run_pre_filter_extensions(state, "AddPod", |ext, state| {
+            ext.add_pod(state, pod, pod_to_add, node)
+        })
     }
 
     /// Runs every PreFilter extension's RemovePod for a pod removed from `node`.
@@ -746,6 +732,19 @@ impl Framework {
         pod_to_remove: &Arc<PodInfo>,
         node: &NodeInfo,
     ) -> Status {
+        self.run_pre_filter_extensions(state, "RemovePod", |ext, state| {
+            ext.remove_pod(state, pod, pod_to_remove, node)
+        })
+    }
+
+    /// Calls `call` on the PreFilter extensions of the plugins whose Filter runs for this
+    /// pod, stopping at the first answer that is not Success (an error naming `what`).
+    fn run_pre_filter_extensions(
+        &self,
+        state: &mut CycleState,
+        what: &str,
+        call: impl Fn(&dyn PreFilterExtensions, &mut CycleState) -> Status,
+    ) -> Status {
         for p in &self.pre_filter {
             if state.skip_filter_plugins.contains(p.name()) {
                 continue;
@@ -753,13 +752,9 @@ impl Framework {
             let Some(ext) = p.as_pre_filter().and_then(|pf| pf.pre_filter_extensions()) else {
                 continue;
             };
-            let s = ext.remove_pod(state, pod, pod_to_remove, node);
+            let s = call(ext, state);
             if !s.is_success() {
-                return Status::error(format!(
-                    "running RemovePod on PreFilter plugin {:?}: {s}",
-                    p.name()
-                ))
-                .with_plugin(p.name());
+                return plugin_error(&format!("{what} on PreFilter"), p.name(), &s);
             }
         }
         Status::success()
