@@ -780,8 +780,8 @@ async fn finish(shared: &Shared, server: Option<ServerHandle>) {
     shared.abort_all();
 }
 
-/// The runner's life: start the watchers (before campaigning, unless the cache waits for
-/// leadership), schedule while leading, then end as the stop signal or the lost lease says.
+/// The runner's life, then its end: events flushed, the endpoints stopped, every task
+/// aborted, however the life ended.
 async fn main_task(
     shared: Arc<Shared>,
     watchers: WatcherSet,
@@ -791,42 +791,73 @@ async fn main_task(
     shutdown_timeout: Duration,
     server: Option<ServerHandle>,
 ) -> Result<(), RunError> {
+    let result = live(
+        &shared,
+        watchers,
+        elector,
+        delay_cache_until_active,
+        &stop_rx,
+        shutdown_timeout,
+    )
+    .await;
+    finish(&shared, server).await;
+    result
+}
+
+/// Starts the watchers (before campaigning, unless the cache waits for leadership), then
+/// schedules: at once without leader election, while leading with it.
+async fn live(
+    shared: &Shared,
+    watchers: WatcherSet,
+    elector: Option<LeaderElector>,
+    delay_cache_until_active: bool,
+    stop_rx: &watch::Receiver<bool>,
+    shutdown_timeout: Duration,
+) -> Result<(), RunError> {
     let mut watchers = Some(watchers);
     if !(delay_cache_until_active && elector.is_some()) {
         if let Some(w) = watchers.take() {
-            w.spawn_all(&shared);
+            w.spawn_all(shared);
         }
         // Upstream waits for its informers before it campaigns.
         tokio::select! {
             _ = shared.sync.wait() => {}
-            _ = stopped(&stop_rx) => {
-                finish(&shared, server).await;
-                return Ok(());
-            }
+            _ = stopped(stop_rx) => return Ok(()),
         }
     }
-    let Some(mut elector) = elector else {
-        start_scheduling(&shared);
-        stopped(&stop_rx).await;
-        drain(&shared, shutdown_timeout).await;
+    let Some(elector) = elector else {
+        start_scheduling(shared);
+        stopped(stop_rx).await;
+        drain(shared, shutdown_timeout).await;
         shared.leading.store(false, Ordering::SeqCst);
-        finish(&shared, server).await;
         return Ok(());
     };
-    if !elector.acquire(stopped(&stop_rx)).await {
-        finish(&shared, server).await;
+    lead(shared, elector, watchers, stop_rx, shutdown_timeout).await
+}
+
+/// Campaigns for the lease; once it is held, starts the watchers not started yet and
+/// schedules until the stop signal (drain, release the lease) or the loss of the lease
+/// (stop at once, fail).
+async fn lead(
+    shared: &Shared,
+    mut elector: LeaderElector,
+    mut watchers: Option<WatcherSet>,
+    stop_rx: &watch::Receiver<bool>,
+    shutdown_timeout: Duration,
+) -> Result<(), RunError> {
+    if !elector.acquire(stopped(stop_rx)).await {
         return Ok(());
     }
     let work = async {
         if let Some(w) = watchers.take() {
-            w.spawn_all(&shared);
+            w.spawn_all(shared);
         }
         shared.sync.wait().await;
-        start_scheduling(&shared);
+        start_scheduling(shared);
         std::future::pending::<()>().await;
     };
     let end = tokio::select! {
-        end = elector.hold(stopped(&stop_rx)) => end,
+        end = elector.hold(stopped(stop_rx)) => end,
         _ = work => HoldEnd::Stopped,
     };
     match end {
@@ -838,14 +869,12 @@ async fn main_task(
                 t.abort();
             }
             tracing::error!("leaderelection lost");
-            finish(&shared, server).await;
             Err(RunError::LeaderLost)
         }
         HoldEnd::Stopped => {
-            drain(&shared, shutdown_timeout).await;
+            drain(shared, shutdown_timeout).await;
             shared.leading.store(false, Ordering::SeqCst);
             elector.release().await;
-            finish(&shared, server).await;
             Ok(())
         }
     }
