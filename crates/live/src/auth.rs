@@ -153,18 +153,60 @@ pub struct ReviewCounts {
 }
 
 type DecisionKey = (UserInfo, String, String);
-/// A token review's answer (the user, or why not) and when it was given.
-type TokenAnswer = (Instant, Result<UserInfo, String>);
-/// An authorization decision (Ok, or the reason for a denial) and when it was made.
-type Decision = (Instant, Result<(), String>);
+
+/// Upstream's bound on cached authorization decisions (an LRU of 8192); the token cache
+/// keeps the same bound, so requests with ever new tokens or paths cannot grow memory.
+pub const ANSWER_CACHE_CAPACITY: usize = 8192;
+
+/// Review answers kept for their time to live, at most `capacity` of them: when a new
+/// answer finds the cache full, the expired answers leave first, then the oldest one.
+struct AnswerCache<K, V> {
+    capacity: usize,
+    answers: HashMap<K, (Instant, V)>,
+}
+
+impl<K: Eq + std::hash::Hash + Clone, V: Clone> AnswerCache<K, V> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            answers: HashMap::new(),
+        }
+    }
+
+    /// The answer for `key`, unless it is older than the `ttl` it gets.
+    fn get(&self, key: &K, now: Instant, ttl: impl Fn(&V) -> Duration) -> Option<V> {
+        let (at, answer) = self.answers.get(key)?;
+        (now.saturating_duration_since(*at) < ttl(answer)).then(|| answer.clone())
+    }
+
+    fn insert(&mut self, key: K, now: Instant, answer: V, ttl: impl Fn(&V) -> Duration) {
+        if self.answers.len() >= self.capacity && !self.answers.contains_key(&key) {
+            self.answers
+                .retain(|_, (at, v)| now.saturating_duration_since(*at) < ttl(v));
+            if self.answers.len() >= self.capacity {
+                let oldest = self
+                    .answers
+                    .iter()
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    self.answers.remove(&k);
+                }
+            }
+        }
+        self.answers.insert(key, (now, answer));
+    }
+}
 
 /// The authenticator and authorizer of the endpoints.
 pub struct Gatekeeper {
     options: DelegatedAuth,
     token_reviews: Option<Api<TokenReview>>,
     access_reviews: Option<Api<SubjectAccessReview>>,
-    tokens: Mutex<HashMap<[u8; 32], TokenAnswer>>,
-    decisions: Mutex<HashMap<DecisionKey, Decision>>,
+    /// Token reviews' answers: the user, or why not.
+    tokens: Mutex<AnswerCache<[u8; 32], Result<UserInfo, String>>>,
+    /// Authorization decisions: Ok, or the reason for a denial.
+    decisions: Mutex<AnswerCache<DecisionKey, Result<(), String>>>,
     /// What was sent to the API server.
     pub counts: ReviewCounts,
 }
@@ -230,8 +272,8 @@ impl Gatekeeper {
             options,
             token_reviews: authn.map(Api::all),
             access_reviews: authz.map(Api::all),
-            tokens: Mutex::new(HashMap::new()),
-            decisions: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(AnswerCache::new(ANSWER_CACHE_CAPACITY)),
+            decisions: Mutex::new(AnswerCache::new(ANSWER_CACHE_CAPACITY)),
             counts: ReviewCounts::default(),
         }
     }
@@ -248,10 +290,9 @@ impl Gatekeeper {
             .try_into()
             .unwrap_or([0; 32]);
         let now = Instant::now();
-        if let Some((at, answer)) = self.tokens.lock().get(&key)
-            && now.duration_since(*at) < self.options.authn_cache_ttl
-        {
-            return answer.clone().map_err(AuthnError::Refused);
+        let ttl = self.options.authn_cache_ttl;
+        if let Some(answer) = self.tokens.lock().get(&key, now, |_| ttl) {
+            return answer.map_err(AuthnError::Refused);
         }
         let Some(api) = &self.token_reviews else {
             return Err(AuthnError::ReviewFailed(
@@ -282,7 +323,7 @@ impl Gatekeeper {
                 .error
                 .unwrap_or_else(|| "token not authenticated".into())),
         };
-        self.tokens.lock().insert(key, (now, answer.clone()));
+        self.tokens.lock().insert(key, now, answer.clone(), |_| ttl);
         answer.map_err(AuthnError::Refused)
     }
 
@@ -332,15 +373,19 @@ impl Gatekeeper {
         }
         let key = (user.clone(), verb.to_string(), path.to_string());
         let now = Instant::now();
-        if let Some((at, answer)) = self.decisions.lock().get(&key) {
-            let ttl = if answer.is_ok() {
-                self.options.authz_allowed_ttl
+        let (allowed_ttl, denied_ttl) = (
+            self.options.authz_allowed_ttl,
+            self.options.authz_denied_ttl,
+        );
+        let ttl = move |answer: &Result<(), String>| {
+            if answer.is_ok() {
+                allowed_ttl
             } else {
-                self.options.authz_denied_ttl
-            };
-            if now.duration_since(*at) < ttl {
-                return answer.clone();
+                denied_ttl
             }
+        };
+        if let Some(answer) = self.decisions.lock().get(&key, now, ttl) {
+            return answer;
         }
         let Some(api) = &self.access_reviews else {
             return Err(String::new());
@@ -374,7 +419,7 @@ impl Gatekeeper {
         } else {
             Err(status.reason.unwrap_or_default())
         };
-        self.decisions.lock().insert(key, (now, answer.clone()));
+        self.decisions.lock().insert(key, now, answer.clone(), ttl);
         answer
     }
 }
@@ -464,6 +509,35 @@ pub async fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_cache_keeps_fresh_answers_and_a_bound() {
+        let ttl = |_: &u32| Duration::from_secs(10);
+        let t0 = Instant::now();
+        let mut cache = AnswerCache::new(3);
+        cache.insert("a", t0, 1, ttl);
+        assert_eq!(cache.get(&"a", t0 + Duration::from_secs(9), ttl), Some(1));
+        assert_eq!(cache.get(&"a", t0 + Duration::from_secs(10), ttl), None);
+        // Ever new keys never grow it past the bound: the oldest leaves.
+        for (i, k) in ["b", "c", "d", "e"].into_iter().enumerate() {
+            cache.insert(k, t0 + Duration::from_secs(i as u64 + 1), 2, ttl);
+            assert!(cache.answers.len() <= 3);
+        }
+        assert_eq!(cache.get(&"a", t0 + Duration::from_secs(5), ttl), None);
+        assert_eq!(cache.get(&"b", t0 + Duration::from_secs(5), ttl), None);
+        assert_eq!(cache.get(&"e", t0 + Duration::from_secs(5), ttl), Some(2));
+        // When full, the expired leave first, however many.
+        let later = t0 + Duration::from_secs(13);
+        cache.insert("f", later, 3, ttl);
+        assert_eq!(cache.answers.len(), 2, "c and d expired");
+        assert_eq!(cache.get(&"e", later, ttl), Some(2));
+        assert_eq!(cache.get(&"f", later, ttl), Some(3));
+        // Replacing a key's answer needs no room.
+        cache.insert("g", later, 4, ttl);
+        cache.insert("g", later, 5, ttl);
+        assert_eq!(cache.answers.len(), 3);
+        assert_eq!(cache.get(&"g", later, ttl), Some(5));
+    }
 
     fn gate(options: DelegatedAuth) -> Gatekeeper {
         Gatekeeper::with_clients(options, None, None)
