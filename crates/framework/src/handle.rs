@@ -57,6 +57,9 @@ struct HandleInner {
     /// Work plugins started outside the scheduling cycle (asynchronous preemption) and not
     /// finished yet.
     background: Arc<AtomicUsize>,
+    /// The async runtime the scheduler was built on, where background work runs whichever
+    /// thread starts it.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// Shared access to the cluster view and the scheduler's services. Cheap to clone.
@@ -144,16 +147,41 @@ impl Handle {
 
     /// Runs `work` on the async runtime outside the scheduling cycle, counted in
     /// [`Handle::background_tasks`] until it ends (a simulation waits for it).
-    pub fn spawn_background<F>(&self, work: F)
+    ///
+    /// Callable from any extension point and any thread: PreFilter, Filter and Score run on
+    /// the parallelizer's threads, outside the runtime, and the work goes to the runtime
+    /// the handle was built on (see [`HandleBuilder::runtime`]). A handle built off any
+    /// runtime (unit tests) drops the work with a warning; [`Handle::can_spawn`] tells
+    /// beforehand. Returns whether the work was started.
+    pub fn spawn_background<F>(&self, work: F) -> bool
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
+        let Some(runtime) = self.runtime() else {
+            tracing::warn!("background work dropped: the handle has no async runtime");
+            return false;
+        };
         let counter = Arc::clone(&self.inner.background);
         counter.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             work.await;
             counter.fetch_sub(1, Ordering::SeqCst);
         });
+        true
+    }
+
+    /// Whether [`Handle::spawn_background`] can start work: the handle knows a runtime,
+    /// or the calling thread is on one.
+    pub fn can_spawn(&self) -> bool {
+        self.runtime().is_some()
+    }
+
+    /// The handle's runtime, else the caller's.
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        self.inner
+            .runtime
+            .clone()
+            .or_else(|| tokio::runtime::Handle::try_current().ok())
     }
 
     /// Background work started by plugins and still running.
@@ -188,6 +216,7 @@ pub struct HandleBuilder {
     clock: Arc<dyn Clock>,
     extenders: Vec<Arc<dyn Extender>>,
     features: FeatureGates,
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Default for HandleBuilder {
@@ -204,6 +233,7 @@ impl Default for HandleBuilder {
             clock: Arc::new(RealClock),
             extenders: Vec::new(),
             features: FeatureGates::defaults(),
+            runtime: None,
         }
     }
 }
@@ -265,6 +295,12 @@ impl HandleBuilder {
         self.features = features;
         self
     }
+    /// The async runtime background work runs on ([`Handle::spawn_background`]). When not
+    /// given, the runtime the handle is built on, if any.
+    pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
     /// The handle, for plugins and tests that never install a snapshot or an activator.
     pub fn build(self) -> Handle {
         self.build_with_control().handle
@@ -292,6 +328,9 @@ impl HandleBuilder {
                 activator: RwLock::new(None),
                 extenders: self.extenders,
                 background: Arc::new(AtomicUsize::new(0)),
+                runtime: self
+                    .runtime
+                    .or_else(|| tokio::runtime::Handle::try_current().ok()),
             }),
         };
         HandleControl { handle }

@@ -60,7 +60,13 @@ pub fn build_scheduler(
     let metrics = Arc::new(SchedulerMetrics::new());
     let nominator = Arc::new(Nominator::new());
     let compiled_pods = Arc::new(CompiledPods::default());
-    let handle = Handle::builder()
+    let mut builder = Handle::builder();
+    // Both modes build the scheduler on the runtime that drives it: plugins' background
+    // work (started from any extension point, any thread) runs there.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        builder = builder.runtime(runtime);
+    }
+    let handle = builder
         .client(parts.client)
         .live_pods(compiled_pods.clone())
         .objects(parts.objects)

@@ -91,8 +91,6 @@ pub struct Coscheduling {
     group_backoff: Option<Duration>,
     /// `podGroupRejectPercentage` as a fraction.
     reject_threshold: f64,
-    /// The async runtime the factory ran on, for background work started off it.
-    runtime: Option<tokio::runtime::Handle>,
     book: Mutex<Bookkeeping>,
 }
 
@@ -160,7 +158,6 @@ impl Coscheduling {
             group_backoff,
             writer: handle.object_writer::<PodGroup>(),
             reject_threshold: f64::from(args.pod_group_reject_percentage) / 100.0,
-            runtime: tokio::runtime::Handle::try_current().ok(),
             book: Mutex::new(Bookkeeping::default()),
         })
     }
@@ -204,24 +201,6 @@ impl Coscheduling {
         placed.len()
     }
 
-    /// The async runtime to start background work on: the current one, else the one the
-    /// plugin was built on (PreFilter runs on the scheduler's parallel threads, outside
-    /// any runtime). None in unit tests without a runtime.
-    fn runtime(&self) -> Option<tokio::runtime::Handle> {
-        tokio::runtime::Handle::try_current()
-            .ok()
-            .or_else(|| self.runtime.clone())
-    }
-
-    /// Starts `work` in the background (see [`Handle::spawn_background`]); without a
-    /// runtime it is dropped.
-    fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
-        if let Some(runtime) = self.runtime() {
-            let _entered = runtime.enter();
-            self.handle.spawn_background(work);
-        }
-    }
-
     /// Moves the group's `status.phase` forward to `phase` (Pending, then Scheduling with
     /// `scheduleStartTime`), once: the part of scheduler-plugins' PodGroup controller the
     /// scheduler sees. Running, Succeeded and Failed counts follow the pods' phases, which
@@ -241,7 +220,7 @@ impl Coscheduling {
                 return;
             }
             // A write needs the async runtime; unit tests without one skip it.
-            if self.runtime().is_none() {
+            if !self.handle.can_spawn() {
                 return;
             }
             book.phase_written.insert(full.to_string(), phase);
@@ -257,7 +236,7 @@ impl Coscheduling {
         let namespace = group.metadata.namespace.clone();
         let name = group.metadata.name.clone().unwrap_or_default();
         let full = full.to_string();
-        self.spawn(async move {
+        self.handle.spawn_background(async move {
             let patch = serde_json::json!({ "status": status });
             if let Err(e) = writer
                 .patch_status(namespace.as_deref(), &name, patch)
@@ -275,7 +254,7 @@ impl Coscheduling {
             return;
         }
         let handle = self.handle.clone();
-        self.spawn(async move {
+        self.handle.spawn_background(async move {
             handle.activate(&uids);
         });
     }
