@@ -80,9 +80,9 @@ async fn a_filter_on_a_parallel_thread_spawns_on_the_handles_runtime() {
     let pod = PodBuilder::new("p").info();
     let state = CycleState::new();
     let statuses = tokio::task::block_in_place(|| {
-        handle
-            .parallelizer()
-            .map(nodes.len(), |i| fw.run_filter_plugins(&state, &pod, &nodes[i]))
+        handle.parallelizer().map(nodes.len(), |i| {
+            fw.run_filter_plugins(&state, &pod, &nodes[i])
+        })
     });
     assert!(statuses.iter().all(Status::is_success), "{statuses:?}");
     // 256 nodes: enough for the parallelizer to use its pool (when the machine has more
