@@ -104,11 +104,15 @@ impl PodGroup {
         )
     }
 
-    /// The wait at Permit: the group's own timeout, else `default`.
+    /// The wait at Permit: the group's own `scheduleTimeoutSeconds` whenever it is set,
+    /// else `default`. As upstream (`GetWaitTimeDuration`), a set value is taken as it is:
+    /// 0 or a negative number means no wait at all, so a placed pod that does not
+    /// complete the group times out at once (upstream's message shows the negative
+    /// duration; ours says `0s`).
     pub fn permit_timeout(&self, default: std::time::Duration) -> std::time::Duration {
         match self.spec.schedule_timeout_seconds {
-            Some(s) if s > 0 => std::time::Duration::from_secs(s as u64),
-            _ => default,
+            Some(s) => std::time::Duration::from_secs(u64::try_from(s).unwrap_or(0)),
+            None => default,
         }
     }
 }
@@ -179,5 +183,27 @@ mod tests {
             std::time::Duration::from_secs(30)
         );
         assert_eq!(serde_json::to_value(&pg).expect("serialises"), yaml);
+    }
+
+    #[test]
+    fn a_set_timeout_is_taken_as_it_is_and_negative_means_none() {
+        use std::time::Duration;
+        let default = Duration::from_secs(60);
+        let with = |timeout: Option<i32>| PodGroup {
+            spec: PodGroupSpec {
+                min_member: 2,
+                schedule_timeout_seconds: timeout,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(with(None).permit_timeout(default), default);
+        assert_eq!(
+            with(Some(5)).permit_timeout(default),
+            Duration::from_secs(5)
+        );
+        assert_eq!(with(Some(0)).permit_timeout(default), Duration::ZERO);
+        assert_eq!(with(Some(-30)).permit_timeout(default), Duration::ZERO);
+        assert_eq!(with(Some(i32::MIN)).permit_timeout(default), Duration::ZERO);
     }
 }

@@ -314,6 +314,21 @@ fn permit_waits_for_min_member_then_allows_the_whole_group() {
 }
 
 #[test]
+fn permit_with_a_negative_group_timeout_does_not_wait() {
+    // As upstream's GetWaitTimeDuration: a set scheduleTimeoutSeconds is used as it is, a
+    // negative one (or 0) times the waiting pod out at once rather than falling back to
+    // permitWaitingTimeSeconds.
+    let f = fixture(CoschedulingArgs::default());
+    let mut pg = group("gang", 2);
+    pg.spec.schedule_timeout_seconds = Some(-10);
+    f.add_group(pg);
+    let pods = f.gang("gang", 2);
+    let (first, wait) = f.permit(&pods[0]);
+    assert!(first.is_wait());
+    assert_eq!(wait, Duration::ZERO);
+}
+
+#[test]
 fn permit_without_a_group_timeout_waits_as_long_as_the_args_say() {
     let f = fixture(CoschedulingArgs {
         permit_waiting_time_seconds: 7,
