@@ -7,8 +7,13 @@
 //! room for the whole group); Permit makes each placed pod wait until `minMember` are
 //! placed, then lets them all bind; a failure of one (PostFilter, Unreserve, a Permit
 //! timeout) sends the waiting siblings back to the queue. The plugin keeps only in-memory
-//! bookkeeping of placed pods and failed groups; it reads pods through the handle's
-//! [`LivePods`](kubesched_framework::LivePods) and must not change pods itself.
+//! bookkeeping of placed pods and failed groups, per group, dropped when the PodGroup is
+//! deleted (noticed at the plugin's next call); it reads pods through the handle's
+//! [`LivePods`](kubesched_framework::LivePods) and must not change pods itself. A group's
+//! `scheduleTimeoutSeconds`, when set, is the wait at Permit as it is (0 or negative: no
+//! wait), as upstream. Background writes go through
+//! [`Handle::spawn_background`](kubesched_framework::Handle::spawn_background), which works
+//! from any extension point.
 
 mod args;
 mod podgroup;
@@ -121,6 +126,36 @@ struct Bookkeeping {
     phase_written: HashMap<String, &'static str>,
     /// Groups PreEnqueue last found with at least `minMember` pods.
     whole: BTreeSet<String>,
+    /// The PodGroup store's generation when the records were last matched against it.
+    seen_generation: u64,
+}
+
+impl Bookkeeping {
+    /// Forgets every record of a group `exists` no longer finds (its PodGroup was
+    /// deleted). Records are only made for groups that exist, so nothing is lost that a
+    /// later cycle would need.
+    fn forget_deleted(&mut self, exists: impl Fn(&str) -> bool) {
+        self.placed.retain(|g, _| exists(g));
+        self.resources_checked.retain(|g, _| exists(g));
+        self.backed_off.retain(|g, _| exists(g));
+        self.last_failure.retain(|g, _| exists(g));
+        self.phase_written.retain(|g, _| exists(g));
+        self.whole.retain(|g| exists(g));
+    }
+
+    /// The groups with any record.
+    #[cfg(test)]
+    fn groups_recorded(&self) -> BTreeSet<&str> {
+        self.placed
+            .keys()
+            .chain(self.resources_checked.keys())
+            .chain(self.backed_off.keys())
+            .chain(self.last_failure.keys())
+            .chain(self.phase_written.keys())
+            .chain(self.whole.iter())
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 impl Coscheduling {
@@ -162,6 +197,22 @@ impl Coscheduling {
         })
     }
 
+    /// The bookkeeping, locked; first rid of the records of PodGroups deleted since the
+    /// last look (checked when the store's generation moved, so a delete is noticed by the
+    /// plugin's next call).
+    fn book(&self) -> parking_lot::MutexGuard<'_, Bookkeeping> {
+        let mut book = self.book.lock();
+        let generation = self.groups.generation();
+        if book.seen_generation != generation {
+            book.seen_generation = generation;
+            book.forget_deleted(|full| {
+                full.split_once('/')
+                    .is_some_and(|(ns, name)| self.groups.get(Some(ns), name).is_some())
+            });
+        }
+        book
+    }
+
     fn now(&self) -> Instant {
         self.handle.clock().now()
     }
@@ -188,7 +239,7 @@ impl Coscheduling {
     /// How many pods of the group are placed: bound ones, and those that passed Permit
     /// and were not unreserved. Names of pods gone since are forgotten.
     fn placed_count(&self, group: &str, members: &[Arc<PodInfo>]) -> usize {
-        let mut book = self.book.lock();
+        let mut book = self.book();
         let mut placed: BTreeSet<&str> = members
             .iter()
             .filter(|p| p.node_name.is_some())
@@ -214,7 +265,7 @@ impl Coscheduling {
             Some(_) => 3,
         };
         {
-            let mut book = self.book.lock();
+            let mut book = self.book();
             let written = book.phase_written.get(full).copied();
             if rank(Some(phase)) <= rank(current).max(rank(written)) {
                 return;
@@ -261,7 +312,7 @@ impl Coscheduling {
 
     fn mark_failure(&self, group: &str) {
         let wall = self.handle.clock().wall_now();
-        let mut book = self.book.lock();
+        let mut book = self.book();
         book.resources_checked.remove(group);
         book.last_failure.insert(group.to_string(), wall);
     }
@@ -280,7 +331,7 @@ impl Coscheduling {
     fn sort_time(&self, info: &QueuedPodInfo) -> SystemTime {
         let pod = &info.pod_info;
         if let Some((full, group)) = self.group_of(pod) {
-            if let Some(failed) = self.book.lock().last_failure.get(&full) {
+            if let Some(failed) = self.book().last_failure.get(&full) {
                 return *failed;
             }
             if let Some(group) = group {
@@ -456,7 +507,7 @@ impl PreEnqueuePlugin for Coscheduling {
             Ok(()) => {
                 // The group just became whole: the siblings this gate held back come
                 // back to the queue (after the queue's lock is released).
-                if self.book.lock().whole.insert(full) {
+                if self.book().whole.insert(full) {
                     let siblings: Vec<String> = members
                         .iter()
                         .filter(|p| p.uid != pod.uid && p.node_name.is_none())
@@ -467,7 +518,7 @@ impl PreEnqueuePlugin for Coscheduling {
                 Status::success()
             }
             Err(message) => {
-                self.book.lock().whole.remove(&full);
+                self.book().whole.remove(&full);
                 self.advance_phase(&full, &group, phase::PENDING);
                 Status::unresolvable(message)
             }
@@ -487,7 +538,7 @@ impl PreFilterPlugin for Coscheduling {
         };
         let now = self.now();
         {
-            let mut book = self.book.lock();
+            let mut book = self.book();
             match book.backed_off.get(&full) {
                 Some(until) if *until > now => {
                     return (None, Status::unresolvable(failed_recently(&full)));
@@ -521,7 +572,7 @@ impl PreFilterPlugin for Coscheduling {
             return (None, Status::success());
         }
         {
-            let mut book = self.book.lock();
+            let mut book = self.book();
             match book.resources_checked.get(&full) {
                 Some(until) if *until > now => return (None, Status::success()),
                 Some(_) => {
@@ -580,7 +631,7 @@ impl PostFilterPlugin for Coscheduling {
             && members.len() as i64 >= i64::from(min)
         {
             let until = self.now() + backoff;
-            self.book.lock().backed_off.insert(full.clone(), until);
+            self.book().backed_off.insert(full.clone(), until);
         }
         self.mark_failure(&full);
         (
@@ -600,7 +651,7 @@ impl ReservePlugin for Coscheduling {
             return;
         };
         {
-            let mut book = self.book.lock();
+            let mut book = self.book();
             if let Some(placed) = book.placed.get_mut(&full) {
                 placed.remove(&pod.name);
                 if placed.is_empty() {
@@ -633,7 +684,7 @@ impl PermitPlugin for Coscheduling {
             .insert(pod.name.clone());
         let placed = self.placed_count(&full, &members);
         if placed as i64 >= i64::from(group.spec.min_member) {
-            self.book.lock().last_failure.remove(&full);
+            self.book().last_failure.remove(&full);
             for waiting in self.handle.waiting_pods().list() {
                 if full_group_name(waiting.pod()).as_deref() == Some(full.as_str()) {
                     waiting.allow(NAME);

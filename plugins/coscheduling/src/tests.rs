@@ -455,6 +455,43 @@ fn post_filter_rejects_waiting_siblings_and_backs_the_group_off() {
 }
 
 #[test]
+fn a_deleted_pod_groups_records_are_forgotten() {
+    let f = fixture(CoschedulingArgs {
+        pod_group_backoff_seconds: 30,
+        ..Default::default()
+    });
+    f.add_group(group("gang", 3));
+    f.add_group(group("other", 2));
+    let pods = f.gang("gang", 3);
+    let others = f.gang("other", 2);
+    // Every kind of record for "gang": whole (PreEnqueue), placed (Permit), failure and
+    // backoff (PostFilter); "other" is placed and whole too.
+    assert!(f.plugin.pre_enqueue(&pods[0]).is_success());
+    f.permit(&pods[0]);
+    assert!(!f.post_filter(&pods[2]).is_success());
+    f.permit(&pods[1]);
+    assert!(f.plugin.pre_enqueue(&others[0]).is_success());
+    f.permit(&others[0]);
+    assert_eq!(
+        f.plugin.book().groups_recorded(),
+        ["default/gang", "default/other"].into()
+    );
+
+    f.groups.remove(Some("default"), "gang");
+    // The plugin's next call notices the delete.
+    assert!(f.pre_filter(&others[1]).is_success());
+    assert_eq!(f.plugin.book().groups_recorded(), ["default/other"].into());
+    let book = f.plugin.book();
+    assert!(book.placed.contains_key("default/other"));
+    assert!(book.whole.contains("default/other"));
+
+    // A new PodGroup of the same name starts clean: no backoff from the old one.
+    drop(book);
+    f.add_group(group("gang", 3));
+    assert!(f.pre_filter(&pods[1]).is_success());
+}
+
+#[test]
 fn queue_sort_keeps_a_group_together() {
     let f = fixture(CoschedulingArgs::default());
     let created = |pg: &mut PodGroup, secs: i64| {
