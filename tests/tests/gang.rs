@@ -81,14 +81,24 @@ fn a_gang_is_bound_whole_and_the_next_one_waits() {
     }
 
     let groups = sim.cluster().objects().of::<PodGroup>();
-    let phase_of = |name: &str| {
+    let status_of = |name: &str| {
         groups
             .get(Some("ml"), name)
             .and_then(|g| g.status.clone())
-            .and_then(|s| s.phase)
+            .unwrap_or_default()
     };
-    assert_eq!(phase_of("train").as_deref(), Some(phase::SCHEDULING));
-    assert_eq!(phase_of("sweep").as_deref(), Some(phase::PENDING));
+    // The gang of 8 is bound whole: Scheduled, with every pod counted.
+    let train = status_of("train");
+    assert_eq!(train.phase.as_deref(), Some(phase::SCHEDULED));
+    assert_eq!(train.scheduled, 8);
+    assert!(train.schedule_start_time.is_some());
+    // The waiting gang was tried but nothing of it is bound.
+    let eval = status_of("eval");
+    assert_ne!(eval.phase.as_deref(), Some(phase::SCHEDULED));
+    assert_eq!(eval.scheduled, 0);
+    let sweep = status_of("sweep");
+    assert_eq!(sweep.phase.as_deref(), Some(phase::PENDING));
+    assert_eq!(sweep.scheduled, 0);
 }
 
 /// Two nodes of 4 CPUs and a group of three 3-CPU pods: only two fit. With

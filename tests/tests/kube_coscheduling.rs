@@ -108,9 +108,13 @@ async fn a_gang_is_bound_whole_and_its_phase_written_back() {
         assert!(
             server
                 .wait_until(Duration::from_secs(10), |s| phase(s, "gang").as_deref()
-                    == Some("Scheduling"))
+                    == Some("Scheduled")
+                    && s.get("podgroups", "default", "gang").and_then(|g| g
+                        .pointer("/status/scheduled")
+                        .and_then(Value::as_i64))
+                        == Some(3))
                 .await,
-            "the group is Scheduling: {:?}",
+            "the group is Scheduled with 3 pods bound: {:?}",
             server.get("podgroups", "default", "gang")
         );
         let group = server

@@ -6,7 +6,9 @@
 //! hold them until `minMember` pods exist (and, with `minResources`, until the cluster has
 //! room for the whole group); Permit makes each placed pod wait until `minMember` are
 //! placed, then lets them all bind; a failure of one (PostFilter, Unreserve, a Permit
-//! timeout) sends the waiting siblings back to the queue. The plugin keeps only in-memory
+//! timeout) sends the waiting siblings back to the queue. The group's `status` follows:
+//! phase Pending while held, Scheduling once tried, Scheduled (with the `scheduled` count
+//! from PostBind) once `minMember` pods are bound. The plugin keeps only in-memory
 //! bookkeeping of placed pods and failed groups, per group, dropped when the PodGroup is
 //! deleted (noticed at the plugin's next call); it reads pods through the handle's
 //! [`LivePods`](kubesched_framework::LivePods) and must not change pods itself. A group's
@@ -28,9 +30,9 @@ use kubesched_framework::events::{
 use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
 use kubesched_framework::{
     Code, CycleState, EnqueueExtensions, Framework, Handle, KindWrite, NodeToStatus, ObjectWriter,
-    PermitPlugin, PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin,
-    PreFilterPlugin, PreFilterResult, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Status, Store,
-    async_trait,
+    PermitPlugin, PluginError, PostBindPlugin, PostFilterPlugin, PostFilterResult,
+    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueSortPlugin, QueuedPodInfo,
+    ReservePlugin, Status, Store, async_trait,
 };
 use parking_lot::Mutex;
 
@@ -126,6 +128,10 @@ struct Bookkeeping {
     phase_written: HashMap<String, &'static str>,
     /// Groups PreEnqueue last found with at least `minMember` pods.
     whole: BTreeSet<String>,
+    /// Names of the pods that passed PostBind (the live view may show their binds later).
+    bound: HashMap<String, BTreeSet<String>>,
+    /// The `status.scheduled` count last written to each group.
+    scheduled_written: HashMap<String, i32>,
     /// The PodGroup store's generation when the records were last matched against it.
     seen_generation: u64,
 }
@@ -141,6 +147,8 @@ impl Bookkeeping {
         self.last_failure.retain(|g, _| exists(g));
         self.phase_written.retain(|g, _| exists(g));
         self.whole.retain(|g| exists(g));
+        self.scheduled_written.retain(|g, _| exists(g));
+        self.bound.retain(|g, _| exists(g));
     }
 
     /// The groups with any record.
@@ -152,6 +160,8 @@ impl Bookkeeping {
             .chain(self.backed_off.keys())
             .chain(self.last_failure.keys())
             .chain(self.phase_written.keys())
+            .chain(self.scheduled_written.keys())
+            .chain(self.bound.keys())
             .chain(self.whole.iter())
             .map(String::as_str)
             .collect()
@@ -254,16 +264,10 @@ impl Coscheduling {
 
     /// Moves the group's `status.phase` forward to `phase` (Pending, then Scheduling with
     /// `scheduleStartTime`), once: the part of scheduler-plugins' PodGroup controller the
-    /// scheduler sees. Running, Succeeded and Failed counts follow the pods' phases, which
-    /// are the controller's to count. Written in the background; a failure is logged.
+    /// scheduler sees (PostBind does `Scheduled`, see [`Self::record_scheduled`]). Written
+    /// in the background; a failure is logged.
     fn advance_phase(&self, full: &str, group: &PodGroup, phase: &'static str) {
         let current = group.status.as_ref().and_then(|s| s.phase.as_deref());
-        let rank = |p: Option<&str>| match p {
-            None => 0,
-            Some(phase::PENDING) => 1,
-            Some(phase::SCHEDULING) => 2,
-            Some(_) => 3,
-        };
         {
             let mut book = self.book();
             let written = book.phase_written.get(full).copied();
@@ -289,6 +293,56 @@ impl Coscheduling {
         let full = full.to_string();
         self.handle.spawn_background(async move {
             let patch = serde_json::json!({ "status": status });
+            if let Err(e) = writer
+                .patch_status(namespace.as_deref(), &name, patch)
+                .await
+            {
+                tracing::warn!(podgroup = %full, error = %e, "updating the PodGroup's status");
+            }
+        });
+    }
+
+    /// Writes `status.scheduled` (the group's bound pods) after a bind, and moves the
+    /// phase from Scheduling to Scheduled once `minMember` pods are bound: the step of
+    /// scheduler-plugins' PodGroup controller that follows the scheduler's binds. Written
+    /// in the background, only when the count or the phase changes.
+    fn record_scheduled(&self, full: &str, group: &PodGroup, scheduled: i32) {
+        let status = group.status.clone().unwrap_or_default();
+        let phase = {
+            let mut book = self.book();
+            let known = book
+                .scheduled_written
+                .get(full)
+                .copied()
+                .unwrap_or(status.scheduled);
+            let current =
+                rank(status.phase.as_deref()).max(rank(book.phase_written.get(full).copied()));
+            let phase = (scheduled >= group.spec.min_member
+                && current < rank(Some(phase::SCHEDULED)))
+            .then_some(phase::SCHEDULED);
+            if known == scheduled && phase.is_none() {
+                return;
+            }
+            if !self.handle.can_spawn() {
+                return;
+            }
+            book.scheduled_written.insert(full.to_string(), scheduled);
+            if let Some(phase) = phase {
+                book.phase_written.insert(full.to_string(), phase);
+            }
+            phase
+        };
+        let mut patch = serde_json::json!({"scheduled": scheduled});
+        if let Some(phase) = phase {
+            patch["phase"] = serde_json::json!(phase);
+        }
+        tracing::debug!(podgroup = %full, scheduled, phase, "writing the PodGroup's scheduled count");
+        let writer = self.writer.clone();
+        let namespace = group.metadata.namespace.clone();
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let full = full.to_string();
+        self.handle.spawn_background(async move {
+            let patch = serde_json::json!({ "status": patch });
             if let Err(e) = writer
                 .patch_status(namespace.as_deref(), &name, patch)
                 .await
@@ -413,6 +467,18 @@ impl Coscheduling {
             return Err(not_enough_siblings(point, &pod.name, members.len(), min));
         }
         Ok(())
+    }
+}
+
+/// How far along the phase machine a phase is (no phase first; Running, Finished, Failed
+/// and Unknown last).
+fn rank(phase: Option<&str>) -> u8 {
+    match phase {
+        None => 0,
+        Some(phase::PENDING) => 1,
+        Some(phase::SCHEDULING) => 2,
+        Some(phase::SCHEDULED) => 3,
+        Some(_) => 4,
     }
 }
 
@@ -661,6 +727,31 @@ impl ReservePlugin for Coscheduling {
         }
         self.reject_waiting(&full, REJECTED_IN_UNRESERVE);
         self.mark_failure(&full);
+    }
+}
+
+impl PostBindPlugin for Coscheduling {
+    fn post_bind(&self, _state: &CycleState, pod: &PodInfo, _node_name: &str) {
+        let Some((full, Some(group))) = self.group_of(pod) else {
+            return;
+        };
+        let members = self.members(pod);
+        let scheduled = {
+            let mut book = self.book();
+            // The live view may show binds late: the pods that passed PostBind count too,
+            // while they live.
+            let bound = book.bound.entry(full.clone()).or_default();
+            bound.insert(pod.name.clone());
+            bound.retain(|name| name == &pod.name || members.iter().any(|p| &p.name == name));
+            let mut scheduled: BTreeSet<&str> = members
+                .iter()
+                .filter(|p| p.node_name.is_some())
+                .map(|p| p.name.as_str())
+                .collect();
+            scheduled.extend(bound.iter().map(String::as_str));
+            scheduled.len()
+        };
+        self.record_scheduled(&full, &group, i32::try_from(scheduled).unwrap_or(i32::MAX));
     }
 }
 

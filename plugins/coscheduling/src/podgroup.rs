@@ -26,6 +26,8 @@ pub mod phase {
     pub const PENDING: &str = "Pending";
     /// Enough pods exist and the scheduler is placing them.
     pub const SCHEDULING: &str = "Scheduling";
+    /// At least `minMember` pods are bound.
+    pub const SCHEDULED: &str = "Scheduled";
     /// At least `minMember` pods are bound (and run).
     pub const RUNNING: &str = "Running";
     /// State unknown.
@@ -80,6 +82,9 @@ pub struct PodGroupStatus {
     /// The workloads (`namespace/owner`) whose pods form the group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub occupied_by: Option<String>,
+    /// Pods of the group bound to a node (and still live).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scheduled: i32,
     /// Pods of the group running.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub running: i32,
@@ -173,7 +178,7 @@ mod tests {
             "kind": "PodGroup",
             "metadata": {"name": "gang", "namespace": "ml"},
             "spec": {"minMember": 8, "minResources": {"cpu": "8"}, "scheduleTimeoutSeconds": 30},
-            "status": {"phase": "Pending", "running": 2}
+            "status": {"phase": "Pending", "scheduled": 3, "running": 2}
         });
         let pg: PodGroup = serde_json::from_value(yaml.clone()).expect("a valid PodGroup");
         assert_eq!(pg.full_name(), "ml/gang");
@@ -183,6 +188,33 @@ mod tests {
             std::time::Duration::from_secs(30)
         );
         assert_eq!(serde_json::to_value(&pg).expect("serialises"), yaml);
+    }
+
+    #[test]
+    fn the_crd_schema_keeps_every_status_field() {
+        // A field missing from the CRD's structural schema is pruned by the API server:
+        // the plugin's status writes would be lost.
+        let crd = include_str!("../deploy/crd.yaml");
+        let status_schema = crd
+            .split_once("\n          status:\n")
+            .expect("a status schema")
+            .1;
+        let full = PodGroupStatus {
+            phase: Some(phase::SCHEDULED.into()),
+            occupied_by: Some("ns/job".into()),
+            scheduled: 1,
+            running: 1,
+            succeeded: 1,
+            failed: 1,
+            schedule_start_time: Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        };
+        let fields = serde_json::to_value(&full).expect("serialises");
+        for field in fields.as_object().expect("an object").keys() {
+            assert!(
+                status_schema.contains(&format!("\n              {field}:")),
+                "status.{field} is in deploy/crd.yaml"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kubesched_framework::clock::{Clock, FakeClock};
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::{
-    Code, CycleState, Handle, HandleControl, LivePods, NodeToStatus, PermitPlugin,
+    Code, CycleState, Handle, HandleControl, LivePods, NodeToStatus, PermitPlugin, PostBindPlugin,
     PreEnqueuePlugin, PreFilterPlugin, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Snapshot,
     Status, Store,
 };
@@ -492,6 +492,55 @@ fn a_deleted_pod_groups_records_are_forgotten() {
 }
 
 #[test]
+fn post_bind_counts_the_bound_pods_and_writes_only_changes() {
+    // On a runtime (never driven here), so the writes are started and stay counted.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let _entered = runtime.enter();
+    let f = fixture(CoschedulingArgs::default());
+    assert!(f.handle.can_spawn());
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 4);
+    let bind = |pod: &PodInfo| f.plugin.post_bind(&CycleState::new(), pod, "n1");
+    let written = || {
+        let book = f.plugin.book();
+        (
+            book.scheduled_written.get("default/gang").copied(),
+            book.phase_written.get("default/gang").copied(),
+        )
+    };
+
+    bind(&pods[0]);
+    assert_eq!(written(), (Some(1), None));
+    assert_eq!(f.handle.background_tasks(), 1);
+    bind(&pods[0]);
+    assert_eq!(
+        f.handle.background_tasks(),
+        1,
+        "the same count is not written again"
+    );
+    bind(&pods[1]);
+    assert_eq!(written(), (Some(2), None));
+    bind(&pods[2]);
+    assert_eq!(
+        written(),
+        (Some(3), Some(phase::SCHEDULED)),
+        "minMember bound: Scheduled"
+    );
+    bind(&pods[3]);
+    assert_eq!(written(), (Some(4), Some(phase::SCHEDULED)));
+    assert_eq!(f.handle.background_tasks(), 4);
+
+    // A bound pod that leaves (deleted, finished) is not counted at the next bind.
+    f.pods.0.lock().retain(|p| p.name != "gang-0");
+    let late = f.add_pods([member("gang-9", "gang")]);
+    bind(&late[0]);
+    assert_eq!(written(), (Some(4), Some(phase::SCHEDULED)));
+    assert_eq!(f.handle.background_tasks(), 4, "4 again: nothing to write");
+}
+
+#[test]
 fn queue_sort_keeps_a_group_together() {
     let f = fixture(CoschedulingArgs::default());
     let created = |pg: &mut PodGroup, secs: i64| {
@@ -642,6 +691,7 @@ fn registered_with_its_kind_and_status_writes() {
             "PostFilter",
             "Reserve",
             "Permit",
+            "PostBind",
             "EnqueueExtensions"
         ]
     );
