@@ -92,6 +92,8 @@ fn a_gang_is_bound_whole_and_the_next_one_waits() {
     assert_eq!(train.phase.as_deref(), Some(phase::SCHEDULED));
     assert_eq!(train.scheduled, 8);
     assert!(train.schedule_start_time.is_some());
+    // Nothing runs pods in a simulation: no pod counts, no Running phase.
+    assert_eq!((train.running, train.succeeded, train.failed), (0, 0, 0));
     // The waiting gang was tried but nothing of it is bound.
     let eval = status_of("eval");
     assert_ne!(eval.phase.as_deref(), Some(phase::SCHEDULED));

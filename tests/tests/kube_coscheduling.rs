@@ -125,6 +125,46 @@ async fn a_gang_is_bound_whole_and_its_phase_written_back() {
             "{group}"
         );
 
+        // The kubelet's part, by hand: the pods run, then finish. The plugin counts them
+        // from the pod events and moves the group on, as upstream's PodGroup controller.
+        let status_is = |s: &TestApiServer, phase_name: &str, field: &str, n: i64| {
+            phase(s, "gang").as_deref() == Some(phase_name)
+                && s.get("podgroups", "default", "gang").and_then(|g| {
+                    g.pointer(&format!("/status/{field}"))
+                        .and_then(Value::as_i64)
+                }) == Some(n)
+        };
+        let set_phases = |pod_phase: &str| {
+            for i in 0..3 {
+                server.modify("pods", "default", &format!("gang-{i}"), |p| {
+                    p["status"]["phase"] = json!(pod_phase);
+                });
+            }
+        };
+        set_phases("Running");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |s| status_is(
+                    s, "Running", "running", 3
+                ))
+                .await,
+            "the group is Running with 3 pods running: {:?}",
+            server.get("podgroups", "default", "gang")
+        );
+        // Finished pods leave the scheduler's pod watch (upstream's field selector), as
+        // if deleted: they stop counting as running, and the plugin cannot count them as
+        // succeeded (that needs a watch of finished pods, a controller's).
+        set_phases("Succeeded");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |s| status_is(
+                    s, "Running", "running", 0
+                ))
+                .await,
+            "no pod runs any more: {:?}",
+            server.get("podgroups", "default", "gang")
+        );
+
         runner.stop_handle().stop();
         runner.wait().await.expect("clean stop");
         assert_rbac_covers(&server);

@@ -262,6 +262,10 @@ pub trait Plugin: Send + Sync + 'static {
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         None
     }
+    /// The pod-event side, if implemented.
+    fn as_pod_events(&self) -> Option<&dyn PodEventsPlugin> {
+        None
+    }
 }
 
 /// Orders the active queue. All profiles share one.
@@ -471,6 +475,23 @@ pub trait BindPlugin: Send + Sync {
 pub trait PostBindPlugin: Send + Sync {
     /// Informational only.
     fn post_bind(&self, state: &CycleState, pod: &PodInfo, node_name: &str);
+}
+
+/// Told of every pod change the scheduler's event handlers receive (pods of any scheduler,
+/// bound or not, including the update that makes a pod finish and its deletion), after the
+/// cache and the queue took it in. Not an extension point of the scheduling cycle: for
+/// plugins that keep state derived from pods outside the cycle (Coscheduling keeps its
+/// PodGroups' running/succeeded/failed counts with it). Runs on the event handler's thread:
+/// it must be quick and must not block; slow work goes to [`Handle::spawn_background`].
+///
+/// [`Handle::spawn_background`]: crate::Handle::spawn_background
+pub trait PodEventsPlugin: Send + Sync {
+    /// `old` is None for an added pod, `new` None for a deleted one.
+    fn on_pod_event(
+        &self,
+        old: Option<&k8s_openapi::api::core::v1::Pod>,
+        new: Option<&k8s_openapi::api::core::v1::Pod>,
+    );
 }
 
 /// Which cluster events may make a pod this plugin rejected schedulable.

@@ -85,6 +85,7 @@ probes! {
     BindPlugin => bind_side, has_bind, ImplementedBind, MissingBind;
     PostBindPlugin => post_bind_side, has_post_bind, ImplementedPostBind, MissingPostBind;
     EnqueueExtensions => enqueue_extensions_side, has_enqueue_extensions, ImplementedEnqueueExtensions, MissingEnqueueExtensions;
+    PodEventsPlugin => pod_events_side, has_pod_events, ImplementedPodEvents, MissingPodEvents;
 }
 
 /// The extension points plugin type `$t` implements, read from its trait impls, as a
@@ -235,6 +236,10 @@ macro_rules! impl_plugin {
             ) -> ::std::option::Option<&dyn $crate::EnqueueExtensions> {
                 use $crate::__private::probe::*;
                 (&Probe::<Self>::new()).enqueue_extensions_side(self)
+            }
+            fn as_pod_events(&self) -> ::std::option::Option<&dyn $crate::PodEventsPlugin> {
+                use $crate::__private::probe::*;
+                (&Probe::<Self>::new()).pod_events_side(self)
             }
         }
     };

@@ -391,6 +391,19 @@ impl Framework {
         &self.effective_args
     }
 
+    /// Tells every plugin of the profile with a [`PodEventsPlugin`] side of a pod change.
+    pub fn run_pod_event_plugins(
+        &self,
+        old: Option<&k8s_openapi::api::core::v1::Pod>,
+        new: Option<&k8s_openapi::api::core::v1::Pod>,
+    ) {
+        for p in self.instances.values() {
+            if let Some(observer) = p.as_pod_events() {
+                observer.on_pod_event(old, new);
+            }
+        }
+    }
+
     /// A plugin instance by name.
     pub fn plugin(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
         self.instances.get(name)

@@ -1,5 +1,6 @@
-//! `Handle::spawn_background` from the parallelizer's threads: a Filter plugin runs off the
-//! async runtime and still starts background work on the runtime the handle was built on.
+//! Work outside the scheduling cycle: `Handle::spawn_background` from the parallelizer's
+//! threads (a Filter plugin runs off the async runtime and still starts background work on
+//! the runtime the handle was built on), and pod events told to `PodEventsPlugin`s.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -131,4 +132,60 @@ fn a_handle_given_a_runtime_spawns_from_a_plain_thread() {
     .expect("the thread ends");
     rx.recv_timeout(Duration::from_secs(10))
         .expect("the work ran on the handle's runtime");
+}
+
+/// Counts the pod events it is told of.
+struct Watcher(Arc<AtomicUsize>);
+kubesched_framework::impl_plugin!(Watcher, name: "Watcher");
+
+impl kubesched_framework::PodEventsPlugin for Watcher {
+    fn on_pod_event(
+        &self,
+        old: Option<&k8s_openapi::api::core::v1::Pod>,
+        new: Option<&k8s_openapi::api::core::v1::Pod>,
+    ) {
+        assert!(old.is_some() || new.is_some());
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn pod_events_reach_the_plugins_that_observe_them() {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let watcher: Arc<dyn Plugin> = Arc::new(Watcher(seen.clone()));
+    assert!(watcher.as_pod_events().is_some());
+    assert!(
+        kubesched_framework::implemented_points(watcher.as_ref()).is_empty(),
+        "not an extension point of the cycle"
+    );
+    let spawner: Arc<dyn Plugin> = Arc::new(Spawner {
+        handle: Handle::default(),
+        done: Arc::default(),
+        off_runtime: Arc::default(),
+    });
+    assert!(spawner.as_pod_events().is_none());
+    let mut spec = ProfileSpec {
+        scheduler_name: "test".into(),
+        ..Default::default()
+    };
+    spec.plugins
+        .entry(ExtensionPoint::Filter)
+        .or_default()
+        .push(PluginRef::new("Spawner"));
+    let fw = Framework::from_instances(
+        spec,
+        Handle::default(),
+        Arc::new(NoMetrics),
+        BTreeMap::from([
+            ("Spawner".to_string(), spawner),
+            ("Watcher".to_string(), watcher),
+        ]),
+        BTreeMap::new(),
+    )
+    .expect("valid framework");
+    let pod = k8s_openapi::api::core::v1::Pod::default();
+    fw.run_pod_event_plugins(None, Some(&pod));
+    fw.run_pod_event_plugins(Some(&pod), Some(&pod));
+    fw.run_pod_event_plugins(Some(&pod), None);
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
 }

@@ -310,9 +310,18 @@ impl Scheduler {
 
     fn apply_change(&self, change: ClusterChange) {
         match change {
-            ClusterChange::PodAdded(pod) => self.on_pod_added(pod),
-            ClusterChange::PodUpdated(old, new) => self.on_pod_updated(old, new),
-            ClusterChange::PodDeleted(pod) => self.on_pod_deleted(pod),
+            ClusterChange::PodAdded(pod) => {
+                self.on_pod_added(pod.clone());
+                self.tell_pod_event(None, Some(&pod));
+            }
+            ClusterChange::PodUpdated(old, new) => {
+                self.on_pod_updated(old.clone(), new.clone());
+                self.tell_pod_event(Some(&old), Some(&new));
+            }
+            ClusterChange::PodDeleted(pod) => {
+                self.on_pod_deleted(pod.clone());
+                self.tell_pod_event(Some(&pod), None);
+            }
             ClusterChange::NodeAdded(node) => {
                 let Some(model) = compile_node(&node) else {
                     return;
@@ -363,6 +372,17 @@ impl Scheduler {
                     new.as_ref(),
                 );
             }
+        }
+    }
+
+    /// The plugins that observe pod changes (see `PodEventsPlugin`), every profile's.
+    fn tell_pod_event(
+        &self,
+        old: Option<&k8s_openapi::api::core::v1::Pod>,
+        new: Option<&k8s_openapi::api::core::v1::Pod>,
+    ) {
+        for fw in self.profiles.values() {
+            fw.run_pod_event_plugins(old, new);
         }
     }
 

@@ -8,7 +8,10 @@
 //! placed, then lets them all bind; a failure of one (PostFilter, Unreserve, a Permit
 //! timeout) sends the waiting siblings back to the queue. The group's `status` follows:
 //! phase Pending while held, Scheduling once tried, Scheduled (with the `scheduled` count
-//! from PostBind) once `minMember` pods are bound. The plugin keeps only in-memory
+//! from PostBind) once `minMember` pods are bound, then Running, Finished or Failed from
+//! the pods' phases (the `running`/`succeeded`/`failed` counts), which the plugin follows
+//! through its pod-event side, as scheduler-plugins' PodGroup controller would; in cluster
+//! mode finished pods leave the scheduler's watch and are not counted. The plugin keeps only in-memory
 //! bookkeeping of placed pods and failed groups, per group, dropped when the PodGroup is
 //! deleted (noticed at the plugin's next call); it reads pods through the handle's
 //! [`LivePods`](kubesched_framework::LivePods) and must not change pods itself. A group's
@@ -30,7 +33,7 @@ use kubesched_framework::events::{
 use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
 use kubesched_framework::{
     Code, CycleState, EnqueueExtensions, Framework, Handle, KindWrite, NodeToStatus, ObjectWriter,
-    PermitPlugin, PluginError, PostBindPlugin, PostFilterPlugin, PostFilterResult,
+    PermitPlugin, PluginError, PodEventsPlugin, PostBindPlugin, PostFilterPlugin, PostFilterResult,
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueSortPlugin, QueuedPodInfo,
     ReservePlugin, Status, Store, async_trait,
 };
@@ -98,7 +101,10 @@ pub struct Coscheduling {
     group_backoff: Option<Duration>,
     /// `podGroupRejectPercentage` as a fraction.
     reject_threshold: f64,
-    book: Mutex<Bookkeeping>,
+    book: Arc<Mutex<Bookkeeping>>,
+    /// Held by the background task writing a group's status, so writes land in the order
+    /// they are made and the last one carries the latest counts.
+    status_writes: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Coscheduling {
@@ -126,12 +132,19 @@ struct Bookkeeping {
     /// The phase last written to each group's status, so siblings do not write it again
     /// before the store shows it.
     phase_written: HashMap<String, &'static str>,
+    /// The `scheduleStartTime` written with Scheduling, by group.
+    start_written: HashMap<String, String>,
     /// Groups PreEnqueue last found with at least `minMember` pods.
     whole: BTreeSet<String>,
     /// Names of the pods that passed PostBind (the live view may show their binds later).
     bound: HashMap<String, BTreeSet<String>>,
     /// The `status.scheduled` count last written to each group.
     scheduled_written: HashMap<String, i32>,
+    /// The phase (`status.phase`) of each pod of each group, from the pod events, finished
+    /// pods included until they are deleted.
+    pod_phases: HashMap<String, BTreeMap<String, String>>,
+    /// The running, succeeded and failed counts last written to each group.
+    counts_written: HashMap<String, (i32, i32, i32)>,
     /// The PodGroup store's generation when the records were last matched against it.
     seen_generation: u64,
 }
@@ -146,9 +159,12 @@ impl Bookkeeping {
         self.backed_off.retain(|g, _| exists(g));
         self.last_failure.retain(|g, _| exists(g));
         self.phase_written.retain(|g, _| exists(g));
+        self.start_written.retain(|g, _| exists(g));
         self.whole.retain(|g| exists(g));
         self.scheduled_written.retain(|g, _| exists(g));
         self.bound.retain(|g, _| exists(g));
+        self.pod_phases.retain(|g, _| exists(g));
+        self.counts_written.retain(|g, _| exists(g));
     }
 
     /// The groups with any record.
@@ -160,8 +176,11 @@ impl Bookkeeping {
             .chain(self.backed_off.keys())
             .chain(self.last_failure.keys())
             .chain(self.phase_written.keys())
+            .chain(self.start_written.keys())
             .chain(self.scheduled_written.keys())
             .chain(self.bound.keys())
+            .chain(self.pod_phases.keys())
+            .chain(self.counts_written.keys())
             .chain(self.whole.iter())
             .map(String::as_str)
             .collect()
@@ -203,7 +222,8 @@ impl Coscheduling {
             group_backoff,
             writer: handle.object_writer::<PodGroup>(),
             reject_threshold: f64::from(args.pod_group_reject_percentage) / 100.0,
-            book: Mutex::new(Bookkeeping::default()),
+            book: Arc::new(Mutex::new(Bookkeeping::default())),
+            status_writes: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
@@ -279,19 +299,51 @@ impl Coscheduling {
                 return;
             }
             book.phase_written.insert(full.to_string(), phase);
-        }
-        let mut status = serde_json::json!({"phase": phase});
-        if phase == phase::SCHEDULING
-            && let Some(now) = api_time(self.handle.clock().wall_now())
-        {
-            status["scheduleStartTime"] = serde_json::json!(now);
+            if phase == phase::SCHEDULING
+                && let Some(now) = api_time(self.handle.clock().wall_now())
+            {
+                book.start_written.insert(full.to_string(), now);
+            }
         }
         tracing::debug!(podgroup = %full, phase, "writing the PodGroup's phase");
+        self.write_status(full, group);
+    }
+
+    /// Patches the group's status with everything the plugin has decided for it so far
+    /// (phase, `scheduleStartTime`, `scheduled`, pod counts), in the background. Writes
+    /// run one at a time and each reads the decisions when it runs, so a late write
+    /// never puts back an older count. A failure is logged.
+    fn write_status(&self, full: &str, group: &PodGroup) {
         let writer = self.writer.clone();
         let namespace = group.metadata.namespace.clone();
         let name = group.metadata.name.clone().unwrap_or_default();
         let full = full.to_string();
+        let book = Arc::clone(&self.book);
+        let writes = Arc::clone(&self.status_writes);
         self.handle.spawn_background(async move {
+            let _turn = writes.lock().await;
+            let status = {
+                let book = book.lock();
+                let mut status = serde_json::Map::new();
+                if let Some(phase) = book.phase_written.get(&full) {
+                    status.insert("phase".into(), serde_json::json!(phase));
+                }
+                if let Some(start) = book.start_written.get(&full) {
+                    status.insert("scheduleStartTime".into(), serde_json::json!(start));
+                }
+                if let Some(scheduled) = book.scheduled_written.get(&full) {
+                    status.insert("scheduled".into(), serde_json::json!(scheduled));
+                }
+                if let Some((running, succeeded, failed)) = book.counts_written.get(&full) {
+                    status.insert("running".into(), serde_json::json!(running));
+                    status.insert("succeeded".into(), serde_json::json!(succeeded));
+                    status.insert("failed".into(), serde_json::json!(failed));
+                }
+                status
+            };
+            if status.is_empty() {
+                return;
+            }
             let patch = serde_json::json!({ "status": status });
             if let Err(e) = writer
                 .patch_status(namespace.as_deref(), &name, patch)
@@ -332,24 +384,79 @@ impl Coscheduling {
             }
             phase
         };
-        let mut patch = serde_json::json!({"scheduled": scheduled});
-        if let Some(phase) = phase {
-            patch["phase"] = serde_json::json!(phase);
-        }
         tracing::debug!(podgroup = %full, scheduled, phase, "writing the PodGroup's scheduled count");
-        let writer = self.writer.clone();
-        let namespace = group.metadata.namespace.clone();
-        let name = group.metadata.name.clone().unwrap_or_default();
-        let full = full.to_string();
-        self.handle.spawn_background(async move {
-            let patch = serde_json::json!({ "status": patch });
-            if let Err(e) = writer
-                .patch_status(namespace.as_deref(), &name, patch)
-                .await
-            {
-                tracing::warn!(podgroup = %full, error = %e, "updating the PodGroup's status");
+        self.write_status(full, group);
+    }
+
+    /// Counts the group's pods by phase after a pod event and moves the group's phase as
+    /// scheduler-plugins' PodGroup controller does: Scheduled to Running once running and
+    /// succeeded pods reach `minMember`; Failed once a pod failed and failed, running and
+    /// succeeded pods reach `minMember`; Finished once succeeded pods reach `minMember`. A
+    /// Finished or Failed group is left alone, and a group not yet Scheduled gets its
+    /// counts only. Written in the background, only when something changed.
+    fn record_pod_phases(&self, full: &str, group: &PodGroup) {
+        let status = group.status.clone().unwrap_or_default();
+        let (counts, phase) = {
+            let mut book = self.book();
+            let current = book
+                .phase_written
+                .get(full)
+                .copied()
+                .map(str::to_string)
+                .or(status.phase.clone());
+            if matches!(current.as_deref(), Some(phase::FINISHED | phase::FAILED)) {
+                return;
             }
-        });
+            let (mut running, mut succeeded, mut failed) = (0i32, 0i32, 0i32);
+            for pod_phase in book
+                .pod_phases
+                .get(full)
+                .into_iter()
+                .flat_map(|m| m.values())
+            {
+                match pod_phase.as_str() {
+                    "Running" => running += 1,
+                    "Succeeded" => succeeded += 1,
+                    "Failed" => failed += 1,
+                    _ => {}
+                }
+            }
+            let min = group.spec.min_member;
+            let mut next = current.as_deref();
+            if next == Some(phase::SCHEDULED) && running + succeeded >= min {
+                next = Some(phase::RUNNING);
+            }
+            if failed != 0 && failed + running + succeeded >= min {
+                next = Some(phase::FAILED);
+            }
+            if succeeded >= min {
+                next = Some(phase::FINISHED);
+            }
+            let phase = (next != current.as_deref())
+                .then_some(next)
+                .flatten()
+                .and_then(static_phase);
+            let counts = (running, succeeded, failed);
+            let known = book.counts_written.get(full).copied().unwrap_or((
+                status.running,
+                status.succeeded,
+                status.failed,
+            ));
+            if known == counts && phase.is_none() {
+                return;
+            }
+            if !self.handle.can_spawn() {
+                return;
+            }
+            book.counts_written.insert(full.to_string(), counts);
+            if let Some(phase) = phase {
+                book.phase_written.insert(full.to_string(), phase);
+            }
+            (counts, phase)
+        };
+        let (running, succeeded, failed) = counts;
+        tracing::debug!(podgroup = %full, running, succeeded, failed, phase, "writing the PodGroup's pod counts");
+        self.write_status(full, group);
     }
 
     /// Moves these pods to the active queue once the caller (PreEnqueue runs inside the
@@ -468,6 +575,42 @@ impl Coscheduling {
         }
         Ok(())
     }
+}
+
+/// The phase constant of a phase name.
+fn static_phase(name: &str) -> Option<&'static str> {
+    [
+        phase::PENDING,
+        phase::SCHEDULING,
+        phase::SCHEDULED,
+        phase::RUNNING,
+        phase::FINISHED,
+        phase::FAILED,
+        phase::UNKNOWN,
+    ]
+    .into_iter()
+    .find(|p| *p == name)
+}
+
+/// A pod's group (`namespace/name`), name and phase, when it names a group.
+fn pod_in_group(pod: &k8s_openapi::api::core::v1::Pod) -> Option<(String, String, String)> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let group = pod
+        .metadata
+        .labels
+        .as_ref()?
+        .get(POD_GROUP_LABEL)
+        .filter(|g| !g.is_empty())?;
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
+    Some((
+        format!("{namespace}/{group}"),
+        pod.metadata.name.clone().unwrap_or_default(),
+        phase,
+    ))
 }
 
 /// How far along the phase machine a phase is (no phase first; Running, Finished, Failed
@@ -752,6 +895,53 @@ impl PostBindPlugin for Coscheduling {
             scheduled.len()
         };
         self.record_scheduled(&full, &group, i32::try_from(scheduled).unwrap_or(i32::MAX));
+    }
+}
+
+impl PodEventsPlugin for Coscheduling {
+    fn on_pod_event(
+        &self,
+        old: Option<&k8s_openapi::api::core::v1::Pod>,
+        new: Option<&k8s_openapi::api::core::v1::Pod>,
+    ) {
+        let before = old.and_then(pod_in_group);
+        let after = new.and_then(pod_in_group);
+        if before.is_none() && after.is_none() {
+            return;
+        }
+        let mut changed: Vec<String> = Vec::new();
+        {
+            let mut book = self.book();
+            if let Some((group, name, _)) = &before
+                && after
+                    .as_ref()
+                    .is_none_or(|(g, n, _)| g != group || n != name)
+            {
+                if let Some(phases) = book.pod_phases.get_mut(group) {
+                    phases.remove(name);
+                }
+                changed.push(group.clone());
+            }
+            if let Some((group, name, phase)) = &after {
+                let phases = book.pod_phases.entry(group.clone()).or_default();
+                if phases.get(name) != Some(phase) {
+                    phases.insert(name.clone(), phase.clone());
+                    changed.push(group.clone());
+                }
+            }
+        }
+        for full in changed {
+            let Some((namespace, name)) = full.split_once('/') else {
+                continue;
+            };
+            match self.groups.get(Some(namespace), name) {
+                Some(group) => self.record_pod_phases(&full, &group),
+                // No such group (yet): nothing to write; forget the pods.
+                None => {
+                    self.book().pod_phases.remove(&full);
+                }
+            }
+        }
     }
 }
 

@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kubesched_framework::clock::{Clock, FakeClock};
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::{
-    Code, CycleState, Handle, HandleControl, LivePods, NodeToStatus, PermitPlugin, PostBindPlugin,
-    PreEnqueuePlugin, PreFilterPlugin, QueueSortPlugin, QueuedPodInfo, ReservePlugin, Snapshot,
-    Status, Store,
+    Code, CycleState, Handle, HandleControl, LivePods, NodeToStatus, PermitPlugin, PodEventsPlugin,
+    PostBindPlugin, PreEnqueuePlugin, PreFilterPlugin, QueueSortPlugin, QueuedPodInfo,
+    ReservePlugin, Snapshot, Status, Store,
 };
 use kubesched_testing::{NodeBuilder, PodBuilder, node_infos};
 use parking_lot::Mutex;
@@ -538,6 +538,86 @@ fn post_bind_counts_the_bound_pods_and_writes_only_changes() {
     bind(&late[0]);
     assert_eq!(written(), (Some(4), Some(phase::SCHEDULED)));
     assert_eq!(f.handle.background_tasks(), 4, "4 again: nothing to write");
+}
+
+/// A pod of `group` in phase `phase`, as the pod events carry it.
+fn api_pod(name: &str, group: &str, phase: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {POD_GROUP_LABEL: group}},
+        "status": {"phase": phase}
+    }))
+    .expect("a pod")
+}
+
+#[test]
+fn pod_events_count_the_groups_pods_and_move_its_phase() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let _entered = runtime.enter();
+    let f = fixture(CoschedulingArgs::default());
+    let mut pg = group("gang", 2);
+    pg.status = Some(PodGroupStatus {
+        phase: Some(phase::SCHEDULED.into()),
+        scheduled: 2,
+        ..Default::default()
+    });
+    f.add_group(pg.clone());
+    pg.metadata.name = Some("doomed".into());
+    f.add_group(pg);
+    let state = |group: &str| {
+        let book = f.plugin.book();
+        let full = format!("default/{group}");
+        (
+            book.counts_written.get(&full).copied(),
+            book.phase_written.get(&full).copied(),
+        )
+    };
+    let event = |old: Option<&k8s_openapi::api::core::v1::Pod>,
+                 new: Option<&k8s_openapi::api::core::v1::Pod>| {
+        f.plugin.on_pod_event(old, new);
+    };
+
+    let a = api_pod("a", "gang", "Pending");
+    event(None, Some(&a));
+    assert_eq!(state("gang"), (None, None), "nothing counted yet: no write");
+    assert_eq!(f.handle.background_tasks(), 0);
+    let a_running = api_pod("a", "gang", "Running");
+    event(Some(&a), Some(&a_running));
+    assert_eq!(state("gang"), (Some((1, 0, 0)), None));
+    let b = api_pod("b", "gang", "Running");
+    event(None, Some(&b));
+    assert_eq!(state("gang"), (Some((2, 0, 0)), Some(phase::RUNNING)));
+    assert_eq!(f.handle.background_tasks(), 2);
+    event(Some(&b), Some(&b));
+    assert_eq!(f.handle.background_tasks(), 2, "no change, no write");
+    let b_done = api_pod("b", "gang", "Succeeded");
+    event(Some(&b), Some(&b_done));
+    assert_eq!(state("gang"), (Some((1, 1, 0)), Some(phase::RUNNING)));
+    let a_done = api_pod("a", "gang", "Succeeded");
+    event(Some(&a_running), Some(&a_done));
+    assert_eq!(state("gang"), (Some((0, 2, 0)), Some(phase::FINISHED)));
+    // Finished is final: a deletion changes nothing more.
+    let tasks = f.handle.background_tasks();
+    event(Some(&a_done), None);
+    assert_eq!(state("gang"), (Some((0, 2, 0)), Some(phase::FINISHED)));
+    assert_eq!(f.handle.background_tasks(), tasks);
+
+    // One pod failed and, with the running one, the group reaches minMember: Failed.
+    let x = api_pod("x", "doomed", "Running");
+    event(None, Some(&x));
+    assert_eq!(state("doomed"), (Some((1, 0, 0)), None));
+    let y = api_pod("y", "doomed", "Failed");
+    event(None, Some(&y));
+    assert_eq!(state("doomed"), (Some((1, 0, 1)), Some(phase::FAILED)));
+
+    // Pods of no group, or of a group that does not exist, are not tracked.
+    event(None, Some(&api_pod("z", "missing", "Running")));
+    let loner: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "l"}})).expect("a pod");
+    event(None, Some(&loner));
+    assert!(!f.plugin.book().pod_phases.contains_key("default/missing"));
 }
 
 #[test]
