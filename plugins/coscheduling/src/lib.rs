@@ -141,7 +141,9 @@ struct Bookkeeping {
     /// The `status.scheduled` count last written to each group.
     scheduled_written: HashMap<String, i32>,
     /// The phase (`status.phase`) of each pod of each group, from the pod events, finished
-    /// pods included until they are deleted.
+    /// pods included until they are deleted. Kept by pod, not by PodGroup: pods may be
+    /// seen before their PodGroup (a restart lists both at once), and a pod's entry leaves
+    /// with the pod.
     pod_phases: HashMap<String, BTreeMap<String, String>>,
     /// The running, succeeded and failed counts last written to each group.
     counts_written: HashMap<String, (i32, i32, i32)>,
@@ -151,8 +153,8 @@ struct Bookkeeping {
 
 impl Bookkeeping {
     /// Forgets every record of a group `exists` no longer finds (its PodGroup was
-    /// deleted). Records are only made for groups that exist, so nothing is lost that a
-    /// later cycle would need.
+    /// deleted), but the pods' phases, which leave with the pods. Those records are only
+    /// made for groups that exist, so nothing is lost that a later cycle would need.
     fn forget_deleted(&mut self, exists: impl Fn(&str) -> bool) {
         self.placed.retain(|g, _| exists(g));
         self.resources_checked.retain(|g, _| exists(g));
@@ -163,7 +165,6 @@ impl Bookkeeping {
         self.whole.retain(|g| exists(g));
         self.scheduled_written.retain(|g, _| exists(g));
         self.bound.retain(|g, _| exists(g));
-        self.pod_phases.retain(|g, _| exists(g));
         self.counts_written.retain(|g, _| exists(g));
     }
 
@@ -919,6 +920,9 @@ impl PodEventsPlugin for Coscheduling {
             {
                 if let Some(phases) = book.pod_phases.get_mut(group) {
                     phases.remove(name);
+                    if phases.is_empty() {
+                        book.pod_phases.remove(group);
+                    }
                 }
                 changed.push(group.clone());
             }
@@ -934,12 +938,9 @@ impl PodEventsPlugin for Coscheduling {
             let Some((namespace, name)) = full.split_once('/') else {
                 continue;
             };
-            match self.groups.get(Some(namespace), name) {
-                Some(group) => self.record_pod_phases(&full, &group),
-                // No such group (yet): nothing to write; forget the pods.
-                None => {
-                    self.book().pod_phases.remove(&full);
-                }
+            // No such group (yet): nothing to write.
+            if let Some(group) = self.groups.get(Some(namespace), name) {
+                self.record_pod_phases(&full, &group);
             }
         }
     }

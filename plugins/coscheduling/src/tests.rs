@@ -612,12 +612,29 @@ fn pod_events_count_the_groups_pods_and_move_its_phase() {
     event(None, Some(&y));
     assert_eq!(state("doomed"), (Some((1, 0, 1)), Some(phase::FAILED)));
 
-    // Pods of no group, or of a group that does not exist, are not tracked.
-    event(None, Some(&api_pod("z", "missing", "Running")));
+    // A pod of a PodGroup not known yet is followed (the group may come later) without a
+    // write, and forgotten when deleted; a pod of no group is ignored.
+    let tasks = f.handle.background_tasks();
+    let early = api_pod("z", "later", "Running");
+    event(None, Some(&early));
+    assert_eq!(f.handle.background_tasks(), tasks);
+    assert_eq!(
+        f.plugin.book().pod_phases["default/later"]
+            .get("z")
+            .map(String::as_str),
+        Some("Running")
+    );
+    f.add_group(group("unrelated", 1));
+    assert!(
+        f.plugin.book().pod_phases.contains_key("default/later"),
+        "not dropped with the records of deleted PodGroups"
+    );
+    event(Some(&early), None);
+    assert!(!f.plugin.book().pod_phases.contains_key("default/later"));
     let loner: k8s_openapi::api::core::v1::Pod =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "l"}})).expect("a pod");
     event(None, Some(&loner));
-    assert!(!f.plugin.book().pod_phases.contains_key("default/missing"));
+    assert_eq!(f.plugin.book().pod_phases.len(), 2, "gang and doomed only");
 }
 
 #[test]
