@@ -72,6 +72,30 @@ async fn scheduling_basic_through_the_api_server() {
             r.requests
         );
 
+        // The same from the API server's side, for every client and the whole run (the
+        // initial pods too): each pod changed once, by its binding; nothing patched,
+        // updated or read back a pod one by one.
+        let seen = server.requests();
+        let count = |verb: &str, resource: &str| {
+            seen.iter()
+                .filter(|q| {
+                    q.rbac
+                        .as_ref()
+                        .is_some_and(|(_, res, v)| v == verb && res == resource)
+                })
+                .count()
+        };
+        assert_eq!(count("create", "pods/binding"), 60, "one binding per pod");
+        for (verb, resource) in [
+            ("patch", "pods"),
+            ("patch", "pods/status"),
+            ("update", "pods"),
+            ("update", "pods/status"),
+            ("get", "pods"),
+        ] {
+            assert_eq!(count(verb, resource), 0, "{verb} {resource}");
+        }
+
         // Nothing is left behind.
         assert!(server.list("pods").is_empty(), "pods left");
         assert!(server.list("nodes").is_empty(), "nodes left");

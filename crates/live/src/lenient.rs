@@ -27,9 +27,16 @@ impl std::fmt::Display for Malformed {
     }
 }
 
-/// An object of kind `K`, or the reason it could not be decoded. The metadata is kept in
-/// both cases (as far as it can be read) so the watcher can track resource versions and
-/// deletions.
+/// The metadata of a decoded object (its own, or the one kept beside it).
+pub trait MetaOf {
+    /// The object's metadata.
+    fn meta_of(&self) -> &ObjectMeta;
+}
+
+/// An object of kind `K`, or the reason it could not be decoded. Its identity (name,
+/// namespace, UID, resourceVersion) is kept in both cases, as far as it can be read, so
+/// the watcher can track resource versions and deletions; the rest of the metadata is in
+/// the object.
 #[derive(Debug, Clone)]
 pub struct Lenient<K> {
     meta: ObjectMeta,
@@ -78,11 +85,36 @@ fn salvage_meta(value: &serde_json::Value) -> ObjectMeta {
     }
 }
 
-impl<K: DeserializeOwned> Lenient<K> {
+/// The fields [`Lenient`] keeps beside the object.
+fn identity(meta: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+impl<K: DeserializeOwned + MetaOf> Lenient<K> {
+    /// Decodes one object from its JSON text straight into `K`, without a tree in
+    /// between (each string is copied once, into the object). Only when that fails does
+    /// a second pass read the text as a tree, to name the field at fault and salvage the
+    /// identity.
+    pub fn from_json(text: &str) -> Self {
+        match serde_json::from_str::<K>(text) {
+            Ok(object) => Self {
+                meta: identity(object.meta_of()),
+                object: Ok(object),
+            },
+            Err(_) => Self::from_value(serde_json::from_str(text).unwrap_or_default()),
+        }
+    }
+
     /// Decodes one object from JSON.
     pub fn from_value(value: serde_json::Value) -> Self {
         let meta = match value.get("metadata") {
-            Some(m) => ObjectMeta::deserialize(m).unwrap_or_else(|_| salvage_meta(m)),
+            Some(m) => salvage_meta(m),
             None => ObjectMeta::default(),
         };
         let object = serde_path_to_error::deserialize::<_, K>(value).map_err(|e| Malformed {
@@ -93,10 +125,14 @@ impl<K: DeserializeOwned> Lenient<K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
+/// Takes the object's JSON text as the list or the watch line has it (one copy of the
+/// bytes, no tree) and decodes it with [`Lenient::from_json`]. kube decodes lists and
+/// watch lines with serde_json, which hands the text over; a watch line must then carry
+/// `type` before `object`, the order kube-apiserver writes.
+impl<'de, K: DeserializeOwned + MetaOf> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(d)?;
-        Ok(Self::from_value(value))
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Ok(Self::from_json(raw.get()))
     }
 }
 
@@ -168,5 +204,39 @@ mod tests {
         assert_eq!(l.key(), "ns/m");
         assert_eq!(l.meta().resource_version.as_deref(), Some("9"));
         assert!(l.object.is_err());
+    }
+
+    #[test]
+    fn objects_decode_from_list_and_watch_text_as_kube_reads_it() {
+        // A list page as kube decodes it (from the text): the good item whole, the
+        // malformed one named with its field, the page itself never fails.
+        let page = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12"},
+            "items":[{"metadata":{"name":"a","namespace":"ns","resourceVersion":"10","labels":{"app":"x"}},
+                      "spec":{"containers":[{"name":"c"}]}},
+                     {"metadata":{"name":"b","namespace":"ns","resourceVersion":"11"},
+                      "spec":{"containers":[{"name":"c","ports":[{"containerPort":"eighty"}]}]}}]}"#;
+        let list: kube::core::ObjectList<Lenient<Pod>> =
+            serde_json::from_str(page).expect("the page decodes");
+        assert_eq!(list.items.len(), 2);
+        let good = list.items[0].object.as_ref().expect("a decodes");
+        assert_eq!(
+            good.metadata.labels.as_ref().and_then(|l| l.get("app")),
+            Some(&"x".to_string())
+        );
+        assert_eq!(list.items[0].meta().resource_version.as_deref(), Some("10"));
+        assert_eq!(list.items[1].key(), "ns/b");
+        let err = list.items[1].object.as_ref().expect_err("b is malformed");
+        assert_eq!(err.field, "spec.containers[0].ports[0].containerPort");
+
+        // A watch line in kube-apiserver's field order.
+        let line = r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","namespace":"ns","resourceVersion":"13"},"spec":{"nodeName":"n1","containers":[{"name":"c"}]}}}"#;
+        match serde_json::from_str::<kube::core::WatchEvent<Lenient<Pod>>>(line) {
+            Ok(kube::core::WatchEvent::Modified(l)) => {
+                assert_eq!(l.meta().resource_version.as_deref(), Some("13"));
+                let pod = l.object.expect("decodes");
+                assert_eq!(pod.spec.and_then(|s| s.node_name).as_deref(), Some("n1"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -24,7 +24,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::lenient::{Lenient, object_key};
+use crate::lenient::{Lenient, MetaOf, object_key};
 
 /// The field selector of the pod watcher: finished pods are left out, as upstream's
 /// informer leaves them out (a pod that finishes is then seen as deleted).
@@ -402,11 +402,6 @@ impl Sink<Raw> for StoreSink {
             }
         }
     }
-}
-
-/// The metadata of a cached object.
-pub(crate) trait MetaOf {
-    fn meta_of(&self) -> &ObjectMeta;
 }
 
 /// Settings shared by the watchers.

@@ -368,7 +368,11 @@ fn list(state: &Shared, t: &Target, q: &[(String, String)]) -> Result<(u16, Valu
             };
             (rv, items, offset)
         }
-        None => (st.rv, st.list(t.def, t.namespace.as_deref(), &selector), 0),
+        None => (
+            st.rv,
+            Arc::new(st.list(t.def, t.namespace.as_deref(), &selector)),
+            0,
+        ),
     };
     let end = if limit > 0 {
         (offset + limit).min(items.len())

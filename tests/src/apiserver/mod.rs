@@ -454,7 +454,7 @@ pub(crate) struct State {
     next_id: u64,
     faults: Vec<Fault>,
     requests: Vec<RequestRecord>,
-    snapshots: HashMap<u64, (u64, Vec<Value>)>,
+    snapshots: HashMap<u64, (u64, Arc<Vec<Value>>)>,
     bookmark_interval: Duration,
     token: String,
     /// Tokens TokenReview accepts: token → (user, groups).
@@ -488,9 +488,14 @@ fn typed(def: &ResourceDef, obj: &Value) -> Value {
     o
 }
 
+/// One watch line, `type` first and then `object`, the field order kube-apiserver writes.
 fn event_line(kind: &str, object: &Value) -> Bytes {
-    let mut line = json!({ "type": kind, "object": object }).to_string();
-    line.push('\n');
+    let mut line = String::with_capacity(256);
+    line.push_str("{\"type\":");
+    line.push_str(&Value::String(kind.to_string()).to_string());
+    line.push_str(",\"object\":");
+    line.push_str(&object.to_string());
+    line.push_str("}\n");
     Bytes::from(line)
 }
 
