@@ -3,16 +3,19 @@
 //! victim selection with PDB awareness, the choice of one candidate, and the writes that
 //! make room for the preemptor.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use kubesched_framework::model::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubesched_framework::model::{LabelSelector, NodeInfo, PodInfo};
 use kubesched_framework::{
-    CandidateExplanation, ClientError, Code, CycleState, Event, EventType, Framework, Handle,
-    NodeToStatus, ObjectRef, PodStatusUpdate, PreemptionCriterion, Snapshot, Status,
-    VictimExplanation,
+    CandidateExplanation, ClientError, Code, CycleState, Event, EventType, ExtensionPoint,
+    Framework, Handle, NodeToStatus, ObjectRef, PodStatusUpdate, PreemptionCriterion, Snapshot,
+    Status, VictimExplanation,
 };
 
 use crate::{
@@ -20,9 +23,14 @@ use crate::{
     PREEMPTED_ACTION, PREEMPTED_REASON, REASON_PREEMPTION_BY_SCHEDULER,
 };
 
-/// Nodes dry-run per parallel batch when the parallelizer has threads. Results are still
-/// consumed in node order, so the outcome is the same as a sequential run.
+/// Most nodes dry-run per parallel batch when the parallelizer has threads. Results are
+/// still consumed in node order, so the outcome is the same as a sequential run.
 const PARALLEL_BATCH: usize = 256;
+/// Fewest nodes per parallel batch: enough to keep the workers busy.
+const MIN_PARALLEL_BATCH: usize = 32;
+/// Nodes a worker takes at a time. A dry run costs microseconds (several Filter runs on
+/// a node copy), so batches far smaller than the Filter pass's are worth spreading.
+const NODES_PER_TASK: usize = 4;
 
 /// A node where the preemptor fits once `victims` are gone.
 #[derive(Debug, Clone)]
@@ -189,48 +197,101 @@ pub(crate) fn eligible_to_preempt(
     Ok(())
 }
 
-/// Removes a pod from the node copy and tells the PreFilter extensions.
-fn remove_from(
-    fw: &Framework,
-    state: &mut CycleState,
-    pod: &PodInfo,
-    victim: &Arc<PodInfo>,
-    node: &mut NodeInfo,
-) -> Result<(), Status> {
-    if node.remove_pod(&victim.uid).is_none() {
-        return Err(Status::error(format!(
-            "no corresponding pod {} in pods of node {}",
-            victim.name,
-            node.name()
-        )));
+/// One node's dry run: the node copy, the cycle state as the plugins see it, and what
+/// the preemption found once for all nodes.
+struct Trial<'a> {
+    fw: &'a Framework,
+    pod: &'a PodInfo,
+    /// A copy of the cycle state once a PreFilter extension changed it; the shared state
+    /// until then.
+    state: Cow<'a, CycleState>,
+    /// Whether any PreFilter extension runs in this cycle. When none does, AddPod and
+    /// RemovePod would call nothing, so the state is never copied.
+    extensions: bool,
+    /// Whether pods of higher or equal priority are nominated to this node. When none
+    /// are, Filter with nominated pods is plain Filter, and the nominator is asked once
+    /// per node instead of once per Filter run.
+    nominated: bool,
+}
+
+impl Trial<'_> {
+    /// Removes a pod from the node copy and tells the PreFilter extensions.
+    fn remove(&mut self, victim: &Arc<PodInfo>, node: &mut NodeInfo) -> Result<(), Status> {
+        if node.remove_pod(&victim.uid).is_none() {
+            return Err(Status::error(format!(
+                "no corresponding pod {} in pods of node {}",
+                victim.name,
+                node.name()
+            )));
+        }
+        if !self.extensions {
+            return Ok(());
+        }
+        let s = self.fw.run_pre_filter_extension_remove_pod(
+            self.state.to_mut(),
+            self.pod,
+            victim,
+            node,
+        );
+        if s.is_success() { Ok(()) } else { Err(s) }
     }
-    let s = fw.run_pre_filter_extension_remove_pod(state, pod, victim, node);
-    if s.is_success() { Ok(()) } else { Err(s) }
+
+    /// Puts a pod back on the node copy and tells the PreFilter extensions.
+    fn add(&mut self, victim: &Arc<PodInfo>, node: &mut NodeInfo) -> Result<(), Status> {
+        node.add_pod(victim.clone());
+        if !self.extensions {
+            return Ok(());
+        }
+        let s =
+            self.fw
+                .run_pre_filter_extension_add_pod(self.state.to_mut(), self.pod, victim, node);
+        if s.is_success() { Ok(()) } else { Err(s) }
+    }
+
+    /// Filter with nominated pods on the node copy.
+    fn filter(&self, node: &NodeInfo) -> Status {
+        if self.nominated {
+            self.fw
+                .run_filter_plugins_with_nominated_pods(&self.state, self.pod, node)
+        } else {
+            self.fw.run_filter_plugins(&self.state, self.pod, node)
+        }
+    }
 }
 
-/// Puts a pod back on the node copy and tells the PreFilter extensions.
-fn add_to(
-    fw: &Framework,
-    state: &mut CycleState,
-    pod: &PodInfo,
-    victim: &Arc<PodInfo>,
-    node: &mut NodeInfo,
-) -> Result<(), Status> {
-    node.add_pod(victim.clone());
-    let s = fw.run_pre_filter_extension_add_pod(state, pod, victim, node);
-    if s.is_success() { Ok(()) } else { Err(s) }
+/// Whether any PreFilter plugin that did not Skip in this cycle has AddPod/RemovePod.
+pub(crate) fn has_active_pre_filter_extensions(fw: &Framework, state: &CycleState) -> bool {
+    fw.plugin_names_at(ExtensionPoint::PreFilter)
+        .iter()
+        .filter(|name| !state.skip_filter_plugins.contains(name.as_str()))
+        .filter_map(|name| fw.plugin(name))
+        .any(|p| {
+            p.as_pre_filter()
+                .and_then(|pf| pf.pre_filter_extensions())
+                .is_some()
+        })
 }
 
-/// SelectVictimsOnNode: the fewest pods to evict from `node` (a copy) so that `pod` fits,
-/// with the UIDs of those whose eviction violates a budget. `state` is a copy too.
-pub(crate) fn select_victims_on_node(
-    fw: &Framework,
-    state: &mut CycleState,
-    pod: &PodInfo,
+/// Whether a pod of priority ≥ the preemptor's (other than itself) is nominated to the
+/// node: then Filter must also see the node with those pods on it.
+fn has_relevant_nominations(handle: &Handle, pod: &PodInfo, node: &str) -> bool {
+    let nominator = handle.nominator();
+    !nominator.is_empty()
+        && nominator
+            .pods_for_node(node)
+            .iter()
+            .any(|p| p.priority >= pod.priority && p.uid != pod.uid)
+}
+
+/// SelectVictimsOnNode: the fewest pods to evict from `node` (a copy) so that the
+/// preemptor fits, with the UIDs of those whose eviction violates a budget.
+fn select_victims(
+    trial: &mut Trial<'_>,
     node: &mut NodeInfo,
     budgets: &[Budget],
     now: i128,
 ) -> Result<(Vec<Arc<PodInfo>>, Vec<String>), Status> {
+    let pod = trial.pod;
     // First remove every lower-priority pod and see whether the pod fits at all.
     let mut potential: Vec<Arc<PodInfo>> = node
         .pods
@@ -242,11 +303,11 @@ pub(crate) fn select_victims_on_node(
         return Err(Status::unresolvable(ERR_REASON_NO_VICTIMS));
     }
     for v in &potential {
-        remove_from(fw, state, pod, v, node)?;
+        trial.remove(v, node)?;
     }
     // Affinity of the pod to one of the victims is deliberately not considered, as
     // upstream: the pod must fit with all of them gone.
-    let s = fw.run_filter_plugins_with_nominated_pods(state, pod, node);
+    let s = trial.filter(node);
     if !s.is_success() {
         return Err(s);
     }
@@ -257,27 +318,25 @@ pub(crate) fn select_victims_on_node(
     let mut victims = Vec::new();
     let mut violating_uids: Vec<String> = Vec::new();
     let reprieve = |p: &Arc<PodInfo>,
-                    state: &mut CycleState,
+                    trial: &mut Trial<'_>,
                     node: &mut NodeInfo,
                     victims: &mut Vec<Arc<PodInfo>>|
      -> Result<bool, Status> {
-        add_to(fw, state, pod, p, node)?;
-        let fits = fw
-            .run_filter_plugins_with_nominated_pods(state, pod, node)
-            .is_success();
+        trial.add(p, node)?;
+        let fits = trial.filter(node).is_success();
         if !fits {
-            remove_from(fw, state, pod, p, node)?;
+            trial.remove(p, node)?;
             victims.push(p.clone());
         }
         Ok(fits)
     };
     for p in &violating {
-        if !reprieve(p, state, node, &mut victims)? {
+        if !reprieve(p, trial, node, &mut victims)? {
             violating_uids.push(p.uid.clone());
         }
     }
     for p in &non_violating {
-        reprieve(p, state, node, &mut victims)?;
+        reprieve(p, trial, node, &mut victims)?;
     }
     if !violating.is_empty() && !non_violating.is_empty() {
         victims.sort_by(|a, b| importance(a, b, now));
@@ -310,19 +369,26 @@ pub(crate) struct DryRunInput<'a> {
     pub budgets: &'a [Budget],
     /// Now, in nanoseconds, for victims that have not started.
     pub now: i128,
+    /// Whether a PreFilter extension runs in this cycle
+    /// ([`has_active_pre_filter_extensions`]).
+    pub extensions: bool,
 }
 
 fn check_node(input: &DryRunInput<'_>, node: &NodeInfo) -> Result<Candidate, Status> {
+    // Nothing to evict: answered before anything is copied.
+    if !node.pods.iter().any(|p| p.priority < input.pod.priority) {
+        return Err(Status::unresolvable(ERR_REASON_NO_VICTIMS));
+    }
     let mut node_copy = node.clone();
-    let mut state_copy = input.state.clone();
-    let (victims, pdb_violating) = select_victims_on_node(
-        input.fw,
-        &mut state_copy,
-        input.pod,
-        &mut node_copy,
-        input.budgets,
-        input.now,
-    )?;
+    let mut trial = Trial {
+        fw: input.fw,
+        pod: input.pod,
+        state: Cow::Borrowed(input.state),
+        extensions: input.extensions,
+        nominated: has_relevant_nominations(input.fw.handle(), input.pod, node.name()),
+    };
+    let (victims, pdb_violating) =
+        select_victims(&mut trial, &mut node_copy, input.budgets, input.now)?;
     if victims.is_empty() {
         return Err(Status::error(format!(
             "expected at least one victim pod on node {:?}",
@@ -350,16 +416,34 @@ pub(crate) fn dry_run(
     let mut non_violating: Vec<Candidate> = Vec::new();
     let mut violating: Vec<Candidate> = Vec::new();
     let par = input.fw.handle().parallelizer();
-    let batch = if par.is_parallel() { PARALLEL_BATCH } else { 1 };
     let mut done = 0;
     'nodes: while done < n {
+        // A batch about the size of what is still missing: every node usually yields a
+        // candidate, so a bigger one would dry-run nodes whose results are thrown away.
+        let missing = wanted.saturating_sub(non_violating.len() + violating.len());
+        let batch = if par.is_parallel() {
+            missing.clamp(MIN_PARALLEL_BATCH, PARALLEL_BATCH)
+        } else {
+            1
+        };
         let len = batch.min(n - done);
         let start = done;
-        let results = par.map(len, |k| {
-            let node = &potential[(offset + start + k) % n];
-            (node.name().to_string(), check_node(input, node))
-        });
-        for (name, result) in results {
+        let one = |k: usize| {
+            let i = (offset + start + k) % n;
+            (i, check_node(input, &potential[i]))
+        };
+        let results: Vec<_> = if par.is_parallel() {
+            par.install(|| {
+                (0..len)
+                    .into_par_iter()
+                    .with_min_len(NODES_PER_TASK)
+                    .map(one)
+                    .collect()
+            })
+        } else {
+            (0..len).map(one).collect()
+        };
+        for (i, result) in results {
             out.tried += 1;
             match result {
                 Ok(c) => {
@@ -380,7 +464,7 @@ pub(crate) fn dry_run(
                     if s.is_error() {
                         out.errors.push(s.message());
                     }
-                    out.statuses.insert(name, s);
+                    out.statuses.insert(potential[i].name().to_string(), s);
                 }
             }
         }

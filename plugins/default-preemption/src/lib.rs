@@ -228,6 +228,7 @@ impl DefaultPreemption {
                 pod,
                 budgets: &budgets,
                 now,
+                extensions: evaluator::has_active_pre_filter_extensions(fw, state),
             };
             evaluator::dry_run(&input, &potential, offset, wanted)
         };

@@ -1619,3 +1619,20 @@ async fn an_explained_never_pod_says_it_may_not_preempt() {
     assert_eq!(e.not_eligible.as_deref(), Some(NOT_ELIGIBLE_NEVER));
     assert!(e.candidates.is_empty() && e.chosen.is_none());
 }
+
+#[test]
+fn the_state_is_copied_only_when_a_pre_filter_extension_runs() {
+    let handle = Handle::builder().build();
+    let plugin =
+        DefaultPreemption::new(&DefaultPreemptionArgs::default(), &handle).expect("valid args");
+    let fw = framework(handle, plugin);
+    let mut state = CycleState::new();
+    assert!(crate::evaluator::has_active_pre_filter_extensions(
+        &fw, &state
+    ));
+    // A plugin whose PreFilter said Skip gets no AddPod/RemovePod calls.
+    state.skip_filter_plugins.insert(FIT.to_string());
+    assert!(!crate::evaluator::has_active_pre_filter_extensions(
+        &fw, &state
+    ));
+}
