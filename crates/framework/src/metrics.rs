@@ -19,6 +19,19 @@ pub trait MetricsSink: Send + Sync {
     );
     /// One plugin call (only in cycles that sample plugin metrics).
     fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration);
+    /// Several calls of one plugin at one point that all ended with `code` (a worker's
+    /// share of a sampled Filter pass, recorded once the pass is done).
+    fn plugin_durations(
+        &self,
+        plugin: &str,
+        point: ExtensionPoint,
+        code: Code,
+        durations: &[Duration],
+    ) {
+        for d in durations {
+            self.plugin_duration(plugin, point, code, *d);
+        }
+    }
     /// Preemption chose a node and is evicting this many victims
     /// (`scheduler_preemption_victims`).
     fn preemption_victims(&self, _victims: usize) {}

@@ -76,6 +76,30 @@ impl Parallelizer {
         }
     }
 
+    /// As [`Parallelizer::map`], with a value made by `init` for each piece of the work a
+    /// thread takes on (once when inline) and handed to `f` for every index of that piece:
+    /// a per-worker buffer. Pieces are dropped where they ran, when their work is done.
+    pub fn map_init<T: Send, S>(
+        &self,
+        n: usize,
+        init: impl Fn() -> S + Sync + Send,
+        f: impl Fn(&mut S, usize) -> T + Sync + Send,
+    ) -> Vec<T> {
+        match &self.pool {
+            Some(pool) if n >= MIN_PARALLEL_ITEMS => pool.install(|| {
+                (0..n)
+                    .into_par_iter()
+                    .with_min_len(64)
+                    .map_init(&init, &f)
+                    .collect()
+            }),
+            _ => {
+                let mut s = init();
+                (0..n).map(|i| f(&mut s, i)).collect()
+            }
+        }
+    }
+
     /// Runs a closure on the pool (so nested parallel iterators use it).
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {

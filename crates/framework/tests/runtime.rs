@@ -366,11 +366,19 @@ fn filter_first_rejection_decides() {
 struct Reported {
     evaluations: Mutex<BTreeMap<(String, String), u64>>,
     permit_waits: Mutex<Vec<(Code, Duration)>>,
+    /// Plugin durations: how many were recorded per plugin, point and code.
+    durations: Mutex<BTreeMap<(String, &'static str, Code), usize>>,
 }
 
 impl MetricsSink for Reported {
     fn extension_point_duration(&self, _: &str, _: ExtensionPoint, _: Code, _: Duration) {}
-    fn plugin_duration(&self, _: &str, _: ExtensionPoint, _: Code, _: Duration) {}
+    fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, _: Duration) {
+        *self
+            .durations
+            .lock()
+            .entry((plugin.to_string(), point.as_str(), code))
+            .or_default() += 1;
+    }
     fn plugin_evaluations(&self, _profile: &str, point: ExtensionPoint, plugin: &str, count: u64) {
         *self
             .evaluations
@@ -381,6 +389,84 @@ impl MetricsSink for Reported {
     fn permit_wait(&self, code: Code, duration: Duration) {
         self.permit_waits.lock().push((code, duration));
     }
+}
+
+#[test]
+fn sampled_filter_timings_are_kept_until_the_buffer_is_dropped() {
+    let l = log();
+    let mut a = Fake::new("A", &l);
+    a.filter = Some(Box::new(|n| {
+        if n.name() == "bad" {
+            Status::unschedulable("A says no")
+        } else {
+            Status::success()
+        }
+    }));
+    let mut b = Fake::new("B", &l);
+    b.filter = Some(Box::new(|n| {
+        if n.name() == "worse" {
+            Status::unresolvable("B says no")
+        } else {
+            Status::success()
+        }
+    }));
+    let reported = Arc::new(Reported::default());
+    let fw = framework_reporting(vec![a, b], &[], Handle::default(), reported.clone());
+    let pod = PodBuilder::new("p").info();
+    let all = nodes(&["bad", "worse", "good", "fine"]);
+    let recorded = || reported.durations.lock().clone();
+    let row = |plugin: &str, code: Code, n: usize| ((plugin.to_string(), "Filter", code), n);
+
+    // A cycle that does not sample records nothing, buffer or not.
+    let unsampled = CycleState::new();
+    let mut timings = fw.filter_timings();
+    for n in &all {
+        fw.run_filter_plugins_with_nominated_pods_into(&unsampled, &pod, n, &mut timings);
+    }
+    drop(timings);
+    assert_eq!(recorded(), BTreeMap::new());
+
+    // A sampled cycle: nothing reaches the metrics while the buffer lives; once dropped,
+    // one duration per plugin run, with the code the plugin answered.
+    let mut sampled = CycleState::new();
+    sampled.record_plugin_metrics = true;
+    let mut timings = fw.filter_timings();
+    let codes: Vec<Code> = all
+        .iter()
+        .map(|n| {
+            fw.run_filter_plugins_with_nominated_pods_into(&sampled, &pod, n, &mut timings)
+                .code()
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            Code::Unschedulable,
+            Code::UnschedulableAndUnresolvable,
+            Code::Success,
+            Code::Success
+        ]
+    );
+    assert_eq!(recorded(), BTreeMap::new());
+    drop(timings);
+    let expected = BTreeMap::from([
+        row("A", Code::Success, 3),
+        row("A", Code::Unschedulable, 1),
+        row("B", Code::Success, 2),
+        row("B", Code::UnschedulableAndUnresolvable, 1),
+    ]);
+    assert_eq!(recorded(), expected);
+
+    // Without a buffer the same sampled cycle records each node at once.
+    fw.run_filter_plugins(&sampled, &pod, &all[2]);
+    let mut expected = expected;
+    *expected
+        .get_mut(&("A".to_string(), "Filter", Code::Success))
+        .unwrap() += 1;
+    *expected
+        .get_mut(&("B".to_string(), "Filter", Code::Success))
+        .unwrap() += 1;
+    assert_eq!(recorded(), expected);
 }
 
 #[test]

@@ -30,12 +30,14 @@ struct HistogramHandles {
 type HandlesByPoint = FxHashMap<(ExtensionPoint, Code), Histogram>;
 
 impl HistogramHandles {
-    fn observe(
+    /// Observes every value in the histogram of (name, point, code), made by `create`
+    /// the first time; the handle is looked up once for all of them.
+    fn observe_all(
         &self,
         name: &str,
         point: ExtensionPoint,
         code: Code,
-        seconds: f64,
+        seconds: impl IntoIterator<Item = f64>,
         create: impl FnOnce() -> Histogram,
     ) {
         if let Some(h) = self
@@ -44,16 +46,31 @@ impl HistogramHandles {
             .get(name)
             .and_then(|m| m.get(&(point, code)))
         {
-            h.observe(seconds);
+            for s in seconds {
+                h.observe(s);
+            }
             return;
         }
         let h = create();
-        h.observe(seconds);
+        for s in seconds {
+            h.observe(s);
+        }
         self.by_name
             .write()
             .entry(name.to_string())
             .or_default()
             .insert((point, code), h);
+    }
+
+    fn observe(
+        &self,
+        name: &str,
+        point: ExtensionPoint,
+        code: Code,
+        seconds: f64,
+        create: impl FnOnce() -> Histogram,
+    ) {
+        self.observe_all(name, point, code, std::iter::once(seconds), create);
     }
 }
 
@@ -618,8 +635,22 @@ impl MetricsSink for SchedulerMetrics {
     }
 
     fn plugin_duration(&self, plugin: &str, point: ExtensionPoint, code: Code, duration: Duration) {
-        self.plugin_handles
-            .observe(plugin, point, code, duration.as_secs_f64(), || {
+        self.plugin_durations(plugin, point, code, std::slice::from_ref(&duration));
+    }
+
+    fn plugin_durations(
+        &self,
+        plugin: &str,
+        point: ExtensionPoint,
+        code: Code,
+        durations: &[Duration],
+    ) {
+        self.plugin_handles.observe_all(
+            plugin,
+            point,
+            code,
+            durations.iter().map(Duration::as_secs_f64),
+            || {
                 self.plugin_duration
                     .get_or_create(&vec![
                         ("plugin", plugin.to_string()),
@@ -627,7 +658,8 @@ impl MetricsSink for SchedulerMetrics {
                         ("status", code.as_str().to_string()),
                     ])
                     .clone()
-            });
+            },
+        );
     }
 }
 

@@ -890,10 +890,23 @@ impl Scheduler {
             } else {
                 1
             };
-            let statuses = par.map(len, |k| {
-                let node = &nodes[(start + offset + k) % n];
-                fw.run_filter_plugins_with_nominated_pods(state, pod, node)
-            });
+            let statuses = if state.record_plugin_metrics {
+                // Sampled cycle: each worker keeps its plugin timings until its share of
+                // the pass is done, instead of locking a shared histogram per node.
+                par.map_init(
+                    len,
+                    || fw.filter_timings(),
+                    |timings, k| {
+                        let node = &nodes[(start + offset + k) % n];
+                        fw.run_filter_plugins_with_nominated_pods_into(state, pod, node, timings)
+                    },
+                )
+            } else {
+                par.map(len, |k| {
+                    let node = &nodes[(start + offset + k) % n];
+                    fw.run_filter_plugins_with_nominated_pods(state, pod, node)
+                })
+            };
             self.nodes_filtered.fetch_add(len as u64, Ordering::Relaxed);
             for (k, status) in statuses.into_iter().enumerate() {
                 if feasible.len() >= to_find {
