@@ -34,9 +34,15 @@ fn bench_runs_the_selected_workloads_in_child_processes() {
         .iter()
         .map(|r| r["workload"].as_str().unwrap_or(""))
         .collect();
+    // Every size of the workload, smallest first.
     assert_eq!(
         names,
-        ["SchedulingBasic/500Nodes", "SchedulingBasic/5000Nodes"]
+        [
+            "SchedulingBasic/500Nodes",
+            "SchedulingBasic/5000Nodes",
+            "SchedulingBasic/15000Nodes",
+            "SchedulingBasic/50000Nodes"
+        ]
     );
     for r in results.as_array().into_iter().flatten() {
         assert!(r["measured_pods"].as_u64().is_some_and(|n| n > 0), "{r}");
