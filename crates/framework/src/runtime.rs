@@ -188,6 +188,8 @@ pub struct Framework {
     metrics: Arc<dyn MetricsSink>,
     percentage_of_nodes_to_score: Option<i32>,
     instances: BTreeMap<String, Arc<dyn Plugin>>,
+    /// The instances with a [`PodEventsPlugin`] side, found once: every pod event reads it.
+    pod_event_observers: PluginList,
     effective_args: BTreeMap<String, serde_json::Value>,
     queue_sort: Option<Arc<dyn Plugin>>,
     pre_enqueue: PluginList,
@@ -401,6 +403,11 @@ impl Framework {
             pre_bind: list(ExtensionPoint::PreBind)?,
             bind: list(ExtensionPoint::Bind)?,
             post_bind: list(ExtensionPoint::PostBind)?,
+            pod_event_observers: instances
+                .values()
+                .filter(|p| p.as_pod_events().is_some())
+                .cloned()
+                .collect(),
             instances,
             effective_args,
             handle,
@@ -440,7 +447,7 @@ impl Framework {
         old: Option<&k8s_openapi::api::core::v1::Pod>,
         new: Option<&k8s_openapi::api::core::v1::Pod>,
     ) {
-        for p in self.instances.values() {
+        for p in &self.pod_event_observers {
             if let Some(observer) = p.as_pod_events() {
                 observer.on_pod_event(old, new);
             }
