@@ -25,7 +25,7 @@ mod http;
 pub mod patch;
 pub mod selector;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -465,6 +465,9 @@ pub(crate) struct State {
     bindings: Vec<BindingRecord>,
     /// When each terminating pod's grace period ends.
     terminating: HashMap<Key, std::time::Instant>,
+    /// Node name → (namespace, name) of the pods whose `spec.nodeName` is that node, kept
+    /// with every change so a binding's usage check reads one node's pods, not all pods.
+    pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
 }
 
 fn now_text() -> String {
@@ -517,6 +520,7 @@ impl State {
             grants: Vec::new(),
             bindings: Vec::new(),
             terminating: HashMap::new(),
+            pods_by_node: HashMap::new(),
         }
     }
 
@@ -556,6 +560,9 @@ impl State {
         old: Option<Value>,
         new: Option<Value>,
     ) {
+        if def.plural == "pods" {
+            self.index_pod_node(ns, old.as_ref(), new.as_ref());
+        }
         self.watchers.retain(|w| {
             if w.res != def.plural || w.ns.as_deref().is_some_and(|n| n != ns) {
                 return !w.tx.is_closed();
@@ -572,6 +579,39 @@ impl State {
             old,
             new,
         });
+    }
+
+    /// Moves a pod between the `pods_by_node` entries of its old and new node.
+    fn index_pod_node(&mut self, ns: &str, old: Option<&Value>, new: Option<&Value>) {
+        let node_of = |p: Option<&Value>| {
+            p.and_then(|p| p.pointer("/spec/nodeName"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+        };
+        let (old_node, new_node) = (node_of(old), node_of(new));
+        if old_node == new_node {
+            return;
+        }
+        let Some(name) = new
+            .or(old)
+            .and_then(|p| p.pointer("/metadata/name"))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        let entry = (ns.to_string(), name.to_string());
+        if let Some(node) = old_node
+            && let Some(pods) = self.pods_by_node.get_mut(&node)
+        {
+            pods.remove(&entry);
+            if pods.is_empty() {
+                self.pods_by_node.remove(&node);
+            }
+        }
+        if let Some(node) = new_node {
+            self.pods_by_node.entry(node).or_default().insert(entry);
+        }
     }
 
     fn key(def: &'static ResourceDef, ns: &str, name: &str) -> Key {
@@ -897,14 +937,8 @@ impl State {
     /// The usage of a node by the pods bound to it that have not finished.
     fn node_usage(&self, node: &str) -> (i64, i64, i64) {
         let (mut cpu, mut memory, mut pods) = (0, 0, 0);
-        for (_, p) in self
-            .objects
-            .range(("pods", String::new(), String::new())..)
-            .take_while(|(k, _)| k.0 == "pods")
-        {
-            if p.pointer("/spec/nodeName").and_then(Value::as_str) != Some(node) {
-                continue;
-            }
+        let bound = self.pods_by_node.get(node).into_iter().flatten();
+        for p in bound.filter_map(|(ns, name)| self.get(resource("pods"), ns, name)) {
             if matches!(
                 p.pointer("/status/phase").and_then(Value::as_str),
                 Some("Succeeded") | Some("Failed")
@@ -1456,4 +1490,60 @@ impl TestApiServer {
 fn meta_or(obj: &Value, field: &str, default: &str) -> String {
     let v = meta_str(obj, field);
     if v.is_empty() { default.to_string() } else { v }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_on(name: &str, node: Option<&str>, cpu: &str) -> Value {
+        let mut p = json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        });
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        p
+    }
+
+    #[test]
+    fn node_usage_follows_pods_onto_off_and_between_nodes() {
+        let pods = resource("pods");
+        let mut st = State::new("t".into());
+        st.create(pods, "a", pod_on("bound", Some("n1"), "500m"))
+            .expect("create");
+        st.create(pods, "a", pod_on("pending", None, "1"))
+            .expect("create");
+        assert_eq!(st.node_usage("n1"), (500, 0, 1));
+        // Binding moves the pending pod onto n1; a finished pod no longer counts.
+        st.mutate(pods, "a", "pending", |p| {
+            p["spec"]["nodeName"] = json!("n1");
+            Ok(())
+        })
+        .expect("bind");
+        assert_eq!(st.node_usage("n1"), (1500, 0, 2));
+        st.mutate(pods, "a", "bound", |p| {
+            p["status"] = json!({"phase": "Succeeded"});
+            Ok(())
+        })
+        .expect("finish");
+        assert_eq!(st.node_usage("n1"), (1000, 0, 1));
+        // A replacement moves it elsewhere; a deletion takes it off.
+        st.mutate(pods, "a", "pending", |p| {
+            p["spec"]["nodeName"] = json!("n2");
+            Ok(())
+        })
+        .expect("move");
+        assert_eq!(st.node_usage("n1"), (0, 0, 0));
+        assert_eq!(st.node_usage("n2"), (1000, 0, 1));
+        st.delete(pods, "a", "pending", None, None, Some(0))
+            .expect("delete");
+        assert_eq!(st.node_usage("n2"), (0, 0, 0));
+        assert!(
+            st.pods_by_node
+                .values()
+                .all(|p| !p.contains(&("a".into(), "pending".into())))
+        );
+    }
 }
