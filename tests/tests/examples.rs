@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kubesched_sim::{SimCluster, SimReport, Simulation, SimulationOptions, load_paths};
+use kubesched_sim::{SimCluster, SimReport, load_paths};
 // Links every in-tree plugin into this test binary.
 use kubesched_tests as _;
 
@@ -28,20 +28,7 @@ fn run_example_on_cluster(name: &str, explain: Option<&str>) -> (SimReport, Arc<
         }
         None => kubesched_config::default_config(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: explain.map(str::to_string),
-                progress: None,
-            },
-        )
-        .expect("simulation");
+    kubesched_tests::with_simulation(&loaded, 0, explain, async |mut sim| {
         sim.add_problems(problems);
         sim.load(manifests, name);
         sim.settle().await;
@@ -231,24 +218,12 @@ fn example_extender_scenario() {
     // The extender listens on a free port here rather than 8888.
     let text = text.replace("http://127.0.0.1:8888/", &format!("{}/", ext.url()));
     let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let report = runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: Some("default/batch".into()),
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        sim.load(manifests, "extender");
-        sim.settle().await;
-        sim.report()
-    });
+    let report =
+        kubesched_tests::with_simulation(&loaded, 0, Some("default/batch"), async |mut sim| {
+            sim.load(manifests, "extender");
+            sim.settle().await;
+            sim.report()
+        });
     let node_of = |name: &str| {
         report
             .pods

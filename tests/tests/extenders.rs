@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kubesched_sim::{PodState, SimReport, Simulation, SimulationOptions};
+use kubesched_sim::{PodState, SimReport};
 use kubesched_tests::extender::{ExtenderServer, Reply, handler, unreachable_url};
 use serde_json::{Value, json};
 
@@ -48,24 +48,8 @@ fn simulate_with_survivors(
     run: Run,
 ) -> (SimReport, Vec<String>) {
     let loaded = kubesched_config::load_str(config, "config.yaml").expect("valid config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(1),
-                explain: explain.map(str::to_string),
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        let mut m = kubesched_sim::Manifests::default();
-        let mut problems = Vec::new();
-        kubesched_sim::load_text(manifests, "input.yaml", &mut m, &mut problems);
-        assert!(problems.is_empty(), "{problems:?}");
+    kubesched_tests::with_simulation(&loaded, 1, explain, async |mut sim| {
+        let m = kubesched_tests::manifests_of(manifests);
         sim.load(m, "input.yaml");
         match run {
             Run::Settle => sim.settle().await,
@@ -851,20 +835,7 @@ fn a_pod_an_extender_rejected_is_tried_again_on_a_cluster_event() {
         ext.url()
     ));
     let loaded = kubesched_config::load_str(&cfg, "config.yaml").expect("valid config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let (before, after) = runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(1),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
+    let (before, after) = kubesched_tests::with_simulation(&loaded, 1, None, async |mut sim| {
         let mut m = kubesched_sim::Manifests::default();
         let mut problems = Vec::new();
         kubesched_sim::load_text(

@@ -11,9 +11,7 @@ use kubesched_framework::{
     CycleState, Handle, PluginError, PreFilterPlugin, PreFilterResult, Status,
 };
 use kubesched_scheduler::Scheduler;
-use kubesched_sim::{
-    Manifests, PodState, SimCluster, SimReport, Simulation, SimulationOptions, load_text,
-};
+use kubesched_sim::{PodState, SimCluster, SimReport, Simulation};
 use kubesched_tests as _;
 
 /// What the test plugin does to a pod the first time it sees it, by namespace: the cluster
@@ -83,24 +81,8 @@ fn run<T>(
     after: impl FnOnce(&Simulation, SimReport) -> T,
 ) -> T {
     let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        let mut m = Manifests::default();
-        let mut problems = Vec::new();
-        load_text(manifests, "input.yaml", &mut m, &mut problems);
-        assert!(problems.is_empty(), "{problems:?}");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        let m = kubesched_tests::manifests_of(manifests);
         before(&sim);
         sim.load(m, "input.yaml");
         sim.settle().await;
@@ -306,24 +288,8 @@ fn a_victim_holds_its_room_for_its_grace_period_and_bound_pods_start_on_the_virt
         pod("grace", "preemptor", "2", ", priority: 1000", "")
     );
     let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        let mut m = Manifests::default();
-        let mut problems = Vec::new();
-        load_text(&input, "input.yaml", &mut m, &mut problems);
-        assert!(problems.is_empty(), "{problems:?}");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        let m = kubesched_tests::manifests_of(&input);
         sim.load(m, "input.yaml");
         // Ten virtual seconds: the preemptor chose n1 and the victim is terminating there,
         // still holding its 2 cpu, marked as a preemption victim.
@@ -415,30 +381,15 @@ fn v1_34_metrics_are_recorded() {
         pod("m", "huge", "8", ", priority: 0", "")
     );
     let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let text = runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        let mut m = Manifests::default();
-        let mut problems = Vec::new();
-        load_text(&input, "input.yaml", &mut m, &mut problems);
-        assert!(problems.is_empty(), "{problems:?}");
+    let text = kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        let m = kubesched_tests::manifests_of(&input);
         sim.load(m, "input.yaml");
         sim.settle().await;
         // A node too small for `huge`: its queueing hint runs and says skip.
-        let mut more = Manifests::default();
-        load_text(&node("n2", "1", ""), "more.yaml", &mut more, &mut problems);
-        sim.load(more, "more.yaml");
+        sim.load(
+            kubesched_tests::manifests_of(&node("n2", "1", "")),
+            "more.yaml",
+        );
         sim.settle().await;
         sim.scheduler().metrics().encode()
     });

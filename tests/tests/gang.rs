@@ -8,9 +8,7 @@ use std::path::PathBuf;
 
 use kubesched_plugin_coscheduling::group_rejected;
 use kubesched_plugin_coscheduling::{PodGroup, phase};
-use kubesched_sim::{
-    Manifests, PodState, SimReport, Simulation, SimulationOptions, load_paths, load_text,
-};
+use kubesched_sim::{Manifests, PodState, SimReport, Simulation, load_paths, load_text};
 // Links every in-tree plugin, and Coscheduling, into this test binary.
 use kubesched_plugin_coscheduling as _;
 use kubesched_tests as _;
@@ -29,20 +27,7 @@ fn simulate(manifests: Manifests) -> (SimReport, Simulation) {
         .clone()
         .expect("the manifests have a config");
     let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
         sim.load(manifests, "gang");
         sim.settle().await;
         (sim.report(), sim)

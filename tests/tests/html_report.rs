@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kubesched_sim::html::{ReportData, render};
-use kubesched_sim::{EXPLAIN_ALL, Simulation, SimulationOptions, load_paths};
+use kubesched_sim::{EXPLAIN_ALL, load_paths};
 // Links every in-tree plugin into this test binary.
 use kubesched_tests as _;
 
@@ -19,20 +19,7 @@ fn example_data() -> ReportData {
         Some((file, text)) => kubesched_config::load_str(&text, &file).expect("valid config"),
         None => kubesched_config::default_config(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: Some(EXPLAIN_ALL.to_string()),
-                progress: None,
-            },
-        )
-        .expect("simulation");
+    kubesched_tests::with_simulation(&loaded, 0, Some(EXPLAIN_ALL), async |mut sim| {
         sim.load(manifests, "examples/cluster");
         let before = sim.node_usage();
         sim.settle().await;

@@ -254,11 +254,7 @@ fn typed(mut doc: Value, kind: &str) -> Value {
 
 fn manifests(docs: &[Value]) -> kubesched_sim::Manifests {
     let text = json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string();
-    let mut m = kubesched_sim::Manifests::default();
-    let mut problems = Vec::new();
-    kubesched_sim::load_text(&text, "input.yaml", &mut m, &mut problems);
-    assert!(problems.is_empty(), "{problems:?}");
-    m
+    kubesched_tests::manifests_of(&text)
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use kubesched_sim::{Manifests, PodState, SimReport, Simulation, SimulationOptions, load_paths};
+use kubesched_sim::{Manifests, PodState, SimReport, load_paths};
 use serde_json::Value;
 // Links every in-tree plugin into this test binary.
 use kubesched_tests as _;
@@ -16,24 +16,16 @@ fn example_dir() -> PathBuf {
 }
 
 fn simulate(manifests: Manifests, explain: Option<&str>) -> SimReport {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &kubesched_config::default_config(),
-            SimulationOptions {
-                seed: Some(0),
-                explain: explain.map(str::to_string),
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        sim.load(manifests, "examples/preemption");
-        sim.settle().await;
-        sim.report()
-    })
+    kubesched_tests::with_simulation(
+        &kubesched_config::default_config(),
+        0,
+        explain,
+        async |mut sim| {
+            sim.load(manifests, "examples/preemption");
+            sim.settle().await;
+            sim.report()
+        },
+    )
 }
 
 fn example(explain: Option<&str>) -> SimReport {
@@ -131,25 +123,17 @@ fn preemptor_shows_nomination_victims_and_every_attempt() {
 #[test]
 fn a_victim_within_its_grace_period_is_terminating() {
     let (manifests, _) = load_paths(&[example_dir()]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let report = runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &kubesched_config::default_config(),
-            SimulationOptions {
-                seed: Some(0),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        sim.load(manifests, "examples/preemption");
-        // Less than the victims' 30 s grace period.
-        sim.advance_clock(std::time::Duration::from_secs(5)).await;
-        sim.report()
-    });
+    let report = kubesched_tests::with_simulation(
+        &kubesched_config::default_config(),
+        0,
+        None,
+        async |mut sim| {
+            sim.load(manifests, "examples/preemption");
+            // Less than the victims' 30 s grace period.
+            sim.advance_clock(std::time::Duration::from_secs(5)).await;
+            sim.report()
+        },
+    );
     let nightly = pod(&report, "batch/nightly-1");
     assert_eq!(nightly.status, PodState::Terminating);
     assert_eq!(nightly.preempted_by.as_deref(), Some("ml/train-1"));

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{CycleState, FilterPlugin, Handle, PermitPlugin, PluginError, Status};
-use kubesched_sim::{Manifests, PodState, SimReport, Simulation, SimulationOptions, load_text};
+use kubesched_sim::{Manifests, PodState, SimReport, Simulation, load_text};
 use kubesched_tests as _;
 
 /// Node names each pod's Filter saw, in order.
@@ -104,24 +104,8 @@ profiles:
 
 fn run(manifests: &str, before: impl FnOnce(&Simulation)) -> SimReport {
     let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(0),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        let mut m = Manifests::default();
-        let mut problems = Vec::new();
-        load_text(manifests, "input.yaml", &mut m, &mut problems);
-        assert!(problems.is_empty(), "{problems:?}");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        let m = kubesched_tests::manifests_of(manifests);
         before(&sim);
         sim.load(m, "input.yaml");
         sim.settle().await;
@@ -211,20 +195,7 @@ fn a_failed_bind_sends_the_pod_back_to_the_queue() {
     let mut events = Vec::new();
     let report = {
         let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let mut sim = Simulation::new(
-                &loaded,
-                SimulationOptions {
-                    seed: Some(0),
-                    explain: None,
-                    progress: None,
-                },
-            )
-            .expect("simulation");
+        kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
             sim.cluster().fail_next_binds(1);
             let mut m = Manifests::default();
             let mut problems = Vec::new();

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use kubesched_sim::{PodState, SimCluster, SimReport, Simulation, SimulationOptions};
+use kubesched_sim::{PodState, SimCluster, SimReport};
 // Links every in-tree plugin into this test binary.
 use kubesched_tests as _;
 
@@ -59,24 +59,8 @@ fn pod(name: &str, claims: &[&str]) -> String {
 
 fn simulate(manifests: &str) -> (SimReport, Arc<SimCluster>) {
     let loaded = kubesched_config::default_config();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut sim = Simulation::new(
-            &loaded,
-            SimulationOptions {
-                seed: Some(1),
-                explain: None,
-                progress: None,
-            },
-        )
-        .expect("simulation");
-        let mut m = kubesched_sim::Manifests::default();
-        let mut problems = Vec::new();
-        kubesched_sim::load_text(manifests, "input.yaml", &mut m, &mut problems);
-        assert!(problems.is_empty(), "{problems:?}");
+    kubesched_tests::with_simulation(&loaded, 1, None, async |mut sim| {
+        let m = kubesched_tests::manifests_of(manifests);
         sim.load(m, "input.yaml");
         sim.settle().await;
         (sim.report(), sim.cluster().clone())
