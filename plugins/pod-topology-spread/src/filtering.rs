@@ -3,13 +3,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use kubesched_framework::model::{Node, NodeInfo, PodInfo, WhenUnsatisfiable};
+use kubesched_framework::model::{NodeInfo, PodInfo, WhenUnsatisfiable};
 use kubesched_framework::{
     CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult, Remedy, Status,
 };
 use rustc_hash::FxHashMap;
 
 use crate::common::{Constraint, CountKey, NodeCounts, has_all_keys, node_counts};
+use crate::node_values::{KeyValues, ValuesView};
 use crate::{ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PodTopologySpread};
 
 /// The global minimum when no domain is eligible: large enough that every node passes.
@@ -258,22 +259,31 @@ pub(crate) struct DomainTally {
     nodes_per_value: FxHashMap<Arc<str>, i64>,
     /// Shared with the cycles that took it; copied on write.
     domains: Arc<Domains>,
+    /// Every node's value of the constraint's key, for Filter.
+    values: KeyValues,
 }
 
 /// Adds (`sign` 1) or takes out (-1) one node's counts.
 fn fold_node(
     totals: &mut Vec<DomainTally>,
     constraints: &[Constraint],
-    node: Option<&Arc<Node>>,
+    info: &NodeInfo,
     counts: &NodeCounts,
     sign: i64,
 ) {
-    let (Some(node), Some(counts)) = (node, counts) else {
+    let Some(node) = info.node() else {
         return;
     };
     if totals.len() < constraints.len() {
         totals.resize_with(constraints.len(), DomainTally::default);
     }
+    // Every node's value, counted or not: Filter reads it for any node.
+    for (c, t) in constraints.iter().zip(totals.iter_mut()) {
+        t.values.fold(info, &c.topology_key, sign);
+    }
+    let Some(counts) = counts else {
+        return;
+    };
     for ((c, n), t) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
         let (Some(n), Some(value)) = (n, node.labels.get(&c.topology_key)) else {
             continue;
@@ -308,6 +318,10 @@ pub(crate) struct PreFilterState {
     pub(crate) constraints: Arc<Vec<Constraint>>,
     /// Aligned with `constraints`.
     pub(crate) domains: Vec<Arc<Domains>>,
+    /// Each node's value of each constraint's key, aligned with `constraints`.
+    values: Arc<[ValuesView]>,
+    /// Whether the incoming pod matches each constraint's selector (1) or not (0).
+    self_match: Arc<[i64]>,
     /// Upstream's critical paths of PreFilter's counts, aligned with `constraints`: found
     /// by the first AddPod/RemovePod of the cycle, shared by every copy of the state.
     initial_paths: Arc<[OnceLock<CriticalPaths>]>,
@@ -365,28 +379,42 @@ impl PreFilterPlugin for PodTopologySpread {
         // changed since the last pod with the same constraints (see `NodeTally`).
         let key = CountKey::new(pod, &constraints, true);
         let parallelizer = self.inner.handle.parallelizer();
-        let domains = self.inner.filter_tallies.with(key, |tally| {
+        let (domains, values) = self.inner.filter_tallies.with(key, |tally| {
             tally.refresh(
                 nodes,
                 parallelizer,
                 |info| node_counts(pod, &constraints, info, true, false),
                 |totals, info, counts, sign| {
-                    fold_node(totals, &constraints, info.node(), counts, sign);
+                    fold_node(totals, &constraints, info, counts, sign);
                 },
             );
-            (0..constraints.len())
+            let totals = tally.total();
+            let domains = (0..constraints.len())
                 .map(|k| {
-                    tally
-                        .total()
+                    totals
                         .get(k)
                         .map_or_else(Arc::default, |t| Arc::clone(&t.domains))
                 })
-                .collect()
+                .collect();
+            let values = (0..constraints.len())
+                .map(|k| {
+                    totals
+                        .get(k)
+                        .map_or_else(ValuesView::default, |t| t.values.view())
+                })
+                .collect();
+            (domains, values)
         });
         let initial_paths = (0..constraints.len()).map(|_| OnceLock::new()).collect();
+        let self_match = constraints
+            .iter()
+            .map(|c| i64::from(c.selector.matches(&pod.labels)))
+            .collect();
         state.write(PreFilterState {
             constraints: Arc::new(constraints),
             domains,
+            values,
+            self_match,
             initial_paths,
         });
         (None, Status::success())
@@ -428,19 +456,21 @@ impl PreFilterExtensions for PodTopologySpread {
 }
 
 impl FilterPlugin for PodTopologySpread {
-    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>() else {
             return missing_state();
         };
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
-        for (c, domains) in s.constraints.iter().zip(&s.domains) {
-            let Some(value) = n.labels.get(&c.topology_key) else {
+        let per_constraint = s.values.iter().zip(s.self_match.iter());
+        for ((c, domains), (values, &self_match)) in
+            s.constraints.iter().zip(&s.domains).zip(per_constraint)
+        {
+            let Some(value) = values.get(node, n, &c.topology_key) else {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
             };
             // existing matching pods + the pod itself if it matches - global minimum.
-            let self_match = i64::from(c.selector.matches(&pod.labels));
             let matching = domains.count(value).unwrap_or(0);
             let skew = matching + self_match - domains.min_match(c.min_domains);
             if skew > i64::from(c.max_skew) {

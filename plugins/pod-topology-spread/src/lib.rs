@@ -13,6 +13,7 @@
 mod args;
 mod common;
 mod filtering;
+mod node_values;
 mod scoring;
 
 #[cfg(test)]
