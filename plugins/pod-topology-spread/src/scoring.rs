@@ -1,26 +1,29 @@
 //! PreScore, Score and NormalizeScore: soft (ScheduleAnyway) constraints.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kubesched_framework::model::{NodeInfo, PodInfo, WhenUnsatisfiable};
 use kubesched_framework::{CycleState, MAX_NODE_SCORE, PreScorePlugin, ScorePlugin, Status};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::PodTopologySpread;
-use crate::common::{Constraint, CountKey, HOSTNAME, NodeCounts, has_all_keys, node_counts};
+use crate::common::{Constraint, CountKey, HOSTNAME, NodeCounts, node_counts};
+use crate::node_values::{KeyValues, ValuesView};
 
 /// What PreScore computed for Score; shared, never changed after PreScore.
 #[derive(Debug)]
 pub(crate) struct ScoreData {
     pub(crate) constraints: Vec<Constraint>,
-    /// Candidate nodes lacking some topology key: they score 0.
-    pub(crate) ignored: HashSet<String>,
+    /// Candidate nodes lacking some topology key, by generation (unique to one version
+    /// of one node): they score 0.
+    pub(crate) ignored: FxHashSet<u64>,
     /// Per constraint: matching pods per domain value (not for hostname constraints,
     /// which Score counts on the node itself).
-    pub(crate) counts: Vec<HashMap<String, i64>>,
+    pub(crate) counts: Vec<FxHashMap<Arc<str>, i64>>,
     /// Per constraint: ln(number of domains + 2), so small topologies are not drowned.
     pub(crate) weights: Vec<f64>,
+    /// Per constraint: each node's value of its key.
+    values: Vec<ValuesView>,
 }
 
 /// The cycle-state entry.
@@ -37,8 +40,9 @@ fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
     count as f64 * weight + f64::from(max_skew - 1)
 }
 
-/// Matching pods per domain value, per constraint, summed over the tally's nodes.
-pub(crate) type ValueTotals = Vec<FxHashMap<Arc<str>, i64>>;
+/// Per constraint: matching pods per domain value summed over the tally's nodes, and
+/// every node's value of the constraint's key.
+pub(crate) type ValueTotals = Vec<(FxHashMap<Arc<str>, i64>, KeyValues)>;
 
 /// Adds (`sign` 1) or takes out (-1) one node's counts.
 fn fold_node(
@@ -48,13 +52,20 @@ fn fold_node(
     counts: &NodeCounts,
     sign: i64,
 ) {
-    let (Some(node), Some(counts)) = (info.node(), counts) else {
+    let Some(node) = info.node() else {
         return;
     };
     if totals.len() < constraints.len() {
-        totals.resize_with(constraints.len(), FxHashMap::default);
+        totals.resize_with(constraints.len(), Default::default);
     }
-    for ((c, n), total) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
+    // Every node's value, counted or not: PreScore and Score read it for any candidate.
+    for (c, (_, values)) in constraints.iter().zip(totals.iter_mut()) {
+        values.fold(info, &c.topology_key, sign);
+    }
+    let Some(counts) = counts else {
+        return;
+    };
+    for ((c, n), (total, _)) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
         let Some(n) = n.filter(|n| *n != 0) else {
             continue;
         };
@@ -95,24 +106,59 @@ impl PreScorePlugin for PodTopologySpread {
         let require_all =
             !pod.topology_spread_constraints.is_empty() || !self.inner.system_defaulted;
 
-        let mut ignored = HashSet::new();
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
-        for info in nodes {
-            let Some(node) = info.node() else { continue };
-            if require_all && !has_all_keys(&node.labels, &constraints) {
-                ignored.insert(node.name.clone());
-                continue;
-            }
-            for (k, c) in constraints.iter().enumerate() {
-                if c.topology_key == HOSTNAME {
+        // Count matching pods of every node of the cluster into the candidates' domains.
+        // The per-node counts are kept across cycles (see `NodeTally`); only nodes that
+        // changed since the last pod with the same constraints are read again.
+        let key = CountKey::new(pod, &constraints, require_all);
+        let parallelizer = self.inner.handle.parallelizer();
+        let mut ignored = FxHashSet::default();
+        let mut counts: Vec<FxHashMap<Arc<str>, i64>> =
+            vec![FxHashMap::default(); constraints.len()];
+        let values: Vec<ValuesView> = self.inner.score_tallies.with(key, |tally| {
+            tally.refresh(
+                all,
+                parallelizer,
+                |info| node_counts(pod, &constraints, info, require_all, true),
+                |totals, info, counts, sign| {
+                    fold_node(totals, &constraints, info, counts, sign);
+                },
+            );
+            let totals = tally.total();
+            let values: Vec<ValuesView> = (0..constraints.len())
+                .map(|k| {
+                    totals
+                        .get(k)
+                        .map_or_else(ValuesView::default, |t| t.1.view())
+                })
+                .collect();
+            // The candidates' domains, with the matching pods of the whole cluster.
+            let mut node_values: Vec<Option<&str>> = Vec::with_capacity(constraints.len());
+            for info in nodes {
+                let Some(node) = info.node() else { continue };
+                node_values.clear();
+                node_values.extend(
+                    constraints
+                        .iter()
+                        .zip(&values)
+                        .map(|(c, v)| v.get(info, node, &c.topology_key)),
+                );
+                if require_all && node_values.iter().any(Option::is_none) {
+                    ignored.insert(info.generation);
                     continue;
                 }
-                let value = node.labels.get(&c.topology_key).map_or("", String::as_str);
-                if !counts[k].contains_key(value) {
-                    counts[k].insert(value.to_string(), 0);
+                for (k, (c, value)) in constraints.iter().zip(&node_values).enumerate() {
+                    if c.topology_key == HOSTNAME {
+                        continue;
+                    }
+                    let value = value.unwrap_or("");
+                    if !counts[k].contains_key(value) {
+                        let n = totals.get(k).and_then(|(t, _)| t.get(value)).copied();
+                        counts[k].insert(Arc::from(value), n.unwrap_or(0));
+                    }
                 }
             }
-        }
+            values
+        });
         let weights = constraints
             .iter()
             .zip(&counts)
@@ -126,34 +172,12 @@ impl PreScorePlugin for PodTopologySpread {
             })
             .collect();
 
-        // Count matching pods of every node of the cluster into the candidates' domains.
-        // The per-node counts are kept across cycles (see `NodeTally`); only nodes that
-        // changed since the last pod with the same constraints are read again.
-        let key = CountKey::new(pod, &constraints, require_all);
-        let parallelizer = self.inner.handle.parallelizer();
-        self.inner.score_tallies.with(key, |tally| {
-            tally.refresh(
-                all,
-                parallelizer,
-                |info| node_counts(pod, &constraints, info, require_all, true),
-                |totals, info, counts, sign| {
-                    fold_node(totals, &constraints, info, counts, sign);
-                },
-            );
-            for (k, domains) in counts.iter_mut().enumerate() {
-                let Some(total) = tally.total().get(k) else {
-                    continue;
-                };
-                for (value, n) in domains.iter_mut() {
-                    *n = total.get(value.as_str()).copied().unwrap_or(0);
-                }
-            }
-        });
         state.write(PreScoreState(Arc::new(ScoreData {
             constraints,
             ignored,
             counts,
             weights,
+            values,
         })));
         Status::success()
     }
@@ -163,18 +187,18 @@ impl ScorePlugin for PodTopologySpread {
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let s = &state.read::<PreScoreState>().ok_or_else(missing_state)?.0;
         let n = node.node().ok_or_else(|| Status::error("node not found"))?;
-        if s.ignored.contains(n.name.as_str()) {
+        if !s.ignored.is_empty() && s.ignored.contains(&node.generation) {
             return Ok(0);
         }
         let mut score = 0.0;
-        for (k, c) in s.constraints.iter().enumerate() {
-            let Some(value) = n.labels.get(&c.topology_key) else {
+        for (k, (c, values)) in s.constraints.iter().zip(&s.values).enumerate() {
+            let Some(value) = values.get(node, n, &c.topology_key) else {
                 continue;
             };
             let count = if c.topology_key == HOSTNAME {
                 node.count_matching_pods(&pod.namespace, &c.selector)
             } else {
-                s.counts[k].get(value.as_str()).copied().unwrap_or(0)
+                s.counts[k].get(value).copied().unwrap_or(0)
             };
             score += score_for_count(count, c.max_skew, s.weights[k]);
         }
@@ -197,7 +221,12 @@ impl ScorePlugin for PodTopologySpread {
         let Some(PreScoreState(s)) = state.read::<PreScoreState>() else {
             return missing_state();
         };
-        let ignored = |i: usize| nodes.get(i).is_some_and(|n| s.ignored.contains(n.name()));
+        let ignored = |i: usize| {
+            !s.ignored.is_empty()
+                && nodes
+                    .get(i)
+                    .is_some_and(|n| s.ignored.contains(&n.generation))
+        };
         let mut min = i64::MAX;
         let mut max = 0;
         for (i, &score) in scores.iter().enumerate() {
