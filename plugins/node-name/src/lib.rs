@@ -40,10 +40,12 @@ fn fits(pod: &PodInfo, node_name: &str) -> bool {
 
 impl FilterPlugin for NodeName {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        if node.node().is_none() {
+        if !node.has_node() {
             return Status::error("node not found");
         }
-        if fits(pod, node.name()) {
+        // A pod without spec.nodeName fits every node: the node's name (two pointers away
+        // from NodeInfo) is read only when there is a name to compare.
+        if pod.node_name.is_none() || fits(pod, node.name()) {
             Status::success()
         } else {
             Status::unresolvable(ERR_REASON)

@@ -59,10 +59,11 @@ fn unschedulable_taint() -> Taint {
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(node) = node.node() else {
+        // The flags NodeInfo copies from the node: the node object itself stays untouched.
+        if !node.has_node() {
             return Status::unresolvable(ERR_REASON_UNKNOWN_CONDITION);
-        };
-        if node.unschedulable && !tolerated(&self.taint, &pod.tolerations) {
+        }
+        if node.node_unschedulable() && !tolerated(&self.taint, &pod.tolerations) {
             return Status::unresolvable(ERR_REASON_UNSCHEDULABLE);
         }
         Status::success()

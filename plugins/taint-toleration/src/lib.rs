@@ -67,6 +67,10 @@ impl FilterPlugin for TaintToleration {
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
+        // Most nodes have no taint: answer from NodeInfo's flag without touching the node.
+        if !node.node_has_taints() {
+            return Status::success();
+        }
         match find_untolerated(&n.taints, &pod.tolerations, &DO_NOT_SCHEDULE) {
             None => Status::success(),
             Some(taint) => {
@@ -115,6 +119,12 @@ impl ScorePlugin for TaintToleration {
         let s = state
             .read::<PreScoreState>()
             .ok_or_else(|| Status::error(ERR_NO_PRE_SCORE_STATE))?;
+        if !node.has_node() {
+            return Err(Status::error("node not found"));
+        }
+        if !node.node_has_taints() {
+            return Ok(0);
+        }
         let n = node.node().ok_or_else(|| Status::error("node not found"))?;
         Ok(count_intolerable_prefer_no_schedule(
             &n.taints,
