@@ -26,7 +26,10 @@ pub use pod::{
 pub use ports::{DEFAULT_BIND_ALL_HOST_IP, HostPort, HostPortInfo, any_conflict};
 pub use quantity::{Quantity, QuantityError};
 pub use resource::Resource;
-pub use selector::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, RequiredNodeAffinity};
+pub use selector::{
+    FlatLabels, LabelLookup, LabelSelector, Labels, NodeSelector, NodeSelectorTerm,
+    RequiredNodeAffinity,
+};
 pub use taint::{Taint, TaintEffect, Toleration, find_untolerated, tolerated};
 
 /// Re-export of the API types the model is built from, so dependents name one version.

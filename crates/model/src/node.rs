@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_openapi::api::core::v1 as api;
 
 use crate::pod::PodInfo;
-use crate::selector::{LabelSelector, Labels};
+use crate::selector::{FlatLabels, LabelSelector, Labels};
 use crate::taint::Taint;
 use crate::{HostPortInfo, ModelError, Resource};
 
@@ -20,6 +20,8 @@ pub struct Node {
     pub name: String,
     /// Labels.
     pub labels: Labels,
+    /// The same labels packed for per-node matching (NodeAffinity's Filter and Score).
+    pub flat_labels: FlatLabels,
     /// Taints.
     pub taints: Vec<Taint>,
     /// `spec.unschedulable`.
@@ -74,8 +76,10 @@ impl Node {
                 )
             })
             .collect();
+        let labels = node.metadata.labels.clone().unwrap_or_default();
         Ok(Self {
-            labels: node.metadata.labels.clone().unwrap_or_default(),
+            flat_labels: FlatLabels::new(&labels),
+            labels,
             unschedulable: spec.unschedulable.unwrap_or(false),
             taints,
             allocatable,

@@ -13,6 +13,62 @@ use crate::ModelError;
 /// Labels of an object, as the API holds them.
 pub type Labels = BTreeMap<String, String>;
 
+/// Where a selector looks label values up: an object's label map, or a node's
+/// [`FlatLabels`].
+pub trait LabelLookup {
+    /// The value of the label `key`, if the object has it.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// A node's labels packed for the per-node matching of NodeAffinity: every key and value
+/// in one buffer, with a small table of lengths beside it. A lookup compares lengths first
+/// and reads the bytes of a key of the right length only, in two allocations next to each
+/// other, where a `BTreeMap<String, String>` costs a pointer chase per key compared (its
+/// node, then each key's own heap buffer).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlatLabels {
+    /// Per label, in key order: where its key starts in `text`, the key's length and the
+    /// value's length (the value follows its key).
+    entries: Box<[(usize, usize, usize)]>,
+    text: Box<str>,
+}
+
+impl FlatLabels {
+    /// Packs a label map.
+    pub fn new(labels: &Labels) -> Self {
+        let mut text = String::with_capacity(labels.iter().map(|(k, v)| k.len() + v.len()).sum());
+        let mut entries = Vec::with_capacity(labels.len());
+        for (k, v) in labels {
+            entries.push((text.len(), k.len(), v.len()));
+            text.push_str(k);
+            text.push_str(v);
+        }
+        Self {
+            entries: entries.into_boxed_slice(),
+            text: text.into_boxed_str(),
+        }
+    }
+}
+
+impl LabelLookup for FlatLabels {
+    #[inline]
+    fn label(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .filter(|&&(_, key_len, _)| key_len == key.len())
+            .find(|&&(start, key_len, _)| self.text.get(start..start + key_len) == Some(key))
+            .and_then(|&(start, key_len, value_len)| {
+                self.text.get(start + key_len..start + key_len + value_len)
+            })
+    }
+}
+
 /// The operator of a label requirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Operator {
@@ -101,7 +157,12 @@ impl Requirement {
 
     /// Whether the labels satisfy this requirement.
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.matches_value(labels.get(&self.key).map(String::as_str))
+        self.matches_in(labels)
+    }
+
+    /// As [`Requirement::matches`], on any [`LabelLookup`].
+    pub fn matches_in<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
+        self.matches_value(labels.label(&self.key))
     }
 
     /// Whether a label value (None when absent) satisfies this requirement.
@@ -203,7 +264,12 @@ impl LabelSelector {
 
     /// Whether the labels match.
     pub fn matches(&self, labels: &Labels) -> bool {
-        !self.matches_nothing && self.requirements.iter().all(|r| r.matches(labels))
+        self.matches_in(labels)
+    }
+
+    /// As [`LabelSelector::matches`], on any [`LabelLookup`].
+    pub fn matches_in<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
+        !self.matches_nothing && self.requirements.iter().all(|r| r.matches_in(labels))
     }
 
     /// Whether this selector has no requirement (and so matches everything unless nothing).
@@ -288,10 +354,15 @@ impl NodeSelectorTerm {
 
     /// Whether the node with these labels and this name matches the term.
     pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+        self.matches_in(labels, node_name)
+    }
+
+    /// As [`NodeSelectorTerm::matches`], on any [`LabelLookup`].
+    pub fn matches_in<L: LabelLookup + ?Sized>(&self, labels: &L, node_name: &str) -> bool {
         if self.match_expressions.is_empty() && self.match_fields.is_empty() {
             return false;
         }
-        self.match_expressions.iter().all(|r| r.matches(labels))
+        self.match_expressions.iter().all(|r| r.matches_in(labels))
             && self
                 .match_fields
                 .iter()
@@ -350,7 +421,12 @@ impl NodeSelector {
 
     /// Whether any term matches.
     pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
-        self.terms.iter().any(|t| t.matches(labels, node_name))
+        self.matches_in(labels, node_name)
+    }
+
+    /// As [`NodeSelector::matches`], on any [`LabelLookup`].
+    pub fn matches_in<L: LabelLookup + ?Sized>(&self, labels: &L, node_name: &str) -> bool {
+        self.terms.iter().any(|t| t.matches_in(labels, node_name))
     }
 }
 
@@ -375,13 +451,18 @@ pub struct RequiredNodeAffinity {
 impl RequiredNodeAffinity {
     /// Whether a node with these labels and this name satisfies both parts.
     pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+        self.matches_in(labels, node_name)
+    }
+
+    /// As [`RequiredNodeAffinity::matches`], on any [`LabelLookup`].
+    pub fn matches_in<L: LabelLookup + ?Sized>(&self, labels: &L, node_name: &str) -> bool {
         self.node_selector
             .as_ref()
-            .is_none_or(|s| s.matches(labels))
+            .is_none_or(|s| s.matches_in(labels))
             && self
                 .required
                 .as_ref()
-                .is_none_or(|s| s.matches(labels, node_name))
+                .is_none_or(|s| s.matches_in(labels, node_name))
     }
 
     /// Whether there is anything to check.
@@ -393,6 +474,31 @@ impl RequiredNodeAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flat_labels_answer_as_the_map_does() {
+        let map = labels(&[
+            ("kubernetes.io/hostname", "n1"),
+            ("topology.kubernetes.io/zone", "zone1"),
+            ("zone", ""),
+            ("a", "é"),
+            ("ab", "x"),
+        ]);
+        let flat = FlatLabels::new(&map);
+        for key in [
+            "kubernetes.io/hostname",
+            "topology.kubernetes.io/zone",
+            "topology.kubernetes.io/zonf",
+            "zone",
+            "a",
+            "ab",
+            "b",
+            "",
+        ] {
+            assert_eq!(flat.label(key), map.label(key), "{key}");
+        }
+        assert_eq!(FlatLabels::new(&Labels::new()).label("a"), None);
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs

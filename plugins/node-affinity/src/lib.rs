@@ -161,14 +161,14 @@ fn matches_added(added: &AddedAffinity, node: &Node) -> bool {
     added
         .required
         .as_ref()
-        .is_none_or(|s| s.matches(&node.labels, &node.name))
+        .is_none_or(|s| s.matches_in(&node.flat_labels, &node.name))
 }
 
 /// The sum of the weights of the terms the node matches.
 fn preferred_score(terms: &[WeightedNodeSelectorTerm], node: &Node) -> i64 {
     terms
         .iter()
-        .filter(|t| t.term.matches(&node.labels, &node.name))
+        .filter(|t| t.term.matches_in(&node.flat_labels, &node.name))
         .map(|t| i64::from(t.weight))
         .sum()
 }
@@ -203,7 +203,10 @@ impl FilterPlugin for NodeAffinity {
         if !matches_added(&self.added, n) {
             return Status::unresolvable(ERR_REASON_ENFORCED);
         }
-        if !pod.required_node_affinity.matches(&n.labels, &n.name) {
+        if !pod
+            .required_node_affinity
+            .matches_in(&n.flat_labels, &n.name)
+        {
             return Status::unresolvable(ERR_REASON_POD);
         }
         Status::success()
