@@ -42,6 +42,9 @@ pub struct CycleState {
     /// `skip_filter_plugins` as bits over the profile's Filter plugins, set by the framework
     /// after PreFilter so the per-node loop tests a bit instead of hashing a name.
     pub(crate) filter_skip_mask: u64,
+    /// The nominations this cycle's Filter runs see, taken from the nominator at the first
+    /// node that needs them (see `Framework::run_filter_plugins_with_nominated_pods`).
+    pub(crate) nominations: std::sync::OnceLock<std::sync::Arc<crate::NominatedView>>,
 }
 
 impl Clone for CycleState {
@@ -56,6 +59,7 @@ impl Clone for CycleState {
             skip_score_plugins: self.skip_score_plugins.clone(),
             record_plugin_metrics: self.record_plugin_metrics,
             filter_skip_mask: self.filter_skip_mask,
+            nominations: self.nominations.clone(),
         }
     }
 }

@@ -56,7 +56,7 @@ pub use features::{Feature, FeatureGates};
 pub use handle::{Handle, HandleBuilder, HandleControl, LivePods, NoLivePods, PodActivator};
 pub use kinds::{Kind, KindWrite, ObjectKind};
 pub use node_tally::{NodeTally, TallyCache};
-pub use nominator::Nominator;
+pub use nominator::{NominatedView, Nominator};
 pub use objects::{ObjectStore, Store};
 pub use parallel::Parallelizer;
 pub use plugin::*;

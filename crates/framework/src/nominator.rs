@@ -5,12 +5,36 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kubesched_model::PodInfo;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxBuildHasher;
 
 #[derive(Debug, Default)]
 struct Nominations {
     by_node: HashMap<String, Vec<Arc<PodInfo>>>,
     node_of: HashMap<String, String>,
+}
+
+/// The nominations at one moment, read without a lock: a scheduling cycle takes one
+/// ([`Nominator::view`]) and looks every node up in it, where asking the nominator would
+/// take its lock, hash the node name with SipHash and copy the pod list once per node.
+#[derive(Debug, Default)]
+pub struct NominatedView {
+    by_node: HashMap<String, Vec<Arc<PodInfo>>, FxBuildHasher>,
+}
+
+impl NominatedView {
+    /// The pods nominated to a node (empty when none).
+    pub fn pods_for_node(&self, node: &str) -> &[Arc<PodInfo>] {
+        if self.by_node.is_empty() {
+            return &[];
+        }
+        self.by_node.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether no pod is nominated anywhere.
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
 }
 
 /// Nominated pods by node, shared by the queue (which keeps it in step with pod updates,
@@ -22,6 +46,9 @@ pub struct Nominator {
     /// every node from several threads, and a plain load shares the cache line where
     /// taking the read lock would bounce it between cores.
     nominated: AtomicUsize,
+    /// The last view handed out, dropped by every change so the next reader builds a
+    /// fresh one.
+    view: Mutex<Option<Arc<NominatedView>>>,
 }
 
 impl Nominator {
@@ -43,6 +70,7 @@ impl Nominator {
             n.by_node.entry(node).or_default().push(pod);
         }
         self.nominated.store(n.node_of.len(), Ordering::Release);
+        *self.view.lock() = None;
     }
 
     fn remove_locked(n: &mut Nominations, uid: &str) {
@@ -61,6 +89,7 @@ impl Nominator {
         let mut n = self.inner.write();
         Self::remove_locked(&mut n, uid);
         self.nominated.store(n.node_of.len(), Ordering::Release);
+        *self.view.lock() = None;
     }
 
     /// Updates the pod object of a nominated pod. The nomination is kept unless the new
@@ -79,6 +108,26 @@ impl Nominator {
             .get(node)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The nominations as they are now, shared until the next change.
+    pub fn view(&self) -> Arc<NominatedView> {
+        let n = self.inner.read();
+        // Taken under the read lock: a writer (which holds the write lock while it drops
+        // the view) cannot change the nominations between the build and the store.
+        let mut cached = self.view.lock();
+        if let Some(v) = cached.as_ref() {
+            return Arc::clone(v);
+        }
+        let v = Arc::new(NominatedView {
+            by_node: n
+                .by_node
+                .iter()
+                .map(|(node, pods)| (node.clone(), pods.clone()))
+                .collect(),
+        });
+        *cached = Some(Arc::clone(&v));
+        v
     }
 
     /// The node a pod is nominated to.

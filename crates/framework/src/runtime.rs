@@ -1,5 +1,6 @@
 //! `Framework`: one profile's plugins, run at each extension point with upstream's rules.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use crate::plugin::{MAX_NODE_SCORE, MIN_NODE_SCORE};
 use crate::registry::{self, DecodedArgs};
 use crate::waiting::is_rejection;
 use crate::{
-    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, Plugin, PluginError, PointSet,
-    PostFilterResult, PreFilterExtensions, PreFilterResult, ScorePlugin, Status,
+    Code, CycleState, ExtensionPoint, Handle, NodeToStatus, NominatedView, Plugin, PluginError,
+    PointSet, PostFilterResult, PreFilterExtensions, PreFilterResult, ScorePlugin, Status,
 };
 
 /// The plugin that handles `spec.resourceClaims`.
@@ -860,36 +861,67 @@ impl Framework {
         Status::success()
     }
 
-    /// Adds the pods nominated to `node` with priority ≥ the pod's to a copy of the node
-    /// and state. Returns None when there are none.
-    fn with_nominated_pods(
-        &self,
-        state: &CycleState,
-        pod: &PodInfo,
-        node: &NodeInfo,
-    ) -> Result<Option<(CycleState, NodeInfo)>, Status> {
+    /// The nominations Filter sees in the cycle of `state`: the nominator's view, taken
+    /// at the first call of the cycle that finds any pod nominated and kept in the state
+    /// for the rest of the cycle (every node, the preemption dry runs), so a node costs
+    /// one lookup without a lock. None while no pod is nominated anywhere.
+    pub fn nominations<'a>(&self, state: &'a CycleState) -> Option<&'a NominatedView> {
+        if let Some(v) = state.nominations.get() {
+            return Some(v);
+        }
         let nominator = self.handle.nominator();
         if nominator.is_empty() {
+            return None;
+        }
+        Some(state.nominations.get_or_init(|| nominator.view()))
+    }
+
+    /// Adds the pods nominated to `node` with priority ≥ the pod's to a copy of the node
+    /// and tells the PreFilter extensions, on a copy of the state. Returns None when there
+    /// are none. When no PreFilter extension runs in this cycle the state is not copied:
+    /// AddPod would call nothing.
+    fn with_nominated_pods<'s>(
+        &self,
+        state: &'s CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Result<Option<(Cow<'s, CycleState>, NodeInfo)>, Status> {
+        let Some(view) = self.nominations(state) else {
+            return Ok(None);
+        };
+        let relevant = |p: &&Arc<PodInfo>| p.priority >= pod.priority && p.uid != pod.uid;
+        let nominated = view.pods_for_node(node.name());
+        if !nominated.iter().any(|p| relevant(&p)) {
             return Ok(None);
         }
-        let nominated = nominator.pods_for_node(node.name());
-        let relevant: Vec<_> = nominated
-            .into_iter()
-            .filter(|p| p.priority >= pod.priority && p.uid != pod.uid)
-            .collect();
-        if relevant.is_empty() {
-            return Ok(None);
-        }
-        let mut state_out = state.clone();
+        let extensions = self.has_active_pre_filter_extensions(state);
+        let mut state_out = if extensions {
+            Cow::Owned(state.clone())
+        } else {
+            Cow::Borrowed(state)
+        };
         let mut node_out = node.clone();
-        for p in relevant {
+        for p in nominated.iter().filter(relevant) {
             node_out.add_pod(p.clone());
-            let s = self.run_pre_filter_extension_add_pod(&mut state_out, pod, &p, &node_out);
+            if !extensions {
+                continue;
+            }
+            let s = self.run_pre_filter_extension_add_pod(state_out.to_mut(), pod, p, &node_out);
             if !s.is_success() {
                 return Err(s);
             }
         }
         Ok(Some((state_out, node_out)))
+    }
+
+    /// Whether a PreFilter plugin whose Filter runs in this cycle has AddPod/RemovePod.
+    fn has_active_pre_filter_extensions(&self, state: &CycleState) -> bool {
+        self.pre_filter.iter().any(|p| {
+            p.as_pre_filter()
+                .and_then(|pf| pf.pre_filter_extensions())
+                .is_some()
+                && !state.skip_filter_plugins.contains(p.name())
+        })
     }
 
     /// Explain mode only: what would make each Filter plugin that rejects `node` accept
@@ -911,7 +943,7 @@ impl Framework {
             let Some(f) = p.as_filter() else { continue };
             let rejecting = with
                 .as_ref()
-                .map(|(s2, n2)| (s2, n2))
+                .map(|(s2, n2)| (&**s2, n2))
                 .filter(|(s2, n2)| f.filter(s2, pod, n2).is_rejected())
                 .or_else(|| {
                     f.filter(state, pod, node)

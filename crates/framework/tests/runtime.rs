@@ -823,6 +823,62 @@ fn nominated_pods_of_higher_priority_count_in_filter() {
 }
 
 #[test]
+fn a_cycle_sees_the_nominations_it_first_read_and_the_next_cycle_sees_changes() {
+    let l = log();
+    let a = Fake {
+        filter: Some(Box::new(|n| {
+            if n.pods.len() > 1 {
+                Status::unschedulable("too crowded")
+            } else {
+                Status::success()
+            }
+        })),
+        ..Fake::new("A", &l)
+    };
+    let handle = Handle::default();
+    let fw = framework(vec![a], &[], handle.clone());
+    let running = PodBuilder::new("running").node("n1").info();
+    let node = node_info(NodeBuilder::new("n1"), &[running]);
+    let pod = PodBuilder::new("pod").priority(1).info();
+    let high = PodBuilder::new("high")
+        .priority(10)
+        .nominated_node("n1")
+        .info();
+    let other = PodBuilder::new("other").priority(10).info();
+    handle.nominator().add(other.clone(), Some("n2"));
+    let state = CycleState::new();
+    assert!(
+        fw.run_filter_plugins_with_nominated_pods(&state, &pod, &node)
+            .is_success()
+    );
+    let view = handle.nominator().view();
+    assert!(
+        Arc::ptr_eq(&view, &handle.nominator().view()),
+        "shared until a change"
+    );
+    assert_eq!(view.pods_for_node("n2").len(), 1);
+    handle.nominator().add(high.clone(), None);
+    assert!(
+        view.pods_for_node("n1").is_empty(),
+        "a view taken earlier stays as it was"
+    );
+    assert_eq!(handle.nominator().view().pods_for_node("n1").len(), 1);
+    // The cycle keeps what it read first; a new cycle sees the nomination.
+    assert!(
+        fw.run_filter_plugins_with_nominated_pods(&state, &pod, &node)
+            .is_success()
+    );
+    assert_eq!(
+        fw.run_filter_plugins_with_nominated_pods(&CycleState::new(), &pod, &node)
+            .code(),
+        Code::Unschedulable
+    );
+    handle.nominator().remove(&high.uid);
+    handle.nominator().remove(&other.uid);
+    assert!(fw.nominations(&CycleState::new()).is_none());
+}
+
+#[test]
 fn profile_rejects_a_plugin_at_a_point_it_does_not_implement() {
     let l = log();
     let a: Arc<dyn Plugin> = Arc::new(Fake::new("A", &l));

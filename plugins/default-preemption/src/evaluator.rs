@@ -274,13 +274,12 @@ pub(crate) fn has_active_pre_filter_extensions(fw: &Framework, state: &CycleStat
 
 /// Whether a pod of priority ≥ the preemptor's (other than itself) is nominated to the
 /// node: then Filter must also see the node with those pods on it.
-fn has_relevant_nominations(handle: &Handle, pod: &PodInfo, node: &str) -> bool {
-    let nominator = handle.nominator();
-    !nominator.is_empty()
-        && nominator
-            .pods_for_node(node)
+fn has_relevant_nominations(fw: &Framework, state: &CycleState, pod: &PodInfo, node: &str) -> bool {
+    fw.nominations(state).is_some_and(|view| {
+        view.pods_for_node(node)
             .iter()
             .any(|p| p.priority >= pod.priority && p.uid != pod.uid)
+    })
 }
 
 /// SelectVictimsOnNode: the fewest pods to evict from `node` (a copy) so that the
@@ -385,7 +384,7 @@ fn check_node(input: &DryRunInput<'_>, node: &NodeInfo) -> Result<Candidate, Sta
         pod: input.pod,
         state: Cow::Borrowed(input.state),
         extensions: input.extensions,
-        nominated: has_relevant_nominations(input.fw.handle(), input.pod, node.name()),
+        nominated: has_relevant_nominations(input.fw, input.state, input.pod, node.name()),
     };
     let (victims, pdb_violating) =
         select_victims(&mut trial, &mut node_copy, input.budgets, input.now)?;
