@@ -97,8 +97,29 @@ pub(crate) fn has_all_keys(labels: &Labels, constraints: &[Constraint]) -> bool 
 }
 
 /// What a tally remembers of one node: per constraint, the matching pods when the node
-/// counts toward that constraint's domains; None when the node is left out entirely.
-pub(crate) type NodeCounts = Option<Vec<Option<i64>>>;
+/// counts toward that constraint's domains; nothing when the node is left out entirely.
+/// A tally keeps one per node for as long as it lives (50,000 at that scale), so a single
+/// constraint, the usual case, needs no allocation of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NodeCounts {
+    /// The node is left out entirely.
+    Out,
+    /// One constraint.
+    One(Option<u32>),
+    /// Several constraints.
+    Many(Box<[Option<u32>]>),
+}
+
+impl NodeCounts {
+    /// Per constraint, the matching pods when counted; None when the node is left out.
+    pub(crate) fn per_constraint(&self) -> Option<&[Option<u32>]> {
+        match self {
+            Self::Out => None,
+            Self::One(n) => Some(std::slice::from_ref(n)),
+            Self::Many(all) => Some(all),
+        }
+    }
+}
 
 /// Matching pods on one node per constraint, for the constraints whose policies let the
 /// node in. With `require_all_keys` a node lacking any constraint's key is left out;
@@ -111,19 +132,22 @@ pub(crate) fn node_counts(
     require_all_keys: bool,
     skip_hostname: bool,
 ) -> NodeCounts {
-    let node = info.node()?;
+    let Some(node) = info.node() else {
+        return NodeCounts::Out;
+    };
     if require_all_keys && !has_all_keys(&node.labels, constraints) {
-        return None;
+        return NodeCounts::Out;
     }
-    Some(
-        constraints
-            .iter()
-            .map(|c| {
-                (!(skip_hostname && c.topology_key == HOSTNAME) && c.includes_node(pod, node))
-                    .then(|| info.count_matching_pods(&pod.namespace, &c.selector))
-            })
-            .collect(),
-    )
+    let count = |c: &Constraint| {
+        (!(skip_hostname && c.topology_key == HOSTNAME) && c.includes_node(pod, node)).then(|| {
+            // A node's pods are far fewer than u32::MAX.
+            u32::try_from(info.count_matching_pods(&pod.namespace, &c.selector)).unwrap_or(u32::MAX)
+        })
+    };
+    match constraints {
+        [one] => NodeCounts::One(count(one)),
+        all => NodeCounts::Many(all.iter().map(count).collect()),
+    }
 }
 
 /// The selector deduced from the pod's Services and controller (see

@@ -10,7 +10,6 @@ use kubesched_framework::{
 use rustc_hash::FxHashMap;
 
 use crate::common::{Constraint, CountKey, NodeCounts, has_all_keys, node_counts};
-use crate::node_values::{KeyValues, ValuesView};
 use crate::{ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PodTopologySpread};
 
 /// The global minimum when no domain is eligible: large enough that every node passes.
@@ -259,8 +258,6 @@ pub(crate) struct DomainTally {
     nodes_per_value: FxHashMap<Arc<str>, i64>,
     /// Shared with the cycles that took it; copied on write.
     domains: Arc<Domains>,
-    /// Every node's value of the constraint's key, for Filter.
-    values: KeyValues,
 }
 
 /// Adds (`sign` 1) or takes out (-1) one node's counts.
@@ -277,15 +274,11 @@ fn fold_node(
     if totals.len() < constraints.len() {
         totals.resize_with(constraints.len(), DomainTally::default);
     }
-    // Every node's value, counted or not: Filter reads it for any node.
-    for (c, t) in constraints.iter().zip(totals.iter_mut()) {
-        t.values.fold(info, &c.topology_key, sign);
-    }
-    let Some(counts) = counts else {
+    let Some(counts) = counts.per_constraint() else {
         return;
     };
     for ((c, n), t) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
-        let (Some(n), Some(value)) = (n, node.labels.get(&c.topology_key)) else {
+        let (Some(n), Some(value)) = (n.map(i64::from), node.labels.get(&c.topology_key)) else {
             continue;
         };
         let value = value.as_str();
@@ -298,9 +291,9 @@ fn fold_node(
                     domains.add_domain(value);
                 }
             }
-            domains.update(value, *n);
+            domains.update(value, n);
         } else {
-            domains.update(value, -*n);
+            domains.update(value, -n);
             if let Some(k) = t.nodes_per_value.get_mut(value) {
                 *k -= 1;
                 if *k <= 0 {
@@ -318,8 +311,6 @@ pub(crate) struct PreFilterState {
     pub(crate) constraints: Arc<Vec<Constraint>>,
     /// Aligned with `constraints`.
     pub(crate) domains: Vec<Arc<Domains>>,
-    /// Each node's value of each constraint's key, aligned with `constraints`.
-    values: Arc<[ValuesView]>,
     /// Whether the incoming pod matches each constraint's selector (1) or not (0).
     self_match: Arc<[i64]>,
     /// Upstream's critical paths of PreFilter's counts, aligned with `constraints`: found
@@ -379,7 +370,7 @@ impl PreFilterPlugin for PodTopologySpread {
         // changed since the last pod with the same constraints (see `NodeTally`).
         let key = CountKey::new(pod, &constraints, true);
         let parallelizer = self.inner.handle.parallelizer();
-        let (domains, values) = self.inner.filter_tallies.with(key, |tally| {
+        let domains = self.inner.filter_tallies.with(key, |tally| {
             tally.refresh(
                 nodes,
                 parallelizer,
@@ -389,21 +380,13 @@ impl PreFilterPlugin for PodTopologySpread {
                 },
             );
             let totals = tally.total();
-            let domains = (0..constraints.len())
+            (0..constraints.len())
                 .map(|k| {
                     totals
                         .get(k)
                         .map_or_else(Arc::default, |t| Arc::clone(&t.domains))
                 })
-                .collect();
-            let values = (0..constraints.len())
-                .map(|k| {
-                    totals
-                        .get(k)
-                        .map_or_else(ValuesView::default, |t| t.values.view())
-                })
-                .collect();
-            (domains, values)
+                .collect()
         });
         let initial_paths = (0..constraints.len()).map(|_| OnceLock::new()).collect();
         let self_match = constraints
@@ -413,7 +396,6 @@ impl PreFilterPlugin for PodTopologySpread {
         state.write(PreFilterState {
             constraints: Arc::new(constraints),
             domains,
-            values,
             self_match,
             initial_paths,
         });
@@ -463,11 +445,9 @@ impl FilterPlugin for PodTopologySpread {
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
-        let per_constraint = s.values.iter().zip(s.self_match.iter());
-        for ((c, domains), (values, &self_match)) in
-            s.constraints.iter().zip(&s.domains).zip(per_constraint)
+        for ((c, domains), &self_match) in s.constraints.iter().zip(&s.domains).zip(&*s.self_match)
         {
-            let Some(value) = values.get(node, n, &c.topology_key) else {
+            let Some(value) = n.labels.get(&c.topology_key) else {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
             };
             // existing matching pods + the pod itself if it matches - global minimum.

@@ -1,15 +1,18 @@
 //! Each node's value of one topology key, found by the node's generation instead of a
 //! walk of its label map.
 //!
-//! Filter and Score read a node's topology value once per node and constraint. Through
-//! `Node::labels` that is a `BTreeMap` of `String`s: a root node and a key string per
-//! comparison, all in memory no other plugin touched, which made the lookup most of
-//! Filter's cost. A `NodeInfo`'s generation is process-wide unique to one version of one
-//! node (every change, a new `Node` with new labels included, takes a fresh number, and a
-//! clone keeps its source's), so a generation stands for one fixed label map: a hash map
-//! from generation to value, kept beside PreFilter's counts over the snapshot's nodes, answers the
-//! same as the labels. A node it does not know (a copy a preemption dry run changed, a
-//! node outside the snapshot) is looked up in its labels as before.
+//! PreScore and Score read a candidate's topology value once per node and constraint.
+//! Through `Node::labels` that is a `BTreeMap` of `String`s: a root node and a key string
+//! per comparison, in memory no other plugin touched since Filter. (Filter reads the
+//! labels directly: there the label maps are still warm on a quiet machine, and the map
+//! lookup measured slower.) A `NodeInfo`'s generation is process-wide unique to one
+//! version of one node (every change, a new `Node` with new labels included, takes a
+//! fresh number, and a clone keeps its source's), so a generation stands for one fixed
+//! label map: a hash map from generation to value, kept beside the counts of PreScore's
+//! tally over the snapshot's nodes, answers the same as the labels. A node it does not
+//! know (a changed copy, a node outside the snapshot) is looked up in its labels as
+//! before. The map is sharded so that a cycle's view shares all of it but the shards
+//! changed since.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -17,93 +20,95 @@ use std::sync::Arc;
 use kubesched_framework::model::{Node, NodeInfo};
 use rustc_hash::FxHashMap;
 
-/// A node's value of the key by generation (None: the node lacks the key).
-type ByGeneration = FxHashMap<u64, Option<Arc<str>>>;
+/// Nodes' values of the key by generation (None: the node lacks the key), for the
+/// generations of one shard.
+type Shard = FxHashMap<u64, Option<Arc<str>>>;
 
-/// Entries changed since the base map was last rebuilt that a view copies; past this
-/// many the base is rebuilt instead.
-const RECENT_MAX: usize = 128;
+/// The map is split into this many shards, each shared with the views handed out until
+/// it changes: a changed node copies one small shard, not the whole map, so the views
+/// that cycles still hold (binding cycles keep their state) pin little.
+const SHARDS: usize = 128;
 
-/// The running total of a `NodeTally<(), KeyValues>` keyed by one topology key: every
-/// node's value of that key by generation, and the views handed to cycles.
+/// A node's shard, from its `Node` object: kept by every version of the node that did
+/// not change the object itself (pods come and go), so a node's old and new entries are
+/// in one shard. Which shard is only where to look: the generation decides.
+fn shard_of(node: &Node) -> usize {
+    let address = std::ptr::from_ref(node) as usize as u64;
+    // The top bits of a multiplicative hash.
+    (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
+/// The running total of a tally keyed by one topology key: every node's value of that
+/// key by generation, and the view handed to cycles.
 #[derive(Debug, Default)]
-pub(crate) struct KeyValues(RefCell<Inner>);
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// Exact: the tally's nodes, nothing else.
-    current: ByGeneration,
-    /// Entries added since `base` was built (a subset of `current`).
-    recent: ByGeneration,
+pub(crate) struct KeyValues {
+    /// Exact: the tally's nodes, nothing else. Empty until the first node comes.
+    shards: Vec<Arc<Shard>>,
     /// Values shared by the nodes that carry them, with how many do.
     interned: FxHashMap<Arc<str>, usize>,
-    /// `current` as of the last rebuild; may hold entries of nodes gone since, which
-    /// still answer right for their generation.
-    base: Arc<ByGeneration>,
-    /// `recent` as last handed out; None once `recent` moved.
-    recent_view: Option<Arc<ByGeneration>>,
+    /// The shards as last handed out; None once one moved.
+    view: RefCell<Option<Arc<[Arc<Shard>]>>>,
 }
 
 impl KeyValues {
     /// The tally's fold: adds (`sign` 1) or takes out (-1) one node's value of `key`.
     pub(crate) fn fold(&mut self, info: &NodeInfo, key: &str, sign: i64) {
-        let inner = self.0.get_mut();
         let generation = info.generation;
         let Some(node) = info.node().filter(|_| generation != 0) else {
             return;
         };
+        if self.shards.is_empty() {
+            self.shards = (0..SHARDS).map(|_| Arc::default()).collect();
+        }
+        *self.view.get_mut() = None;
+        let Some(shard) = self.shards.get_mut(shard_of(node)) else {
+            return;
+        };
+        let shard = Arc::make_mut(shard);
         if sign < 0 {
-            if let Some(Some(value)) = inner.current.remove(&generation)
-                && let Some(n) = inner.interned.get_mut(&value)
+            if let Some(Some(value)) = shard.remove(&generation)
+                && let Some(n) = self.interned.get_mut(&value)
             {
                 *n -= 1;
                 if *n == 0 {
-                    inner.interned.remove(&value);
+                    self.interned.remove(&value);
                 }
-            }
-            if inner.recent.remove(&generation).is_some() {
-                inner.recent_view = None;
             }
             return;
         }
         let value = node.labels.get(key).map(|v| {
-            let shared: Arc<str> = match inner.interned.get_key_value(v.as_str()) {
+            let shared: Arc<str> = match self.interned.get_key_value(v.as_str()) {
                 Some((shared, _)) => Arc::clone(shared),
                 None => Arc::from(v.as_str()),
             };
-            *inner.interned.entry(Arc::clone(&shared)).or_insert(0) += 1;
+            *self.interned.entry(Arc::clone(&shared)).or_insert(0) += 1;
             shared
         });
-        inner.current.insert(generation, value.clone());
-        inner.recent.insert(generation, value);
-        inner.recent_view = None;
+        shard.insert(generation, value);
     }
 
     /// What a cycle reads: the values as they are now, never changed afterwards.
     pub(crate) fn view(&self) -> ValuesView {
-        let mut inner = self.0.borrow_mut();
-        let inner = &mut *inner;
-        if inner.recent.len() > RECENT_MAX {
-            inner.base = Arc::new(inner.current.clone());
-            // A fresh map: a cleared one keeps its capacity, and views copy all of it.
-            inner.recent = ByGeneration::default();
-            inner.recent_view = None;
-        }
-        let recent = inner
-            .recent_view
-            .get_or_insert_with(|| Arc::new(inner.recent.clone()));
+        let mut view = self.view.borrow_mut();
+        let shards = view.get_or_insert_with(|| self.shards.iter().cloned().collect());
         ValuesView {
-            base: Arc::clone(&inner.base),
-            recent: Arc::clone(recent),
+            shards: Arc::clone(shards),
         }
     }
 }
 
 /// One topology key's values as a cycle sees them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct ValuesView {
-    base: Arc<ByGeneration>,
-    recent: Arc<ByGeneration>,
+    shards: Arc<[Arc<Shard>]>,
+}
+
+impl Default for ValuesView {
+    fn default() -> Self {
+        Self {
+            shards: Arc::new([]),
+        }
+    }
 }
 
 impl ValuesView {
@@ -113,9 +118,9 @@ impl ValuesView {
         let generation = info.generation;
         if generation != 0
             && let Some(value) = self
-                .recent
-                .get(&generation)
-                .or_else(|| self.base.get(&generation))
+                .shards
+                .get(shard_of(node))
+                .and_then(|shard| shard.get(&generation))
         {
             return value.as_deref();
         }
@@ -146,7 +151,7 @@ mod tests {
     }
 
     #[test]
-    fn views_answer_as_the_labels_through_changes_and_rebuilds() {
+    fn views_answer_as_the_labels_through_changes() {
         let mut values = KeyValues::default();
         let mut nodes: Vec<_> = (0..300)
             .map(|i| {
@@ -163,9 +168,9 @@ mod tests {
         for n in &nodes {
             assert_eq!(read(&first, n), from_labels(n));
         }
-        // Relabel nodes one at a time, past the point where the base is rebuilt; a view
-        // taken earlier keeps answering for the nodes it knew.
-        for i in 0..(RECENT_MAX + 40) {
+        // Relabel nodes one at a time; a view taken earlier keeps answering for the
+        // nodes it knew.
+        for i in 0..200 {
             let k = (i * 7) % nodes.len();
             let moved = node(&format!("n{k}"), Some(["x", "y"][i % 2]));
             values.fold(&nodes[k], ZONE, -1);
@@ -177,13 +182,17 @@ mod tests {
         let last = values.view();
         for n in &nodes {
             assert_eq!(read(&last, n), from_labels(n));
+            assert_eq!(read(&first, n), from_labels(n));
         }
-        // Values are shared between the nodes that carry them.
-        let inner = values.0.borrow();
-        assert!(inner.interned.len() <= 5);
-        assert_eq!(inner.current.len(), nodes.len());
+        // Exactly the current nodes are kept; values are shared between the nodes that
+        // carry them.
+        assert!(values.interned.len() <= 5);
         assert_eq!(
-            inner.interned.values().sum::<usize>(),
+            values.shards.iter().map(|s| s.len()).sum::<usize>(),
+            nodes.len()
+        );
+        assert_eq!(
+            values.interned.values().sum::<usize>(),
             nodes.iter().filter(|n| from_labels(n).is_some()).count()
         );
     }
@@ -204,6 +213,7 @@ mod tests {
         assert_eq!(read(&ValuesView::default(), &known), Some("a".to_string()));
         // Taken out, a node is no longer known by the next view.
         values.fold(&known, ZONE, -1);
-        assert!(values.0.borrow().current.is_empty());
+        assert!(values.shards.iter().all(|s| s.is_empty()));
+        assert!(values.interned.is_empty());
     }
 }

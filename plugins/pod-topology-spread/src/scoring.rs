@@ -62,11 +62,11 @@ fn fold_node(
     for (c, (_, values)) in constraints.iter().zip(totals.iter_mut()) {
         values.fold(info, &c.topology_key, sign);
     }
-    let Some(counts) = counts else {
+    let Some(counts) = counts.per_constraint() else {
         return;
     };
     for ((c, n), (total, _)) in constraints.iter().zip(counts).zip(totals.iter_mut()) {
-        let Some(n) = n.filter(|n| *n != 0) else {
+        let Some(n) = n.map(i64::from).filter(|n| *n != 0) else {
             continue;
         };
         let value = node.labels.get(&c.topology_key).map_or("", String::as_str);
