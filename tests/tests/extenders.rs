@@ -858,8 +858,11 @@ fn a_pod_an_extender_rejected_is_tried_again_on_a_cluster_event() {
     });
     let p = result(&before, "p");
     assert_eq!(p.status, PodState::Unschedulable);
-    assert_eq!(p.attempts, 1, "no event, no retry");
-    // Only the extender rejected the pod, and extenders register no events: any event
-    // (here a new node) sends it back to be tried.
+    // Only the extender rejected the pod, so no plugin's hint can turn an event away: any
+    // event sends it back to be tried after its backoff. The first is the pod's own status
+    // update (its PodScheduled condition), as upstream's queue takes every update; the
+    // second attempt writes the same condition, so no update, no third attempt.
+    assert_eq!(p.attempts, 2, "its own condition update, then nothing");
+    // A new node is such an event too.
     assert_eq!(result(&after, "p").node.as_deref(), Some("n4"));
 }

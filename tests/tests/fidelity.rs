@@ -273,6 +273,46 @@ fn without_post_filter_plugins_an_existing_nomination_is_left_alone() {
 }
 
 #[test]
+fn a_nomination_that_arrives_by_a_status_update_is_tried_first() {
+    // The waiting pod learns its nominatedNodeName from a status-only update while it
+    // sits in the queue (as a preemptor learns it from its own status patch). Upstream's
+    // queue replaces the queued object on every update, so the next attempt evaluates
+    // the nominated n1 first and takes it, though the roomier n2 would score higher in
+    // a pass over all nodes.
+    let input = format!(
+        "{}{}{}{}{}",
+        node("n1", "2", ""),
+        node("n2", "4", ""),
+        pod("nn", "on-n1", "2", ", nodeName: n1", ""),
+        pod("nn", "on-n2", "4", ", nodeName: n2", ""),
+        pod("nn", "waiting", "2", ", schedulerName: no-preemption", "")
+    );
+    let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(kubesched_tests::manifests_of(&input), "input.yaml");
+        sim.settle().await;
+        assert_eq!(state_of(&sim.report(), "waiting"), PodState::Unschedulable);
+
+        let mut waiting = (*sim.cluster().pod("nn/waiting").expect("pod")).clone();
+        waiting
+            .status
+            .get_or_insert_with(Default::default)
+            .nominated_node_name = Some("n1".into());
+        sim.cluster().apply_pod(waiting);
+        sim.settle().await;
+        assert!(sim.cluster().delete_pod_by_key("nn/on-n1"));
+        assert!(sim.cluster().delete_pod_by_key("nn/on-n2"));
+        sim.settle().await;
+
+        let placed = sim.cluster().pod("nn/waiting").expect("pod");
+        assert_eq!(
+            placed.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("n1")
+        );
+    });
+}
+
+#[test]
 fn a_victim_holds_its_room_for_its_grace_period_and_bound_pods_start_on_the_virtual_clock() {
     let input = format!(
         "{}{}{}{}",

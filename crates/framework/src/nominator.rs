@@ -92,14 +92,6 @@ impl Nominator {
         *self.view.lock() = None;
     }
 
-    /// Updates the pod object of a nominated pod. The nomination is kept unless the new
-    /// object names another node or the pod got bound.
-    pub fn update(&self, pod: Arc<PodInfo>) {
-        let current = self.inner.read().node_of.get(&pod.uid).cloned();
-        let node = pod.nominated_node_name.clone().or(current);
-        self.add(pod, node.as_deref());
-    }
-
     /// The pods nominated to a node.
     pub fn pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>> {
         self.inner

@@ -71,26 +71,6 @@ pub fn node_update_actions(old: &api::Node, new: &api::Node) -> ActionType {
     a
 }
 
-/// Whether a pod update changed anything but its status and bookkeeping metadata
-/// (status-only updates, such as our own condition patches, must not move pods).
-pub fn pod_spec_or_meta_changed(old: &api::Pod, new: &api::Pod) -> bool {
-    old.spec != new.spec
-        || old.metadata.labels != new.metadata.labels
-        || old.metadata.annotations != new.metadata.annotations
-        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-        || old.metadata.owner_references != new.metadata.owner_references
-        || resource_claim_statuses(old) != resource_claim_statuses(new)
-}
-
-/// The names of a pod's generated ResourceClaims, as its status lists them: the
-/// resource-claim controller writes them and a pod waiting for its claims needs them.
-pub fn resource_claim_statuses(pod: &api::Pod) -> Option<&Vec<api::PodResourceClaimStatus>> {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_ref())
-        .filter(|v| !v.is_empty())
-}
-
 /// Whether a pod is bound (or assigned) to a node.
 pub fn is_assigned(pod: &api::Pod) -> bool {
     pod.spec

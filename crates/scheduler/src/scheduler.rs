@@ -16,9 +16,7 @@ use kubesched_framework::{
 use kubesched_queue::SchedulingQueue;
 use parking_lot::Mutex;
 
-use crate::changes::{
-    ClusterChange, is_assigned, is_terminal, node_update_actions, pod_spec_or_meta_changed,
-};
+use crate::changes::{ClusterChange, is_assigned, is_terminal, node_update_actions};
 use crate::compiled_pods::CompiledPods;
 use crate::explain::{Explanation, ExtenderExplanation, NodeExplanation, PluginScoreExplanation};
 use crate::extender::cycle::{self as extenders, FilterTrace};
@@ -448,14 +446,16 @@ impl Scheduler {
                 if !self.responsible_for(&new_info) {
                     return;
                 }
+                // An assumed pod is being bound; its bind shows up as its next update.
+                if self.cache.is_assumed_pod(&new_info.uid) {
+                    return;
+                }
+                // Every update reaches the queue, status-only ones too (as upstream's
+                // SchedulingQueue.Update): the queued pod must carry its latest object, so
+                // that a preemptor's next attempt sees its nominatedNodeName and tries that
+                // node first. Whether the update moves the pod is the plugins' hints' call.
                 match old_compiled {
-                    Some(o) if pod_spec_or_meta_changed(&old, &new) => {
-                        self.queue.update(&o, new_info)
-                    }
-                    Some(_) => {
-                        // Status only (often our own patch): keep the nomination in step.
-                        self.handle.nominator().update(new_info);
-                    }
+                    Some(o) => self.queue.update(&o, new_info),
                     None => self.queue.add(new_info),
                 }
             }
