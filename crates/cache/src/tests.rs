@@ -538,6 +538,29 @@ fn check_invariants(c: &Cache, m: &Model) -> Result<(), TestCaseError> {
         let fresh = fresh_info(&info.pods);
         prop_assert_eq!(&info.requested, &fresh.requested, "requested of {}", name);
         prop_assert_eq!(&info.non_zero_requested, &fresh.non_zero_requested);
+        // The compact copy Filter and Score read agrees with the full sums.
+        let (n, f) = (info.numbers(), fresh.numbers());
+        prop_assert_eq!(
+            (
+                n.requested_milli_cpu,
+                n.requested_memory,
+                n.requested_ephemeral_storage
+            ),
+            (
+                f.requested_milli_cpu,
+                f.requested_memory,
+                f.requested_ephemeral_storage
+            )
+        );
+        prop_assert_eq!(
+            (n.non_zero_milli_cpu, n.non_zero_memory),
+            (f.non_zero_milli_cpu, f.non_zero_memory)
+        );
+        prop_assert_eq!(info.pod_count(), info.pods.len());
+        if let Some(node) = info.node() {
+            prop_assert_eq!(n.allocatable_milli_cpu, node.allocatable.milli_cpu);
+            prop_assert_eq!(n.allowed_pod_number, node.allocatable.allowed_pod_number);
+        }
         prop_assert_eq!(info.used_ports.entries(), fresh.used_ports.entries());
         prop_assert_eq!(&info.pvc_ref_counts, &fresh.pvc_ref_counts);
         prop_assert_eq!(

@@ -18,7 +18,7 @@ pub mod selector;
 mod taint;
 pub mod topology;
 
-pub use node::{ImageStateSummary, Node, NodeInfo, next_generation};
+pub use node::{ImageStateSummary, Kept, Node, NodeInfo, NodeNumbers, next_generation};
 pub use pod::{
     AffinityTerm, DEFAULT_SCHEDULER_NAME, InclusionPolicy, PodInfo, TopologySpreadConstraint,
     WeightedAffinityTerm, WhenUnsatisfiable,

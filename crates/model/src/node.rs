@@ -1,6 +1,7 @@
 //! `Node` (a node's compiled view) and `NodeInfo` (a node with the pods on it and their sums).
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -106,15 +107,87 @@ pub fn next_generation() -> u64 {
     GENERATION.fetch_add(1, Ordering::Relaxed) + 1
 }
 
+/// A sum [`NodeInfo`] keeps in step with the copy of its numbers at the head of the info
+/// ([`NodeInfo::numbers`], [`NodeInfo::pod_count`]): read it as the value inside; only
+/// `NodeInfo`'s own methods change it. It is not `Clone` on purpose, so that `.clone()`
+/// on it gives the value inside, ready to be changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Kept<T>(T);
+
+impl<T> Deref for Kept<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Kept<Vec<T>> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// The numbers Filter and Score read of every node they examine (NodeResourcesFit,
+/// NodeResourcesBalancedAllocation), copied from the node's full sums into two cache lines
+/// at the head of [`NodeInfo`]. Scalar resources are not here: they stay in the full sums.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeNumbers {
+    /// Allocatable CPU in millicores.
+    pub allocatable_milli_cpu: i64,
+    /// Allocatable memory in bytes.
+    pub allocatable_memory: i64,
+    /// Allocatable ephemeral storage in bytes.
+    pub allocatable_ephemeral_storage: i64,
+    /// Pods the node admits.
+    pub allowed_pod_number: i64,
+    /// CPU the pods on the node request, in millicores.
+    pub requested_milli_cpu: i64,
+    /// Memory the pods on the node request, in bytes.
+    pub requested_memory: i64,
+    /// Ephemeral storage the pods on the node request, in bytes.
+    pub requested_ephemeral_storage: i64,
+    /// CPU requested with the scoring defaults for containers that ask for none.
+    pub non_zero_milli_cpu: i64,
+    /// Memory requested with the scoring defaults for containers that ask for none.
+    pub non_zero_memory: i64,
+}
+
+impl NodeNumbers {
+    /// The numbers of a node with `allocatable` and no pods (what a node event offers).
+    pub fn empty_node(allocatable: &Resource) -> Self {
+        Self::from_sums(allocatable, &Resource::default(), &Resource::default())
+    }
+
+    fn from_sums(allocatable: &Resource, requested: &Resource, non_zero: &Resource) -> Self {
+        Self {
+            allocatable_milli_cpu: allocatable.milli_cpu,
+            allocatable_memory: allocatable.memory,
+            allocatable_ephemeral_storage: allocatable.ephemeral_storage,
+            allowed_pod_number: allocatable.allowed_pod_number,
+            requested_milli_cpu: requested.milli_cpu,
+            requested_memory: requested.memory,
+            requested_ephemeral_storage: requested.ephemeral_storage,
+            non_zero_milli_cpu: non_zero.milli_cpu,
+            non_zero_memory: non_zero.memory,
+        }
+    }
+}
+
 /// A node and the pods on it, with sums kept exact on every add and remove.
 ///
-/// The layout is C's, in declaration order, on purpose: what Filter reads for every node
-/// examined (the node pointer, the flags copied from it, the pod count, requested and
-/// allocatable) comes first and fills the first three cache lines of the allocation, and
-/// what Score adds (image states, non-zero requests) follows at once. Left to the
-/// compiler, these fields were spread over the whole struct, and each pass paid a miss
-/// on lines it read only one word of.
-#[derive(Debug, Clone, Default)]
+/// The layout is C's, in declaration order, on purpose: what Filter and Score read for
+/// every node examined (the node pointer, the flags copied from it, the pod count and the
+/// [`NodeNumbers`]) comes first, 88 bytes that share two cache lines with the `Arc`'s
+/// counts when the allocation falls well. Everything after is read only for pods that
+/// need it (ports, affinity, scalar resources, images). Left to the compiler, these fields
+/// were spread over the whole struct, and each pass paid a miss on lines it read only one
+/// word of.
+#[derive(Debug, Default)]
 #[repr(C)]
 pub struct NodeInfo {
     node: Option<Arc<Node>>,
@@ -123,16 +196,23 @@ pub struct NodeInfo {
     node_unschedulable: bool,
     /// Whether the node has any taint, copied here for the same reason.
     node_has_taints: bool,
+    /// Whether the node reports any image, so ImageLocality reads `image_states` only then.
+    node_has_images: bool,
+    /// `pods.len()`, in what would be padding, so NodeResourcesFit leaves `pods` unread.
+    pod_count: u32,
+    /// `allocatable`, `requested` and `non_zero_requested` in two cache lines.
+    numbers: NodeNumbers,
     /// Pods on the node (bound or assumed).
-    pub pods: Vec<Arc<PodInfo>>,
-    /// Sum of the pods' requests.
-    pub requested: Resource,
-    /// The node's allocatable resources.
-    pub allocatable: Resource,
-    /// Images on the node with their spread (filled by the cache).
+    pub pods: Kept<Vec<Arc<PodInfo>>>,
+    /// The node's own images with their spread (filled by the cache): empty when the node
+    /// reports none.
     pub image_states: HashMap<String, ImageStateSummary>,
+    /// Sum of the pods' requests.
+    pub requested: Kept<Resource>,
     /// Sum of the pods' requests with scoring defaults.
-    pub non_zero_requested: Resource,
+    pub non_zero_requested: Kept<Resource>,
+    /// The node's allocatable resources.
+    pub allocatable: Kept<Resource>,
     /// Host ports in use.
     pub used_ports: HostPortInfo,
     /// Pods with any pod affinity or anti-affinity term.
@@ -143,6 +223,30 @@ pub struct NodeInfo {
     pub pvc_ref_counts: HashMap<String, u32>,
     /// Bumped on every change; snapshots copy only nodes whose generation moved.
     pub generation: u64,
+}
+
+// By hand because `Kept` is not `Clone` (see there).
+impl Clone for NodeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            node: self.node.clone(),
+            node_unschedulable: self.node_unschedulable,
+            node_has_taints: self.node_has_taints,
+            node_has_images: self.node_has_images,
+            pod_count: self.pod_count,
+            numbers: self.numbers,
+            pods: Kept(self.pods.0.clone()),
+            image_states: self.image_states.clone(),
+            requested: Kept(self.requested.0.clone()),
+            non_zero_requested: Kept(self.non_zero_requested.0.clone()),
+            allocatable: Kept(self.allocatable.0.clone()),
+            used_ports: self.used_ports.clone(),
+            pods_with_affinity: self.pods_with_affinity.clone(),
+            pods_with_required_anti_affinity: self.pods_with_required_anti_affinity.clone(),
+            pvc_ref_counts: self.pvc_ref_counts.clone(),
+            generation: self.generation,
+        }
+    }
 }
 
 impl NodeInfo {
@@ -190,6 +294,25 @@ impl NodeInfo {
         self.node_has_taints
     }
 
+    /// The node's numbers Filter and Score read (see [`NodeNumbers`]).
+    #[inline]
+    pub fn numbers(&self) -> &NodeNumbers {
+        &self.numbers
+    }
+
+    /// How many pods are on the node, without touching `pods`.
+    #[inline]
+    pub fn pod_count(&self) -> usize {
+        self.pod_count as usize
+    }
+
+    /// Whether the node reports any image (false for a placeholder), without touching the
+    /// node or `image_states`.
+    #[inline]
+    pub fn node_has_images(&self) -> bool {
+        self.node_has_images
+    }
+
     /// The node's name, or "" for a placeholder.
     #[inline]
     pub fn name(&self) -> &str {
@@ -198,9 +321,11 @@ impl NodeInfo {
 
     /// Sets or replaces the node object.
     pub fn set_node(&mut self, node: Arc<Node>) {
-        self.allocatable = node.allocatable.clone();
+        self.allocatable.0 = node.allocatable.clone();
+        self.refresh_numbers();
         self.node_unschedulable = node.unschedulable;
         self.node_has_taints = !node.taints.is_empty();
+        self.node_has_images = !node.images.is_empty();
         self.node = Some(node);
         self.generation = next_generation();
     }
@@ -210,14 +335,15 @@ impl NodeInfo {
         self.node = None;
         self.node_unschedulable = false;
         self.node_has_taints = false;
+        self.node_has_images = false;
         self.generation = next_generation();
     }
 
     /// Adds a pod and its requests, ports and claims.
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
-        self.requested.add(&pod.requests);
-        self.non_zero_requested.milli_cpu += pod.non_zero_requests.milli_cpu;
-        self.non_zero_requested.memory += pod.non_zero_requests.memory;
+        self.requested.0.add(&pod.requests);
+        self.non_zero_requested.0.milli_cpu += pod.non_zero_requests.milli_cpu;
+        self.non_zero_requested.0.memory += pod.non_zero_requests.memory;
         for p in &pod.host_ports {
             self.used_ports.add(p);
         }
@@ -233,21 +359,23 @@ impl NodeInfo {
         if pod.has_required_anti_affinity() {
             self.pods_with_required_anti_affinity.push(pod.clone());
         }
-        self.pods.push(pod);
+        self.pods.0.push(pod);
+        self.refresh_numbers();
         self.generation = next_generation();
     }
 
     /// Removes the pod with this UID; returns it, or None when it was not here.
     pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
         let i = self.pods.iter().position(|p| p.uid == uid)?;
-        let pod = self.pods.swap_remove(i);
+        let pod = self.pods.0.swap_remove(i);
         self.pods_with_affinity.retain(|p| p.uid != uid);
         self.pods_with_required_anti_affinity
             .retain(|p| p.uid != uid);
-        self.requested.sub(&pod.requests);
-        self.requested.scalar.retain(|_, v| *v != 0);
-        self.non_zero_requested.milli_cpu -= pod.non_zero_requests.milli_cpu;
-        self.non_zero_requested.memory -= pod.non_zero_requests.memory;
+        self.requested.0.sub(&pod.requests);
+        self.requested.0.scalar.retain(|_, v| *v != 0);
+        self.non_zero_requested.0.milli_cpu -= pod.non_zero_requests.milli_cpu;
+        self.non_zero_requested.0.memory -= pod.non_zero_requests.memory;
+        self.refresh_numbers();
         for p in &pod.host_ports {
             self.used_ports.remove(p);
         }
@@ -262,6 +390,14 @@ impl NodeInfo {
         }
         self.generation = next_generation();
         Some(pod)
+    }
+
+    /// Copies the sums into the head of the info: every method that changes them calls it.
+    fn refresh_numbers(&mut self) {
+        self.numbers =
+            NodeNumbers::from_sums(&self.allocatable, &self.requested, &self.non_zero_requested);
+        // More than 4 billion pods on a node is not a thing; saturate rather than wrap.
+        self.pod_count = u32::try_from(self.pods.len()).unwrap_or(u32::MAX);
     }
 
     /// Whether a pod with this UID is on the node.
@@ -362,5 +498,62 @@ mod tests {
         assert_eq!(info.requested.milli_cpu, 250);
         assert!(info.used_ports.is_empty());
         assert_eq!(info.pods.len(), 1);
+    }
+
+    #[test]
+    fn images_flag_follows_the_node_object() {
+        let mut info = NodeInfo::default();
+        assert!(!info.node_has_images());
+        let mut n = node(api::NodeSpec::default());
+        Arc::make_mut(&mut n).images = vec![(vec!["nginx:1.27".into()], 1 << 20)];
+        info.set_node(n);
+        assert!(info.node_has_images());
+        info.set_node(node(api::NodeSpec::default()));
+        assert!(!info.node_has_images());
+        info.remove_node();
+        assert!(!info.node_has_images());
+    }
+
+    #[test]
+    fn numbers_follow_the_sums() {
+        let want = |info: &NodeInfo| NodeNumbers {
+            allocatable_milli_cpu: info.allocatable.milli_cpu,
+            allocatable_memory: info.allocatable.memory,
+            allocatable_ephemeral_storage: info.allocatable.ephemeral_storage,
+            allowed_pod_number: info.allocatable.allowed_pod_number,
+            requested_milli_cpu: info.requested.milli_cpu,
+            requested_memory: info.requested.memory,
+            requested_ephemeral_storage: info.requested.ephemeral_storage,
+            non_zero_milli_cpu: info.non_zero_requested.milli_cpu,
+            non_zero_memory: info.non_zero_requested.memory,
+        };
+        let check = |info: &NodeInfo| {
+            assert_eq!(*info.numbers(), want(info));
+            assert_eq!(info.pod_count(), info.pods.len());
+            let copy = info.clone();
+            assert_eq!(*copy.numbers(), want(&copy));
+            assert_eq!(copy.pod_count(), copy.pods.len());
+        };
+        let mut info = NodeInfo::default();
+        check(&info);
+        let mut n = node(api::NodeSpec::default());
+        Arc::make_mut(&mut n).allocatable = Resource {
+            milli_cpu: 4000,
+            memory: 1 << 30,
+            ephemeral_storage: 7,
+            allowed_pod_number: 110,
+            ..Default::default()
+        };
+        info.set_node(n);
+        check(&info);
+        info.add_pod(pod("a", "100m", None));
+        info.add_pod(pod("b", "250m", None));
+        check(&info);
+        assert_eq!(info.numbers().requested_milli_cpu, 350);
+        info.remove_pod("a");
+        check(&info);
+        info.remove_node();
+        check(&info);
+        assert_eq!(info.pod_count(), 1);
     }
 }

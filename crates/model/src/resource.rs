@@ -194,22 +194,19 @@ impl ScoredResource {
         cpu_memory: CpuMemoryRequests,
         pod_request: i64,
     ) -> (i64, i64) {
-        let cpu_memory_requested = match cpu_memory {
-            CpuMemoryRequests::NonZero => &node.non_zero_requested,
-            CpuMemoryRequests::Plain => &node.requested,
+        // cpu, memory and ephemeral storage come from the compact numbers at the head of
+        // the info; only the other resources read the full sums.
+        let n = node.numbers();
+        let (cpu_requested, memory_requested) = match cpu_memory {
+            CpuMemoryRequests::NonZero => (n.non_zero_milli_cpu, n.non_zero_memory),
+            CpuMemoryRequests::Plain => (n.requested_milli_cpu, n.requested_memory),
         };
         match self {
-            Self::Cpu => (
-                node.allocatable.milli_cpu,
-                cpu_memory_requested.milli_cpu + pod_request,
-            ),
-            Self::Memory => (
-                node.allocatable.memory,
-                cpu_memory_requested.memory + pod_request,
-            ),
+            Self::Cpu => (n.allocatable_milli_cpu, cpu_requested + pod_request),
+            Self::Memory => (n.allocatable_memory, memory_requested + pod_request),
             Self::EphemeralStorage => (
-                node.allocatable.ephemeral_storage,
-                node.requested.ephemeral_storage + pod_request,
+                n.allocatable_ephemeral_storage,
+                n.requested_ephemeral_storage + pod_request,
             ),
             Self::Other { scalar: true, .. } if pod_request == 0 => (0, 0),
             Self::Other { name, .. } => match node.allocatable.scalar.get(name) {
@@ -471,33 +468,71 @@ mod tests {
 
     #[test]
     fn scored_resources_read_the_sums_each_plugin_scores_with() {
-        let mut node = crate::NodeInfo::default();
-        node.allocatable = Resource {
-            milli_cpu: 4000,
-            memory: 8 << 30,
-            ephemeral_storage: 100,
-            scalar: BTreeMap::from([("example.com/gpu".to_string(), 4)]),
+        let list = |amounts: &[(&str, &str)]| -> BTreeMap<String, ApiQuantity> {
+            amounts
+                .iter()
+                .map(|(k, v)| (k.to_string(), ApiQuantity(v.to_string())))
+                .collect()
+        };
+        let meta = |name: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            uid: Some(name.into()),
             ..Default::default()
         };
-        node.requested = Resource {
-            milli_cpu: 500,
-            memory: 1 << 30,
-            ephemeral_storage: 10,
-            scalar: BTreeMap::from([("example.com/gpu".to_string(), 1)]),
+        let pod = |name: &str, requests: &[(&str, &str)]| {
+            let p = api::Pod {
+                metadata: meta(name),
+                spec: Some(api::PodSpec {
+                    containers: vec![api::Container {
+                        name: "c".into(),
+                        resources: Some(api::ResourceRequirements {
+                            requests: Some(list(requests)),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            std::sync::Arc::new(crate::PodInfo::new(std::sync::Arc::new(p)).expect("pod"))
+        };
+        let api_node = api::Node {
+            metadata: meta("n1"),
+            status: Some(api::NodeStatus {
+                allocatable: Some(list(&[
+                    (CPU, "4"),
+                    (MEMORY, "8Gi"),
+                    (EPHEMERAL_STORAGE, "100"),
+                    ("example.com/gpu", "4"),
+                ])),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        node.non_zero_requested = Resource {
-            milli_cpu: 700,
-            memory: 2 << 30,
-            ..Default::default()
-        };
+        let mut node = crate::NodeInfo::new(std::sync::Arc::new(
+            crate::Node::new(std::sync::Arc::new(api_node)).expect("node"),
+        ));
+        node.add_pod(pod(
+            "a",
+            &[
+                (CPU, "500m"),
+                (MEMORY, "1Gi"),
+                (EPHEMERAL_STORAGE, "10"),
+                ("example.com/gpu", "1"),
+            ],
+        ));
+        // No requests: the scoring defaults (100m, 200Mi) count in the non-zero sums only.
+        node.add_pod(pod("b", &[]));
+        const MIB: i64 = 1 << 20;
         let at = |name: &str, cm, req| {
             ScoredResource::new(name).allocatable_and_requested(&node, cm, req)
         };
         use CpuMemoryRequests::{NonZero, Plain};
-        assert_eq!(at(CPU, NonZero, 100), (4000, 800));
+        assert_eq!(at(CPU, NonZero, 100), (4000, 700));
         assert_eq!(at(CPU, Plain, 100), (4000, 600));
-        assert_eq!(at(MEMORY, NonZero, 0), (8 << 30, 2 << 30));
+        assert_eq!(at(MEMORY, NonZero, 0), (8 << 30, 1224 * MIB));
         assert_eq!(at(MEMORY, Plain, 0), (8 << 30, 1 << 30));
         // Ephemeral storage always reads the plain sums.
         assert_eq!(at(EPHEMERAL_STORAGE, NonZero, 5), (100, 15));

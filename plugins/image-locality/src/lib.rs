@@ -92,11 +92,13 @@ pub fn calculate_priority(sum: i64, num_containers: usize) -> i64 {
 }
 
 /// The sum of the scaled scores of the pod's images present on the node.
-fn sum_image_scores(node: &NodeInfo, pod: &PodInfo, total_nodes: usize) -> i64 {
-    // Most nodes report no images: nothing to normalise or look up.
-    if node.image_states.is_empty() {
+fn sum_image_scores(node: &NodeInfo, pod: &PodInfo, total_nodes: impl FnOnce() -> usize) -> i64 {
+    // Most nodes report no images: nothing to normalise or look up, and the flag at the
+    // head of the info saves reading `image_states` (a cache line of its own).
+    if !node.node_has_images() || node.image_states.is_empty() {
         return 0;
     }
+    let total_nodes = total_nodes();
     pod.images
         .iter()
         .filter_map(|image| node.image_states.get(normalized_image_name(image).as_ref()))
@@ -109,8 +111,7 @@ impl ScorePlugin for ImageLocality {
         if node.node().is_none() {
             return Err(Status::error("node not found"));
         }
-        let total_nodes = self.handle.num_nodes();
-        let sum = sum_image_scores(node, pod, total_nodes);
+        let sum = sum_image_scores(node, pod, || self.handle.num_nodes());
         Ok(calculate_priority(sum, pod.images.len()))
     }
 }

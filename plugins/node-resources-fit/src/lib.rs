@@ -11,14 +11,14 @@ mod args;
 mod scoring;
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
 use kubesched_framework::model::resource::is_extended_resource_name;
-use kubesched_framework::model::{NodeInfo, PodInfo, Resource};
+use kubesched_framework::model::{NodeInfo, NodeNumbers, PodInfo, Resource};
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
     Code, CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
@@ -61,18 +61,44 @@ pub struct InsufficientResource {
     pub unresolvable: bool,
 }
 
-/// Every resource a node with `allocatable`, `used` by `pods` pods, lacks for a pod
-/// requesting `request`, in upstream's order (pods, cpu, memory, ephemeral storage, then
-/// scalar resources by name). `ignored` extended resources are not checked.
+/// What a node offers, as [`insufficient_resources`] reads it: the compact numbers (cpu,
+/// memory, ephemeral storage, pods) and the full sums' scalar resources, which are only
+/// read when the pod requests one.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRoom<'a> {
+    /// Allocatable and requested cpu, memory, ephemeral storage; allowed pods.
+    pub numbers: &'a NodeNumbers,
+    /// Pods on the node.
+    pub pods: usize,
+    /// Allocatable scalar resources.
+    pub allocatable_scalar: &'a BTreeMap<String, i64>,
+    /// Requested scalar resources.
+    pub used_scalar: &'a BTreeMap<String, i64>,
+}
+
+impl<'a> NodeRoom<'a> {
+    /// The room of a node with its pods.
+    pub fn of(node: &'a NodeInfo) -> Self {
+        Self {
+            numbers: node.numbers(),
+            pods: node.pod_count(),
+            allocatable_scalar: &node.allocatable.scalar,
+            used_scalar: &node.requested.scalar,
+        }
+    }
+}
+
+/// Every resource a node with `room` lacks for a pod requesting `request`, in upstream's
+/// order (pods, cpu, memory, ephemeral storage, then scalar resources by name). `ignored`
+/// extended resources are not checked.
 pub fn insufficient_resources(
     request: &Resource,
-    allocatable: &Resource,
-    used: &Resource,
-    pods: usize,
+    room: NodeRoom<'_>,
     ignored: impl Fn(&str) -> bool,
 ) -> Vec<InsufficientResource> {
     let mut out = Vec::new();
-    let allowed = allocatable.allowed_pod_number;
+    let (n, pods) = (room.numbers, room.pods);
+    let allowed = n.allowed_pod_number;
     if pods as i64 + 1 > allowed {
         out.push(InsufficientResource {
             resource: Cow::Borrowed("pods"),
@@ -95,22 +121,22 @@ pub fn insufficient_resources(
             "cpu",
             REASON_INSUFFICIENT_CPU,
             request.milli_cpu,
-            used.milli_cpu,
-            allocatable.milli_cpu,
+            n.requested_milli_cpu,
+            n.allocatable_milli_cpu,
         ),
         (
             "memory",
             REASON_INSUFFICIENT_MEMORY,
             request.memory,
-            used.memory,
-            allocatable.memory,
+            n.requested_memory,
+            n.allocatable_memory,
         ),
         (
             "ephemeral-storage",
             REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
             request.ephemeral_storage,
-            used.ephemeral_storage,
-            allocatable.ephemeral_storage,
+            n.requested_ephemeral_storage,
+            n.allocatable_ephemeral_storage,
         ),
     ];
     for (resource, reason, want, in_use, capacity) in fixed {
@@ -129,8 +155,8 @@ pub fn insufficient_resources(
         if want == 0 || (is_extended_resource_name(name) && ignored(name)) {
             continue;
         }
-        let capacity = allocatable.scalar.get(name).copied().unwrap_or(0);
-        let in_use = used.scalar.get(name).copied().unwrap_or(0);
+        let capacity = room.allocatable_scalar.get(name).copied().unwrap_or(0);
+        let in_use = room.used_scalar.get(name).copied().unwrap_or(0);
         if want > capacity - in_use {
             out.push(InsufficientResource {
                 resource: Cow::Owned(name.clone()),
@@ -147,13 +173,7 @@ pub fn insufficient_resources(
 
 /// What a pod lacks on a node, checking every resource (upstream's `Fits`).
 pub fn fits(pod: &PodInfo, node: &NodeInfo) -> Vec<InsufficientResource> {
-    insufficient_resources(
-        &pod.requests,
-        &node.allocatable,
-        &node.requested,
-        node.pods.len(),
-        |_| false,
-    )
+    insufficient_resources(&pod.requests, NodeRoom::of(node), |_| false)
 }
 
 /// The NodeResourcesFit plugin.
@@ -225,13 +245,7 @@ impl FilterPlugin for NodeResourcesFit {
                 "error reading \"PreFilter{NAME}\" from cycleState: not found"
             ));
         };
-        let short = insufficient_resources(
-            request,
-            &node.allocatable,
-            &node.requested,
-            node.pods.len(),
-            |name| self.ignored(name),
-        );
+        let short = insufficient_resources(request, NodeRoom::of(node), |name| self.ignored(name));
         if short.is_empty() {
             return Status::success();
         }
@@ -248,16 +262,10 @@ impl FilterPlugin for NodeResourcesFit {
             Some(PreFilterState(r)) => r,
             None => &pod.requests,
         };
-        insufficient_resources(
-            request,
-            &node.allocatable,
-            &node.requested,
-            node.pods.len(),
-            |name| self.ignored(name),
-        )
-        .into_iter()
-        .map(|r| Remedy::more_resource(&r.resource, r.requested, r.used, r.capacity))
-        .collect()
+        insufficient_resources(request, NodeRoom::of(node), |name| self.ignored(name))
+            .into_iter()
+            .map(|r| Remedy::more_resource(&r.resource, r.requested, r.used, r.capacity))
+            .collect()
     }
 }
 
@@ -351,10 +359,14 @@ fn node_event_hint(
         .and_then(EventObject::as_node)
         .ok_or("expected a node")?;
     // Would the pod fit the node if it were empty? If not, no change to it can help.
-    let empty = Resource::default();
-    if !insufficient_resources(&pod.requests, &modified.allocatable, &empty, 0, |_| false)
-        .is_empty()
-    {
+    let numbers = NodeNumbers::empty_node(&modified.allocatable);
+    let room = NodeRoom {
+        numbers: &numbers,
+        pods: 0,
+        allocatable_scalar: &modified.allocatable.scalar,
+        used_scalar: &BTreeMap::new(),
+    };
+    if !insufficient_resources(&pod.requests, room, |_| false).is_empty() {
         return Ok(QueueingHint::Skip);
     }
     let Some(original) = old.and_then(EventObject::as_node) else {
