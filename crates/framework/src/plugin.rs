@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use kubesched_model::{NodeInfo, PodInfo};
 
 use crate::events::ClusterEventWithHint;
-use crate::{CycleState, Framework, Status};
+use crate::{CycleState, Framework, NodeToStatus, Status};
 
 /// A pod waiting in the scheduling queue, with its queueing history.
 #[derive(Debug, Clone)]
@@ -375,22 +375,6 @@ pub trait FilterPlugin: Send + Sync {
         _node: &NodeInfo,
     ) -> Vec<crate::Remedy> {
         Vec::new()
-    }
-}
-
-/// The status each node's Filter gave, for PostFilter and failure messages.
-#[derive(Debug, Clone, Default)]
-pub struct NodeToStatus {
-    /// Node name → the rejecting status.
-    pub statuses: std::collections::HashMap<String, Status>,
-    /// The status of nodes not in the map (e.g. all nodes excluded by PreFilter).
-    pub absent: Option<Status>,
-}
-
-impl NodeToStatus {
-    /// The status of one node.
-    pub fn get(&self, node: &str) -> Option<&Status> {
-        self.statuses.get(node).or(self.absent.as_ref())
     }
 }
 

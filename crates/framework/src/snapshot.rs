@@ -140,6 +140,11 @@ impl Snapshot {
         self.index.get(name).map(|&i| &self.node_infos[i])
     }
 
+    /// Where a node is in [`Snapshot::list`].
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
         self.node_infos.len()

@@ -64,12 +64,12 @@ impl FitError {
             msg.push_str(&format!(" {}.", d.pre_filter_msg));
         } else {
             let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-            for status in d.node_to_status.statuses.values() {
+            for (status, nodes) in d.node_to_status.counted() {
                 for r in status.reasons() {
-                    *counts.entry(r.as_str()).or_insert(0) += 1;
+                    *counts.entry(r.as_str()).or_insert(0) += nodes;
                 }
             }
-            let explicit = d.node_to_status.statuses.len();
+            let explicit = d.node_to_status.len();
             if explicit < self.num_all_nodes
                 && let Some(absent) = &d.node_to_status.absent
             {
@@ -104,7 +104,7 @@ mod tests {
     fn with(statuses: &[(&str, Status)]) -> Diagnosis {
         let mut d = Diagnosis::default();
         for (n, s) in statuses {
-            d.node_to_status.statuses.insert(n.to_string(), s.clone());
+            d.node_to_status.set(*n, s.clone());
         }
         d
     }

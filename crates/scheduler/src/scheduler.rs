@@ -9,9 +9,9 @@ use kubesched_cache::Cache;
 use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventResource};
 use kubesched_framework::model::{Node, NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, HandleControl, ObjectRef,
-    PodScheduledCondition, PodStatusUpdate, PreemptionExplainer, QueuedPodInfo, ScoreTable,
-    Snapshot, Status,
+    Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, HandleControl,
+    NodeToStatus, ObjectRef, PodScheduledCondition, PodStatusUpdate, PreemptionExplainer,
+    QueuedPodInfo, ScoreTable, Snapshot, Status,
 };
 use kubesched_queue::SchedulingQueue;
 use parking_lot::Mutex;
@@ -823,13 +823,21 @@ impl Scheduler {
         // Per-node statuses only matter when no node fits (PostFilter and the failure
         // message read them); a pod that fits skips building the map.
         if feasible.is_empty() {
-            let statuses = &mut diagnosis.node_to_status.statuses;
-            statuses.reserve(rejected.len() + extender_statuses.len());
+            let absent = diagnosis.node_to_status.absent.take();
+            let statuses = &mut diagnosis.node_to_status;
+            *statuses = NodeToStatus::for_snapshot(Arc::clone(snapshot));
+            statuses.absent = absent;
+            // Positions in `nodes` are the snapshot's own unless PreFilter narrowed them.
+            let by_position = std::ptr::eq(nodes, all);
             for (i, status) in rejected {
-                statuses.insert(nodes[i].name().to_string(), status);
+                if by_position {
+                    statuses.set_at(i, status);
+                } else {
+                    statuses.set(nodes[i].name(), status);
+                }
             }
             for (node, status) in extender_statuses {
-                statuses.insert(node, status);
+                statuses.set(&node, status);
             }
         }
         Ok((feasible, diagnosis))
@@ -1470,9 +1478,7 @@ fn rejection_diagnosis(host: &str, status: &Status) -> Option<Diagnosis> {
     }
     let mut d = Diagnosis::default();
     d.add_plugin_status(status);
-    d.node_to_status
-        .statuses
-        .insert(host.to_string(), status.clone());
+    d.node_to_status.set(host, status.clone());
     Some(d)
 }
 

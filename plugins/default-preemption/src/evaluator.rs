@@ -479,8 +479,14 @@ pub(crate) fn potential_nodes(snapshot: &Snapshot, statuses: &NodeToStatus) -> V
     snapshot
         .list()
         .iter()
-        .filter(|n| code_of(statuses, n.name()) == Code::Unschedulable)
-        .cloned()
+        .enumerate()
+        .filter(|&(i, _)| {
+            statuses
+                .get_at(snapshot, i)
+                .map_or(Code::UnschedulableAndUnresolvable, Status::code)
+                == Code::Unschedulable
+        })
+        .map(|(_, n)| Arc::clone(n))
         .collect()
 }
 

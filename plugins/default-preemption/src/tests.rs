@@ -402,14 +402,13 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
     let pre = fw.run_pre_filter_plugins(&mut state, &preemptor, snapshot.list());
     assert!(pre.status.is_success(), "PreFilter: {:?}", pre.status);
     let statuses = env.statuses.unwrap_or_else(|| {
-        let mut m = NodeToStatus::default();
-        for n in snapshot.list() {
+        let mut m = NodeToStatus::for_snapshot(snapshot.clone());
+        for (i, n) in snapshot.list().iter().enumerate() {
             let s = fw.run_filter_plugins_with_nominated_pods(&state, &preemptor, n);
             if env.unresolvable.contains(&n.name()) {
-                m.statuses
-                    .insert(n.name().to_string(), Status::unresolvable("unresolvable"));
+                m.set_at(i, Status::unresolvable("unresolvable"));
             } else if !s.is_success() {
-                m.statuses.insert(n.name().to_string(), s);
+                m.set_at(i, s);
             }
         }
         m
@@ -570,9 +569,10 @@ async fn post_filter_table() {
         Case {
             name: "an Unschedulable absent status makes every node a candidate",
             env: Env {
-                statuses: Some(NodeToStatus {
-                    statuses: Default::default(),
-                    absent: Some(Status::unschedulable("rejected at PreFilter")),
+                statuses: Some({
+                    let mut m = NodeToStatus::default();
+                    m.absent = Some(Status::unschedulable("rejected at PreFilter"));
+                    m
                 }),
                 ..Env::new(vec![one_pod("node1")], vec![bound("p1", LOW, "node1")])
             },
