@@ -196,6 +196,8 @@ pub struct Framework {
     pre_enqueue: PluginList,
     pre_filter: PluginList,
     filter: PluginList,
+    /// The Filter plugins' names, shared by every rejection they give.
+    filter_names: Vec<Arc<str>>,
     post_filter: PluginList,
     pre_score: PluginList,
     score: Vec<(Arc<dyn Plugin>, i64)>,
@@ -389,13 +391,15 @@ impl Framework {
             total += w * MAX_NODE_SCORE;
             score.push((p, w));
         }
+        let filter = list(ExtensionPoint::Filter)?;
         Ok(Self {
             profile_name: spec.scheduler_name.clone(),
             percentage_of_nodes_to_score: spec.percentage_of_nodes_to_score,
             queue_sort: queue_sort_list.into_iter().next(),
             pre_enqueue: list(ExtensionPoint::PreEnqueue)?,
             pre_filter: list(ExtensionPoint::PreFilter)?,
-            filter: list(ExtensionPoint::Filter)?,
+            filter_names: filter.iter().map(|p| Arc::from(p.name())).collect(),
+            filter,
             post_filter: list(ExtensionPoint::PostFilter)?,
             pre_score: list(ExtensionPoint::PreScore)?,
             score,
@@ -759,18 +763,19 @@ impl Framework {
             let Some(f) = p.as_filter() else { continue };
             let s = f.filter(state, pod, node);
             if !s.is_success() {
-                return Self::filter_rejection(p, s);
+                return self.filter_rejection(i, s);
             }
         }
         Status::success()
     }
 
-    fn filter_rejection(p: &Arc<dyn Plugin>, s: Status) -> Status {
+    fn filter_rejection(&self, i: usize, s: Status) -> Status {
+        let name = &self.filter_names[i];
         if !s.is_rejected() {
-            return Status::error(format!("running {:?} filter plugin: {s}", p.name()))
-                .with_plugin(p.name());
+            return Status::error(format!("running {name:?} filter plugin: {s}"))
+                .with_plugin_shared(name);
         }
-        s.with_plugin(p.name())
+        s.with_plugin_shared(name)
     }
 
     /// Filter on one node timing every plugin into `timings`: one clock read per plugin
@@ -793,7 +798,7 @@ impl Framework {
             timings.push(i, s.code(), now - started);
             started = now;
             if !s.is_success() {
-                return Self::filter_rejection(p, s);
+                return self.filter_rejection(i, s);
             }
         }
         Status::success()

@@ -51,9 +51,49 @@ pub struct Status {
 
 #[derive(Clone, PartialEq, Default)]
 struct Detail {
-    reasons: Vec<String>,
-    plugin: Option<String>,
+    reasons: Reasons,
+    /// Shared: the framework names the rejecting plugin on every rejected node.
+    plugin: Option<Arc<str>>,
     cause: Option<Arc<str>>,
+}
+
+/// A status's reasons. Nearly every rejection gives one, kept without a vector of its own:
+/// a failed Filter pass makes one status per node.
+#[derive(Clone)]
+enum Reasons {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Reasons {
+    fn as_slice(&self) -> &[String] {
+        match self {
+            Reasons::One(r) => std::slice::from_ref(r),
+            Reasons::Many(rs) => rs,
+        }
+    }
+
+    fn push(&mut self, reason: String) {
+        match self {
+            Reasons::Many(rs) => rs.push(reason),
+            Reasons::One(r) => {
+                let first = std::mem::take(r);
+                *self = Reasons::Many(vec![first, reason]);
+            }
+        }
+    }
+}
+
+impl Default for Reasons {
+    fn default() -> Self {
+        Reasons::Many(Vec::new())
+    }
+}
+
+impl PartialEq for Reasons {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
 }
 
 impl fmt::Debug for Status {
@@ -79,15 +119,20 @@ impl Default for Status {
 impl Status {
     /// A status with a code and reasons.
     pub fn new(code: Code, reasons: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        let reasons: Vec<String> = reasons.into_iter().map(Into::into).collect();
+        let mut reasons = reasons.into_iter().map(Into::into);
+        let Some(first) = reasons.next() else {
+            return Self::bare(code);
+        };
+        let reasons = match reasons.next() {
+            None => Reasons::One(first),
+            Some(second) => Reasons::Many([first, second].into_iter().chain(reasons).collect()),
+        };
         Self {
             code,
-            detail: (!reasons.is_empty()).then(|| {
-                Box::new(Detail {
-                    reasons,
-                    ..Detail::default()
-                })
-            }),
+            detail: Some(Box::new(Detail {
+                reasons,
+                ..Detail::default()
+            })),
         }
     }
 
@@ -115,7 +160,7 @@ impl Status {
             code: Code::Error,
             detail: Some(Box::new(Detail {
                 cause: Some(text.as_str().into()),
-                reasons: vec![text],
+                reasons: Reasons::One(text),
                 plugin: None,
             })),
         }
@@ -153,7 +198,15 @@ impl Status {
     /// Sets the plugin that gave the status (kept if already set).
     pub fn with_plugin(mut self, plugin: &str) -> Self {
         if self.plugin().is_none() {
-            self.detail_mut().plugin = Some(plugin.to_string());
+            self.detail_mut().plugin = Some(plugin.into());
+        }
+        self
+    }
+
+    /// [`Status::with_plugin`] with a name the caller keeps: no copy of it is made.
+    pub fn with_plugin_shared(mut self, plugin: &Arc<str>) -> Self {
+        if self.plugin().is_none() {
+            self.detail_mut().plugin = Some(Arc::clone(plugin));
         }
         self
     }
@@ -165,7 +218,7 @@ impl Status {
 
     /// The reasons.
     pub fn reasons(&self) -> &[String] {
-        self.detail.as_ref().map_or(&[], |d| &d.reasons)
+        self.detail.as_ref().map_or(&[], |d| d.reasons.as_slice())
     }
 
     /// The plugin that gave the status, when known.
