@@ -1,6 +1,6 @@
 //! The nominator: which pods are nominated to run on which node after preemption.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -8,32 +8,50 @@ use kubesched_model::PodInfo;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxBuildHasher;
 
+/// Pod lists by node name, as the views hold them.
+type ByNode = HashMap<String, Vec<Arc<PodInfo>>, FxBuildHasher>;
+
 #[derive(Debug, Default)]
 struct Nominations {
     by_node: HashMap<String, Vec<Arc<PodInfo>>>,
     node_of: HashMap<String, String>,
+    /// Nodes whose pod list changed since the shared base of the views was built.
+    changed: HashSet<String, FxBuildHasher>,
 }
 
 /// The nominations at one moment, read without a lock: a scheduling cycle takes one
 /// ([`Nominator::view`]) and looks every node up in it, where asking the nominator would
 /// take its lock, hash the node name with SipHash and copy the pod list once per node.
+///
+/// A view is a base shared by the views that follow it plus the nodes changed since that
+/// base was built, so a new view after a change copies the changed nodes only; the base is
+/// rebuilt once the changes outnumber a fraction of it.
 #[derive(Debug, Default)]
 pub struct NominatedView {
-    by_node: HashMap<String, Vec<Arc<PodInfo>>, FxBuildHasher>,
+    base: Arc<ByNode>,
+    /// Nodes changed since `base`, with their pods now (empty when none are left).
+    recent: ByNode,
+    /// Whether no pod is nominated anywhere.
+    empty: bool,
 }
 
 impl NominatedView {
     /// The pods nominated to a node (empty when none).
     pub fn pods_for_node(&self, node: &str) -> &[Arc<PodInfo>] {
-        if self.by_node.is_empty() {
+        if self.empty {
             return &[];
         }
-        self.by_node.get(node).map_or(&[], Vec::as_slice)
+        if !self.recent.is_empty()
+            && let Some(pods) = self.recent.get(node)
+        {
+            return pods;
+        }
+        self.base.get(node).map_or(&[], Vec::as_slice)
     }
 
     /// Whether no pod is nominated anywhere.
     pub fn is_empty(&self) -> bool {
-        self.by_node.is_empty()
+        self.empty
     }
 }
 
@@ -49,6 +67,15 @@ pub struct Nominator {
     /// The last view handed out, dropped by every change so the next reader builds a
     /// fresh one.
     view: Mutex<Option<Arc<NominatedView>>>,
+    /// The base of the views: the nominations when it was built (see [`NominatedView`]).
+    base: Mutex<Arc<ByNode>>,
+}
+
+/// Changed nodes kept beside a base before it is rebuilt: an eighth of its nodes (and a
+/// few more while it is small), so a view costs O(changes) and a rebuild is amortised
+/// over that many changes.
+fn rebuild_base(changed: usize, base: usize) -> bool {
+    changed > 16 + base / 8
 }
 
 impl Nominator {
@@ -67,6 +94,9 @@ impl Nominator {
         Self::remove_locked(&mut n, &pod.uid);
         if let Some(node) = node.filter(|_| pod.node_name.is_none()) {
             n.node_of.insert(pod.uid.clone(), node.clone());
+            if !n.changed.contains(&node) {
+                n.changed.insert(node.clone());
+            }
             n.by_node.entry(node).or_default().push(pod);
         }
         self.nominated.store(n.node_of.len(), Ordering::Release);
@@ -81,6 +111,7 @@ impl Nominator {
             if pods.is_empty() {
                 n.by_node.remove(&node);
             }
+            n.changed.insert(node);
         }
     }
 
@@ -104,19 +135,40 @@ impl Nominator {
 
     /// The nominations as they are now, shared until the next change.
     pub fn view(&self) -> Arc<NominatedView> {
-        let n = self.inner.read();
-        // Taken under the read lock: a writer (which holds the write lock while it drops
-        // the view) cannot change the nominations between the build and the store.
+        if let Some(v) = self.view.lock().as_ref() {
+            return Arc::clone(v);
+        }
+        // The write lock: a rebuilt base forgets the changed nodes. Writers (which hold it
+        // while they drop the view) cannot change the nominations between the build and
+        // the store.
+        let mut n = self.inner.write();
         let mut cached = self.view.lock();
         if let Some(v) = cached.as_ref() {
             return Arc::clone(v);
         }
+        let mut base = self.base.lock();
+        let pods_of = |node: &String| {
+            (
+                node.clone(),
+                n.by_node.get(node).cloned().unwrap_or_default(),
+            )
+        };
+        let recent: ByNode = if rebuild_base(n.changed.len(), base.len()) {
+            *base = Arc::new(
+                n.by_node
+                    .iter()
+                    .map(|(node, pods)| (node.clone(), pods.clone()))
+                    .collect(),
+            );
+            n.changed.clear();
+            ByNode::default()
+        } else {
+            n.changed.iter().map(pods_of).collect()
+        };
         let v = Arc::new(NominatedView {
-            by_node: n
-                .by_node
-                .iter()
-                .map(|(node, pods)| (node.clone(), pods.clone()))
-                .collect(),
+            base: Arc::clone(&base),
+            recent,
+            empty: n.node_of.is_empty(),
         });
         *cached = Some(Arc::clone(&v));
         v

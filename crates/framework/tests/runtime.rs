@@ -7,7 +7,7 @@ use std::time::Duration;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
     BindPlugin, Code, CycleState, ExtensionPoint, FilterPlugin, Framework, Handle, NodeToStatus,
-    PermitPlugin, Plugin, PluginRef, PostBindPlugin, PostFilterPlugin, PostFilterResult,
+    Nominator, PermitPlugin, Plugin, PluginRef, PostBindPlugin, PostFilterPlugin, PostFilterResult,
     PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ProfileSpec, ReservePlugin,
     ScorePlugin, Status, async_trait,
     metrics::{MetricsSink, NoMetrics},
@@ -934,4 +934,49 @@ fn pods_with_resource_claims_are_unresolvable_without_dynamic_resources() {
     // Pods without claims are untouched.
     let out = fw.run_pre_filter_plugins(&mut CycleState::new(), &PodBuilder::new("p").info(), &[]);
     assert!(out.status.is_success());
+}
+
+/// A view built from a shared base and the nodes changed since agrees with the nominator
+/// after any run of changes, across rebuilds of the base; older views keep their moment.
+#[test]
+fn nominated_view_follows_every_change() {
+    let nominator = Nominator::new();
+    let pods: Vec<_> = (0..200)
+        .map(|i| PodBuilder::new(&format!("p{i}")).priority(10).info())
+        .collect();
+    // A fixed pseudo-random walk (an LCG), the same on every run.
+    let mut seed: u64 = 7;
+    let mut next = |below: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize % below
+    };
+    let mut earlier = Vec::new();
+    for step in 0..2000 {
+        let pod = &pods[next(pods.len())];
+        if next(2) == 0 {
+            nominator.add(pod.clone(), Some(&format!("n{}", next(50))));
+        } else {
+            nominator.remove(&pod.uid);
+        }
+        if step % 7 == 0 {
+            let view = nominator.view();
+            for k in 0..50 {
+                let node = format!("n{k}");
+                let uids =
+                    |ps: &[Arc<PodInfo>]| ps.iter().map(|p| p.uid.clone()).collect::<Vec<_>>();
+                assert_eq!(
+                    uids(view.pods_for_node(&node)),
+                    uids(&nominator.pods_for_node(&node)),
+                    "step {step}, {node}"
+                );
+            }
+            assert_eq!(view.is_empty(), nominator.is_empty());
+            earlier.push((view, nominator.pods_for_node("n0")));
+        }
+    }
+    for (view, pods) in earlier {
+        assert_eq!(view.pods_for_node("n0").len(), pods.len());
+    }
 }
