@@ -49,7 +49,10 @@ impl NodeToStatus {
     /// recorded.
     pub fn set_at(&mut self, position: usize, status: Status) {
         let n = self.snapshot.as_ref().map_or(0, |s| s.num_nodes());
-        debug_assert!(position < n, "node position {position} outside a snapshot of {n}");
+        debug_assert!(
+            position < n,
+            "node position {position} outside a snapshot of {n}"
+        );
         if position >= n {
             return;
         }
