@@ -104,7 +104,7 @@ mod tests {
     fn with(statuses: &[(&str, Status)]) -> Diagnosis {
         let mut d = Diagnosis::default();
         for (n, s) in statuses {
-            d.node_to_status.set(*n, s.clone());
+            d.node_to_status.set(n, s.clone());
         }
         d
     }
