@@ -484,8 +484,10 @@ impl Runner {
         StopHandle(self.stop_tx.clone())
     }
 
-    /// Asks for a graceful shutdown (as SIGTERM does).
+    /// Asks for a graceful shutdown (as SIGTERM does). The queue closes at once, so no
+    /// pod is taken after this returns; the main task drains what is in flight.
     pub fn stop(&self) {
+        self.shared.scheduler.queue().close();
         self.stop_tx.send_replace(true);
     }
 
