@@ -483,8 +483,7 @@ pub(crate) fn potential_nodes(snapshot: &Snapshot, statuses: &NodeToStatus) -> V
         .filter(|&(i, _)| {
             statuses
                 .get_at(snapshot, i)
-                .map_or(Code::UnschedulableAndUnresolvable, Status::code)
-                == Code::Unschedulable
+                .is_some_and(|s| s.code() == Code::Unschedulable)
         })
         .map(|(_, n)| Arc::clone(n))
         .collect()
