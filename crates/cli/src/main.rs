@@ -11,9 +11,9 @@ use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
 
 // With the `mimalloc` feature, mimalloc replaces the system's malloc. It keeps allocations
 // of one size together, so the node and pod records a pass walks sit closer in memory, and
-// allocating is cheaper: about a fifth more pods/s at 5000 nodes, for a larger heap (a fifth
-// more at 5000 nodes, 5 % at 50,000; docs/benchmarks.md, round four). Off by default because
-// the default build keeps the smaller footprint.
+// allocating is cheaper: about a fifth more pods/s at 5000 nodes. The heap grows too (a fifth
+// at 5000 nodes, 5 % at 50,000, past 1 GiB there; docs/benchmarks.md, round four), which is
+// why the default build keeps the system's malloc.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
