@@ -83,6 +83,17 @@ async fn server_errors_on_bind_are_retried_and_their_events_aggregated() {
                 .wait_until(Duration::from_secs(30), |s| node_of(s, "flaky").is_some())
                 .await
         );
+        // The server logs a request once it has answered it, so the binding can show before
+        // its log entry does.
+        assert!(
+            server
+                .wait_until(Duration::from_secs(5), |s| requests_to(
+                    s, "POST", "/binding"
+                )
+                .len()
+                    >= 4)
+                .await
+        );
         let binds = requests_to(&server, "POST", "/binding");
         assert_eq!(
             binds.iter().map(|r| r.status).collect::<Vec<_>>(),
