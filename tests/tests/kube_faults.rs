@@ -408,7 +408,7 @@ async fn invariants_hold_under_faults_and_leader_kills() {
         let binds = |status: u16| {
             requests
                 .iter()
-                .filter(|r| r.method == "POST" && r.path.ends_with("/binding") && r.status == status)
+                .filter(|r| r.method == "POST" && r.path.ends_with("/binding") && r.status == Some(status))
                 .count()
         };
         let (binds_ok, binds_500, binds_409) = (binds(201), binds(500), binds(409));

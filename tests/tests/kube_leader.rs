@@ -322,7 +322,7 @@ async fn candidates_racing_for_a_lease_get_one_winner() {
         let conflicts = server
             .requests()
             .iter()
-            .filter(|r| r.path.contains("/leases") && r.status == 409)
+            .filter(|r| r.path.contains("/leases") && r.status == Some(409))
             .count();
         assert!(conflicts >= 5, "{conflicts} conflicts");
     })

@@ -86,7 +86,7 @@ async fn the_leader_renews_and_connections_stay_bounded_under_a_backlog() {
         // restart's second aside, which the deadline also covers).
         let renewals: Vec<_> = requests_to(&server, "PUT", &format!("/leases/{LEASE_NAME}"))
             .into_iter()
-            .filter(|r| r.status == 200)
+            .filter(|r| r.status == Some(200))
             .map(|r| r.at)
             .collect();
         let longest = renewals

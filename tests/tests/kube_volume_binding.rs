@@ -237,6 +237,11 @@ profiles:
         .expect("valid configuration");
         let runner = Runner::start(o).await.expect("start");
 
+        // The event and the condition are written by different clients: wait for both.
+        let condition_reason = |s: &TestApiServer| {
+            s.get("pods", "default", "waits")
+                .map(|p| p["status"]["conditions"][0]["reason"].clone())
+        };
         assert!(
             server
                 .wait_until(Duration::from_secs(20), |s| !events_of(
@@ -244,7 +249,8 @@ profiles:
                     "FailedScheduling",
                     "waits"
                 )
-                .is_empty())
+                .is_empty()
+                    && condition_reason(s).is_some_and(|r| !r.is_null()))
                 .await,
             "the binding cycle fails"
         );

@@ -177,6 +177,55 @@ async fn gone_relists_and_reconciles_missed_deletions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_deleted_before_its_binding_was_seen_frees_its_node() {
+    bounded(60, "deleted before the binding was seen", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        server.create("pods", pod("first", "2"));
+        let binding = server.hold_requests("POST", "/binding");
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        assert!(
+            binding.wait_held(1, Duration::from_secs(20)).await,
+            "first is assumed and its bind in flight"
+        );
+        // The pod watch goes away before the binding lands, so the scheduler never sees
+        // `first` bound: the last state it knows is the pending one.
+        let rewatch = server.hold_requests("GET", "/api/v1/pods");
+        assert_eq!(server.drop_watches("pods", true), 1);
+        assert!(
+            rewatch.wait_held(1, Duration::from_secs(10)).await,
+            "the watcher comes back"
+        );
+        server.clear_faults();
+        binding.release();
+        assert!(
+            server
+                .wait_for_requests(1, Duration::from_secs(10), |r| r.method == "POST"
+                    && r.path.ends_with("/pods/first/binding"))
+                .await
+                .is_some_and(|b| b[0].status == Some(201)),
+            "first is bound"
+        );
+        // While the watch is away, first goes and second (which needs the whole node)
+        // comes; the compaction forces a relist.
+        server.delete("pods", "default", "first");
+        server.create("pods", pod("second", "2"));
+        server.compact();
+        rewatch.release();
+        assert!(
+            all_bound(&server, &["second"]).await,
+            "the node first was assumed on is free again"
+        );
+        assert_eq!(runner.scheduler().cache().pod_count(), 1);
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_are_paginated() {
     bounded(60, "paginated lists", async {
         let server = TestApiServer::start().await;

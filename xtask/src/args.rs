@@ -16,6 +16,8 @@ pub enum Command {
     NewPlugin(NewPluginArgs),
     /// Draw the scale curve from bench results.
     BenchPlot(BenchPlotArgs),
+    /// Run test binaries again and again under load.
+    Stress(StressArgs),
     /// Print the usage.
     Help,
 }
@@ -70,6 +72,28 @@ pub struct BenchPlotArgs {
     pub out: PathBuf,
 }
 
+/// `cargo xtask stress` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StressArgs {
+    /// `--runs`: how many times each binary runs.
+    pub runs: u32,
+    /// `--load`: busy processes kept running beside the tests (the core count by default).
+    pub load: Option<usize>,
+    /// `--tests`: the test targets of kubesched-tests to run (`*` matches any run of
+    /// characters).
+    pub tests: Vec<String>,
+}
+
+impl Default for StressArgs {
+    fn default() -> Self {
+        Self {
+            runs: 20,
+            load: None,
+            tests: vec!["kube_*".to_string()],
+        }
+    }
+}
+
 /// The usage text.
 pub const USAGE: &str = "\
 cargo xtask <command> [options]
@@ -81,6 +105,9 @@ Commands:
            Create plugins/<kebab-name>: the plugin with a small tested behaviour per point,
            its registration, an args type (--args), a snapshot test, and its feature and
            line in crates/cli
+  stress   Run the cluster-mode test binaries (kube_*) again and again while other
+           processes keep every core busy, and report the failures per test (kube_faults
+           gets 30 s of faults a run unless KUBESCHED_FAULT_SECS is set)
   bench-plot RUN.json... OUT.svg
            Draw the scale curve (pods/s, nodes examined/s, peak RSS against nodes) of the
            medians over the given `kubesched bench --output json` runs, and print it as a table
@@ -99,6 +126,11 @@ deploy options:
 
 build options:
   --plugins A,B,...       plugin set (`default` = upstream's default plugins) [every in-tree plugin]
+
+stress options:
+  --runs N                runs of each test binary [20]
+  --load N                busy processes beside the tests [the number of cores]
+  --tests A,B,...         test targets of kubesched-tests, `*` as a wildcard [kube_*]
 ";
 
 /// Parses the arguments after `cargo xtask`.
@@ -129,6 +161,32 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
         "build" => Command::Build(BuildArgs {
             plugins: rest.value("plugins")?,
         }),
+        "stress" => {
+            let defaults = StressArgs::default();
+            let runs = match rest.value("runs")? {
+                Some(v) => v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::new(format!("--runs {v:?} is not a whole number above 0"))
+                })?,
+                None => defaults.runs,
+            };
+            let load = rest
+                .value("load")?
+                .map(|v| {
+                    v.parse::<usize>()
+                        .map_err(|_| Error::new(format!("--load {v:?} is not a whole number")))
+                })
+                .transpose()?;
+            let tests = match rest.value("tests")? {
+                Some(list) => list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+                None => defaults.tests,
+            };
+            Command::Stress(StressArgs { runs, load, tests })
+        }
         "new-plugin" => {
             let name = rest.positional().ok_or_else(|| {
                 Error::new("new-plugin needs the plugin's name, e.g. `cargo xtask new-plugin RoomyNodes --points Filter,Score`")
@@ -160,7 +218,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
         "help" | "--help" | "-h" => return Ok(Command::Help),
         other => {
             return Err(Error::new(format!(
-                "unknown command `{other}` (commands: deploy, build, new-plugin, bench-plot)"
+                "unknown command `{other}` (commands: deploy, build, new-plugin, bench-plot, stress)"
             )));
         }
     };
@@ -252,6 +310,31 @@ mod tests {
     }
 
     #[test]
+    fn stress_options() {
+        check("stress", Ok(Command::Stress(StressArgs::default())));
+        check(
+            "stress --runs 3 --load=4 --tests kube_watch,kube_*_binding",
+            Ok(Command::Stress(StressArgs {
+                runs: 3,
+                load: Some(4),
+                tests: vec!["kube_watch".into(), "kube_*_binding".into()],
+            })),
+        );
+        check(
+            "stress --runs 0",
+            Err("--runs \"0\" is not a whole number above 0"),
+        );
+        check(
+            "stress --load many",
+            Err("--load \"many\" is not a whole number"),
+        );
+        check(
+            "stress --fast",
+            Err("unexpected argument `--fast` (see `cargo xtask help`)"),
+        );
+    }
+
+    #[test]
     fn deploy_options() {
         check(
             "deploy --scheduler-name s --namespace=ns --image i:1 --replicas 2 --plugins A,B --config c.yaml --out o --apply --no-leader-election",
@@ -338,7 +421,7 @@ mod tests {
     fn mistakes() {
         check(
             "ship",
-            Err("unknown command `ship` (commands: deploy, build, new-plugin, bench-plot)"),
+            Err("unknown command `ship` (commands: deploy, build, new-plugin, bench-plot, stress)"),
         );
         check("deploy --image", Err("--image needs a value"));
         check("deploy --image --apply", Err("--image needs a value"));

@@ -3,7 +3,8 @@
 //! It owns `cargo xtask deploy` (rendering the ServiceAccount, RBAC, ConfigMap and
 //! Deployment, the Dockerfile and example workloads into deploy/) and `cargo xtask build`
 //! (a release binary with exactly the chosen plugins) and `cargo xtask new-plugin` (a new
-//! plugin crate, wired into the binary). It must stay light (no clap, kube or
+//! plugin crate, wired into the binary) and `cargo xtask stress` (the cluster-mode test
+//! binaries run again and again under load). It must stay light (no clap, kube or
 //! tokio) and must not link the framework or any plugin: plugin names map to Cargo features
 //! by the registry's naming rule, checked against crates/cli/Cargo.toml. The ClusterRole
 //! comes from the kube backend's own RBAC table, compiled in by path, so the two cannot
@@ -20,6 +21,7 @@ pub mod plugins;
 pub mod rbac;
 pub mod render;
 pub mod scaffold;
+pub mod stress;
 pub mod yaml;
 
 /// Why a chore failed: a sentence for the user.

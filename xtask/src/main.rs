@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
 
-use xtask::args::{self, BenchPlotArgs, BuildArgs, Command, DeployArgs, NewPluginArgs};
+use xtask::args::{self, BenchPlotArgs, BuildArgs, Command, DeployArgs, NewPluginArgs, StressArgs};
 use xtask::plugins::{self, DEFAULT_FEATURES};
 use xtask::render::{self, DeployOptions, ExtraConfig, MANIFESTS_FILE};
 use xtask::{Error, yaml};
@@ -22,6 +22,10 @@ fn warn(text: &str) {
 
 #[allow(clippy::print_stderr)]
 fn main() -> ExitCode {
+    // A busy process of `cargo xtask stress`'s load: not a command for people.
+    if std::env::args().nth(1).as_deref() == Some(BURN) {
+        burn();
+    }
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -41,6 +45,194 @@ fn run() -> Result<(), Error> {
         Command::Build(a) => build(a),
         Command::NewPlugin(a) => new_plugin(a),
         Command::BenchPlot(a) => bench_plot(a),
+        Command::Stress(a) => stress(a),
+    }
+}
+
+/// The hidden argument that makes this program one busy process of the stress load.
+const BURN: &str = "__stress-burn";
+
+/// Keeps one core busy until standard input closes, which it does when the stress run
+/// that started this process ends, however it ends.
+fn burn() -> ! {
+    std::thread::spawn(|| {
+        let mut buf = [0u8; 64];
+        loop {
+            match std::io::Read::read(&mut std::io::stdin(), &mut buf) {
+                Ok(0) | Err(_) => std::process::exit(0),
+                Ok(_) => {}
+            }
+        }
+    });
+    let mut x: u64 = 1;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// The busy processes beside the tests; they end when this is dropped.
+struct Load(Vec<std::process::Child>);
+
+impl Load {
+    fn start(processes: usize) -> Result<Self, Error> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::new(format!("finding xtask's own executable: {e}")))?;
+        let mut children = Vec::with_capacity(processes);
+        for _ in 0..processes {
+            let child = Process::new(&exe)
+                .arg(BURN)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::new(format!("starting a load process: {e}")))?;
+            children.push(child);
+        }
+        Ok(Self(children))
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// How a finished process ended, in words.
+fn ended(status: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exited with {code}"),
+        None => "ended without an exit code".to_string(),
+    }
+}
+
+/// Waits for `child` at most `limit`; kills it past that. Returns whether it succeeded
+/// and how it ended.
+fn wait_at_most(child: &mut std::process::Child, limit: std::time::Duration) -> (bool, String) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (status.success(), ended(status)),
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return (false, format!("was cut off after {} s", limit.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Err(e) => return (false, format!("could not be waited for: {e}")),
+        }
+    }
+}
+
+fn stress(a: StressArgs) -> Result<(), Error> {
+    use std::time::{Duration, Instant};
+    let root = xtask::workspace_root();
+    // The README's test command's own build, so nothing is compiled twice with other
+    // features.
+    say("building the test binaries (cargo test --workspace --no-run)");
+    let build = Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(&root)
+        .args([
+            "test",
+            "--workspace",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| Error::new(format!("running cargo: {e}")))?;
+    if !build.status.success() {
+        return Err(Error::new("building the tests failed (see above)"));
+    }
+    let messages = String::from_utf8_lossy(&build.stdout);
+    let binaries = xtask::stress::test_binaries(&messages, "kubesched-tests", &a.tests)?;
+    if binaries.is_empty() {
+        return Err(Error::new(format!(
+            "no test target of kubesched-tests matches {}",
+            a.tests.join(",")
+        )));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let logs = target.join("stress");
+    std::fs::create_dir_all(&logs)
+        .map_err(|e| Error::new(format!("creating {}: {e}", logs.display())))?;
+    let processes = a
+        .load
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    say(&format!(
+        "{} runs of {} binaries ({}) beside {processes} busy processes; logs of failed runs in {}",
+        a.runs,
+        binaries.len(),
+        binaries
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        logs.display()
+    ));
+    let load = Load::start(processes)?;
+    let mut tally = xtask::stress::Tally::default();
+    let started = Instant::now();
+    for run in 1..=a.runs {
+        for binary in &binaries {
+            let log = logs.join(format!("{}-{run}.log", binary.name));
+            let file = std::fs::File::create(&log)
+                .map_err(|e| Error::new(format!("creating {}: {e}", log.display())))?;
+            let err = file
+                .try_clone()
+                .map_err(|e| Error::new(format!("opening {}: {e}", log.display())))?;
+            let at = Instant::now();
+            // Integration tests run in their package's folder, as under cargo test.
+            let mut command = Process::new(&binary.path);
+            command
+                .current_dir(root.join("tests"))
+                .env("RUST_BACKTRACE", "1");
+            // The fault test's two minutes of faults, cut to half a minute a run unless
+            // asked otherwise: many short runs find more races than a few long ones.
+            if std::env::var_os("KUBESCHED_FAULT_SECS").is_none() {
+                command.env("KUBESCHED_FAULT_SECS", "30");
+            }
+            let spawned = command.stdout(file).stderr(err).spawn();
+            let (ok, how) = match spawned {
+                Ok(mut child) => wait_at_most(&mut child, Duration::from_secs(900)),
+                Err(e) => (false, format!("could not start: {e}")),
+            };
+            let output = std::fs::read_to_string(&log).unwrap_or_default();
+            tally.add_run(&binary.name, &output, ok, &how);
+            say(&format!(
+                "run {run}/{}: {} {} in {:.0} s",
+                a.runs,
+                binary.name,
+                if ok { "passed" } else { "FAILED" },
+                at.elapsed().as_secs_f64()
+            ));
+            if ok {
+                let _ = std::fs::remove_file(&log);
+            }
+        }
+    }
+    drop(load);
+    say(tally.report(a.runs, binaries.len()).trim_end());
+    say(&format!(
+        "stress took {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    match tally.failures() {
+        0 => Ok(()),
+        n => Err(Error::new(format!(
+            "{n} failed test runs under load (logs in {})",
+            logs.display()
+        ))),
     }
 }
 

@@ -506,15 +506,16 @@ impl Driver<'_> {
             .spawn(Runner::start(run))
             .await
             .map_err(|e| KubeBenchError::Client(format!("starting the scheduler: {e}")))??;
-        let deadline = Instant::now() + self.options.timeout;
-        while !runner.synced() {
-            if Instant::now() >= deadline {
-                self.scheduler = Some(SchedulerRun { runtime, runner });
-                return Err(self.timeout("the scheduler's caches did not sync".into()));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.synced_seconds = self.start.elapsed().as_secs_f64();
+        let synced = tokio::time::timeout(self.options.timeout, runner.wait_synced()).await;
+        let Some(synced_at) = runner.synced_at().filter(|_| synced.is_ok()) else {
+            self.scheduler = Some(SchedulerRun { runtime, runner });
+            return Err(self.timeout("the scheduler's caches did not sync".into()));
+        };
+        // The scheduler's own instant, not when this task noticed it: a pod bound right
+        // after the sync must not look as if it were bound before.
+        self.synced_seconds = synced_at
+            .saturating_duration_since(self.start)
+            .as_secs_f64();
         self.scheduler = Some(SchedulerRun { runtime, runner });
         self.settle().await?;
         self.first_bind_seconds = self

@@ -469,6 +469,17 @@ impl Runner {
         self.shared.sync.all_synced()
     }
 
+    /// The instant every watcher had listed once (the scheduler schedules nothing before
+    /// it), when they have.
+    pub fn synced_at(&self) -> Option<std::time::Instant> {
+        self.shared.sync.synced_at()
+    }
+
+    /// Waits until every watcher has listed once.
+    pub async fn wait_synced(&self) {
+        self.shared.sync.wait().await;
+    }
+
     /// The API requests the scheduler's clients sent so far.
     pub fn request_counts(&self) -> &Arc<RequestCounts> {
         &self.shared.requests

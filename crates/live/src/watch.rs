@@ -182,6 +182,8 @@ pub struct SyncTracker {
     expected: BTreeSet<&'static str>,
     synced: Mutex<BTreeSet<&'static str>>,
     all: watch::Sender<bool>,
+    /// When the last expected kind was listed (at creation when none is expected).
+    at: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl SyncTracker {
@@ -189,10 +191,15 @@ impl SyncTracker {
     pub fn new(kinds: &[WatchedKind]) -> Self {
         let expected: BTreeSet<&'static str> = kinds.iter().map(|k| k.kind).collect();
         let (all, _) = watch::channel(expected.is_empty());
+        let at = std::sync::OnceLock::new();
+        if expected.is_empty() {
+            let _ = at.set(std::time::Instant::now());
+        }
         Self {
             expected,
             synced: Mutex::new(BTreeSet::new()),
             all,
+            at,
         }
     }
 
@@ -202,6 +209,9 @@ impl SyncTracker {
             tracing::info!(kind, "cache synced");
         }
         if self.expected.iter().all(|k| s.contains(k)) {
+            // Stamped before anyone can see the flag, so nothing the scheduler does after
+            // the sync can look earlier than it.
+            let _ = self.at.set(std::time::Instant::now());
             self.all.send_replace(true);
         }
     }
@@ -209,6 +219,11 @@ impl SyncTracker {
     /// Whether every expected kind has been listed once.
     pub fn all_synced(&self) -> bool {
         *self.all.borrow()
+    }
+
+    /// The instant every expected kind had been listed once, when it has.
+    pub fn synced_at(&self) -> Option<std::time::Instant> {
+        self.at.get().copied()
     }
 
     /// The kinds not yet listed, sorted.

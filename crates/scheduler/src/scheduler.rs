@@ -479,6 +479,26 @@ impl Scheduler {
             );
         } else {
             self.queue.delete(&info);
+            // Deleted before we saw our own binding (the watch was away and the relist
+            // found it gone, so the last state known is the unbound one): the cache still
+            // holds it as assumed on its node. Upstream keeps such a pod until its assumed
+            // state expires, which by default is never; we free the node now, and tell the
+            // pods that wait for room.
+            if let Some(assumed) = self.cache.get_pod(&info.uid) {
+                match self.cache.remove_pod(&assumed) {
+                    Ok(()) => {
+                        tracing::debug!(pod = %info.key(), node = assumed.node_name.as_deref().unwrap_or(""), "deleted before its binding was seen; removed from the cache");
+                        self.queue.move_all_to_active_or_backoff(
+                            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+                            Some(&EventObject::Pod(assumed.clone())),
+                            None,
+                        );
+                    }
+                    Err(e) => {
+                        tracing::debug!(pod = %info.key(), error = %e, "removing an assumed pod from the cache");
+                    }
+                }
+            }
         }
         // A pod waiting at Permit is rejected when it is deleted.
         self.handle

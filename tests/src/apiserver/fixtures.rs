@@ -77,12 +77,27 @@ pub fn options(server: &TestApiServer, leader_elect: bool, identity: &str) -> Ru
     options_for(server.write_kubeconfig(), leader_elect, identity)
 }
 
+/// With `KUBESCHED_TEST_LOG` set (a tracing filter such as `debug` or
+/// `kubesched_queue=trace`), the scheduler's logs of a cluster-mode test go to the test's
+/// output, to read why a run under `cargo xtask stress` failed. A test binary that
+/// installs its own subscriber first keeps it.
+pub fn test_logs() {
+    if let Ok(filter) = std::env::var("KUBESCHED_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_ansi(false)
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// Like [`options`], for the API server of a kubeconfig file.
 pub fn options_for(
     kubeconfig: std::path::PathBuf,
     leader_elect: bool,
     identity: &str,
 ) -> RunOptions {
+    test_logs();
     let mut o = RunOptions::new(config(leader_elect));
     o.kubeconfig = Some(kubeconfig);
     o.serving = Some(Serving {

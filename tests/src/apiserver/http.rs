@@ -168,15 +168,18 @@ async fn handle(AxState(state): AxState<Shared>, req: Request) -> Response {
     let watch = matches!(param(&q, "watch"), Some("true") | Some("1"));
     let rbac = target.as_ref().map(|t| rbac_view(&method, t, watch));
 
-    let response = serve(&state, &method, &path, &q, &headers, &body, target, watch).await;
-    state.lock().requests.push(RequestRecord {
+    let index = state.lock().request_received(RequestRecord {
         method: method.to_string(),
-        path,
+        path: path.clone(),
         query,
-        status: response.status().as_u16(),
+        status: None,
         rbac,
         at,
     });
+    let response = serve(&state, &method, &path, &q, &headers, &body, target, watch).await;
+    state
+        .lock()
+        .request_answered(index, response.status().as_u16());
     response
 }
 
@@ -481,17 +484,19 @@ fn watch_response(state: &Shared, t: &Target, q: &[(String, String)]) -> Respons
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
-                let st = state.lock();
+                let mut st = state.lock();
                 let Some(w) = st.watchers.iter().find(|w| w.id == id) else {
                     return;
                 };
+                let rv = st.rv;
                 let bm = json!({
                     "kind": def.kind, "apiVersion": def.api_version(),
-                    "metadata": {"resourceVersion": st.rv.to_string()},
+                    "metadata": {"resourceVersion": rv.to_string()},
                 });
                 if w.tx.send(Ok(event_line("BOOKMARK", &bm))).is_err() {
                     return;
                 }
+                st.bookmark_sent(def.plural, rv);
             }
         });
     }

@@ -234,7 +234,11 @@ pub fn resource(plural: &str) -> &'static ResourceDef {
         .unwrap_or_else(|| panic!("the test API server does not serve {plural}"))
 }
 
-/// One request as the server saw it.
+/// One request as the server saw it. It is logged when it arrives, before anything it
+/// asks for happens (kube-apiserver's audit stage `RequestReceived`), and its status is
+/// filled in when it is answered (`ResponseComplete`; for a watch, when the stream
+/// starts). So a test that sees a request's effect always finds the request in the log,
+/// and one that needs its answer waits for it ([`TestApiServer::wait_for_requests`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestRecord {
     /// HTTP method.
@@ -243,8 +247,8 @@ pub struct RequestRecord {
     pub path: String,
     /// Query string.
     pub query: String,
-    /// Response status.
-    pub status: u16,
+    /// Response status; `None` while the request is being answered.
+    pub status: Option<u16>,
     /// The RBAC view: API group, `resource` or `resource/subresource`, verb.
     pub rbac: Option<(String, String, String)>,
     /// When it arrived.
@@ -468,6 +472,11 @@ pub(crate) struct State {
     /// Node name → (namespace, name) of the pods whose `spec.nodeName` is that node, kept
     /// with every change so a binding's usage check reads one node's pods, not all pods.
     pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
+    /// Woken on every change of an object and every request logged or answered, so
+    /// tests wait for what they expect instead of sleeping.
+    changed: Arc<Notify>,
+    /// The newest resourceVersion a bookmark carried, by resource.
+    bookmarks: HashMap<&'static str, u64>,
 }
 
 fn now_text() -> String {
@@ -513,6 +522,8 @@ impl State {
             next_id: 1,
             faults: Vec::new(),
             requests: Vec::new(),
+            changed: Arc::new(Notify::new()),
+            bookmarks: HashMap::new(),
             snapshots: HashMap::new(),
             bookmark_interval: Duration::from_secs(1),
             token,
@@ -579,6 +590,29 @@ impl State {
             old,
             new,
         });
+        self.changed.notify_waiters();
+    }
+
+    /// Notes a bookmark sent on a watch of `plural`.
+    pub(crate) fn bookmark_sent(&mut self, plural: &'static str, rv: u64) {
+        let newest = self.bookmarks.entry(plural).or_default();
+        *newest = (*newest).max(rv);
+        self.changed.notify_waiters();
+    }
+
+    /// Logs a request as it arrives; the index is where its answer goes.
+    pub(crate) fn request_received(&mut self, record: RequestRecord) -> usize {
+        self.requests.push(record);
+        self.changed.notify_waiters();
+        self.requests.len() - 1
+    }
+
+    /// Fills in the status of the request logged at `index`.
+    pub(crate) fn request_answered(&mut self, index: usize, status: u16) {
+        if let Some(r) = self.requests.get_mut(index) {
+            r.status = Some(status);
+        }
+        self.changed.notify_waiters();
     }
 
     /// Moves a pod between the `pods_by_node` entries of its old and new node.
@@ -1361,6 +1395,12 @@ impl TestApiServer {
         n
     }
 
+    /// The newest resourceVersion a bookmark on a watch of `plural` carried, if any was
+    /// sent.
+    pub fn last_bookmark(&self, plural: &str) -> Option<u64> {
+        self.state.lock().bookmarks.get(plural).copied()
+    }
+
     /// Open watches of a resource.
     pub fn open_watches(&self, plural: &str) -> usize {
         let mut st = self.state.lock();
@@ -1437,9 +1477,39 @@ impl TestApiServer {
         self.state.lock().faults.clear();
     }
 
-    /// Every request so far, oldest first.
+    /// Every request so far in the order they arrived, the ones still being answered
+    /// with no status.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.state.lock().requests.clone()
+    }
+
+    /// Waits until at least `n` requests matching `matches` have been answered, and
+    /// returns every answered match (`None` when `timeout` passes first). Use it
+    /// instead of reading [`Self::requests`] right after seeing an effect: the effect of
+    /// a request shows before its answer is logged.
+    pub async fn wait_for_requests(
+        &self,
+        n: usize,
+        timeout: Duration,
+        matches: impl Fn(&RequestRecord) -> bool,
+    ) -> Option<Vec<RequestRecord>> {
+        let answered = |s: &Self| -> Vec<RequestRecord> {
+            s.state
+                .lock()
+                .requests
+                .iter()
+                .filter(|r| r.status.is_some() && matches(r))
+                .cloned()
+                .collect()
+        };
+        let mut found = Vec::new();
+        let held = self
+            .wait_until(timeout, |s| {
+                found = answered(s);
+                found.len() >= n
+            })
+            .await;
+        held.then_some(found)
     }
 
     /// Makes TokenReview accept `token` as `user` in `groups` (the server's own token,
@@ -1468,21 +1538,30 @@ impl TestApiServer {
         self.state.lock().bookmark_interval = every;
     }
 
-    /// Polls `check` every 20 ms until it holds (true) or `timeout` passes (false).
+    /// Waits until `check` holds (true) or `timeout` passes (false). `check` runs again
+    /// whenever an object changes or a request is logged or answered, and at least every
+    /// 100 ms for conditions outside the server (a scheduler's own state).
     pub async fn wait_until(
         &self,
         timeout: Duration,
         mut check: impl FnMut(&Self) -> bool,
     ) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
+        let changed = self.state.lock().changed.clone();
         loop {
+            // Registered before the check, so a change between the two is not missed.
+            let notified = changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             if check(self) {
                 return true;
             }
-            if tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 return false;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let wake = deadline.min(now + Duration::from_millis(100));
+            let _ = tokio::time::timeout_at(wake, notified).await;
         }
     }
 }
