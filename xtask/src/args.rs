@@ -107,7 +107,8 @@ Commands:
            line in crates/cli
   stress   Run the cluster-mode test binaries (kube_*) again and again while other
            processes keep every core busy, and report the failures per test (kube_faults
-           gets 30 s of faults a run unless KUBESCHED_FAULT_SECS is set)
+           gets 30 s of faults and 1,500 pods a run unless KUBESCHED_FAULT_SECS or
+           KUBESCHED_FAULT_PODS say otherwise)
   bench-plot RUN.json... OUT.svg
            Draw the scale curve (pods/s, nodes examined/s, peak RSS against nodes) of the
            medians over the given `kubesched bench --output json` runs, and print it as a table

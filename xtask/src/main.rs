@@ -180,6 +180,22 @@ fn stress(a: StressArgs) -> Result<(), Error> {
             .join(", "),
         logs.display()
     ));
+    // Copies, so that building the tests again meanwhile does not change what runs.
+    let bin = logs.join("bin");
+    std::fs::create_dir_all(&bin)
+        .map_err(|e| Error::new(format!("creating {}: {e}", bin.display())))?;
+    let mut binaries = binaries;
+    for binary in &mut binaries {
+        let copy = bin.join(&binary.name);
+        std::fs::copy(&binary.path, &copy).map_err(|e| {
+            Error::new(format!(
+                "copying {} to {}: {e}",
+                binary.path,
+                copy.display()
+            ))
+        })?;
+        binary.path = copy.display().to_string();
+    }
     let load = Load::start(processes)?;
     let mut tally = xtask::stress::Tally::default();
     let started = Instant::now();
@@ -197,10 +213,16 @@ fn stress(a: StressArgs) -> Result<(), Error> {
             command
                 .current_dir(root.join("tests"))
                 .env("RUST_BACKTRACE", "1");
-            // The fault test's two minutes of faults, cut to half a minute a run unless
-            // asked otherwise: many short runs find more races than a few long ones.
-            if std::env::var_os("KUBESCHED_FAULT_SECS").is_none() {
-                command.env("KUBESCHED_FAULT_SECS", "30");
+            // The fault test's two minutes of faults and 5,000 pods, cut to half a minute
+            // and 1,500 pods a run unless asked otherwise: many short runs find more races
+            // than a few long ones.
+            for (name, value) in [
+                ("KUBESCHED_FAULT_SECS", "30"),
+                ("KUBESCHED_FAULT_PODS", "1500"),
+            ] {
+                if std::env::var_os(name).is_none() {
+                    command.env(name, value);
+                }
             }
             let spawned = command.stdout(file).stderr(err).spawn();
             let (ok, how) = match spawned {
