@@ -1,6 +1,6 @@
 //! Malformed objects in a list or a watch stream are logged (with the object and the
-//! field) and skipped, and a broken line in a watch stream is survived, while the other
-//! pods keep being scheduled. Objects that decode but have parts kubesched cannot compile
+//! field) and skipped, and a broken or cut line in a watch stream makes the watcher list
+//! again, so the event in it is not lost, while the other pods keep being scheduled. Objects that decode but have parts kubesched cannot compile
 //! never leave the cache: a bound pod still counts on its node, and a pending pod is told
 //! which field stops it.
 
@@ -122,7 +122,10 @@ async fn malformed_objects_are_logged_and_skipped() {
             log_line_with(&text, &["watch error"]).is_some(),
             "no log for the broken line:\n{text}"
         );
-        assert_eq!(runner.watch_stats().malformed.load(Ordering::Relaxed), 2);
+        // broken-list in the first list, broken-watch in the stream, then both again in
+        // the list the broken line made the watcher take.
+        assert_eq!(runner.watch_stats().malformed.load(Ordering::Relaxed), 4);
+        assert_eq!(runner.watch_stats().undecodable.load(Ordering::Relaxed), 1);
 
         // The broken pods were never tried.
         for name in ["broken-list", "broken-watch", "bad-quantity"] {
@@ -130,6 +133,49 @@ async fn malformed_objects_are_logged_and_skipped() {
             assert!(requests_to(&server, "POST", &format!("/pods/{name}/binding")).is_empty());
         }
         assert_eq!(requests_to(&server, "POST", "/binding").len(), 2);
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_watch_event_is_not_lost() {
+    bounded(60, "a cut watch event", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "8"));
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        assert!(
+            server
+                .wait_until(Duration::from_secs(10), |s| runner.synced()
+                    && s.open_watches("pods") == 1)
+                .await
+        );
+        let lists_before = runner.watch_stats().lists.load(Ordering::Relaxed);
+        // The ADDED event of this pod reaches the scheduler cut in half: only listing
+        // again can tell it the pod exists.
+        server.cut_next_watch_event("pods");
+        server.create("pods", pod("torn", "1"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "torn").is_some())
+                .await,
+            "the pod of the cut event is scheduled"
+        );
+        assert_eq!(runner.watch_stats().undecodable.load(Ordering::Relaxed), 1);
+        assert!(
+            runner.watch_stats().lists.load(Ordering::Relaxed) > lists_before,
+            "listed again"
+        );
+        // The watch goes on afterwards: a later pod arrives by the stream.
+        server.create("pods", pod("after", "1"));
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| node_of(s, "after").is_some())
+                .await
+        );
         runner.stop();
         runner.wait().await.expect("clean stop");
     })

@@ -74,12 +74,11 @@ fn burn() -> ! {
 struct Load(Vec<std::process::Child>);
 
 impl Load {
-    fn start(processes: usize) -> Result<Self, Error> {
-        let exe = std::env::current_exe()
-            .map_err(|e| Error::new(format!("finding xtask's own executable: {e}")))?;
+    /// Starts `processes` busy copies of `exe` (a copy of this program).
+    fn start(exe: &Path, processes: usize) -> Result<Self, Error> {
         let mut children = Vec::with_capacity(processes);
         for _ in 0..processes {
-            let child = Process::new(&exe)
+            let child = Process::new(exe)
                 .arg(BURN)
                 .stdin(std::process::Stdio::piped())
                 .spawn()
@@ -135,10 +134,53 @@ fn wait_at_most(child: &mut std::process::Child, limit: std::time::Duration) -> 
 fn stress(a: StressArgs) -> Result<(), Error> {
     use std::time::{Duration, Instant};
     let root = xtask::workspace_root();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let logs = target.join("stress");
+    let bin = logs.join("bin");
+    std::fs::create_dir_all(&bin)
+        .map_err(|e| Error::new(format!("creating {}: {e}", bin.display())))?;
+    // This program, copied before anything rebuilds it (the build below may, and so may a
+    // build of the tests during the run): the load processes are started from the copy.
+    let own = if Path::new("/proc/self/exe").exists() {
+        PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe()
+            .map_err(|e| Error::new(format!("finding xtask's own executable: {e}")))?
+    };
+    let burner = bin.join("load");
+    std::fs::copy(&own, &burner).map_err(|e| {
+        Error::new(format!(
+            "copying {} to {}: {e}",
+            own.display(),
+            burner.display()
+        ))
+    })?;
     // The README's test command's own build, so nothing is compiled twice with other
     // features.
     say("building the test binaries (cargo test --workspace --no-run)");
-    let build = Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut cargo = Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    // `cargo run` (which `cargo xtask` is) sets the package variables of xtask itself;
+    // build scripts that watch them (ring's do) would see a change from the same command
+    // typed in a shell, and everything above them would be built again, twice.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || matches!(
+                name.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+            )
+        {
+            cargo.env_remove(name.as_ref());
+        }
+    }
+    let build = cargo
         .current_dir(&root)
         .args([
             "test",
@@ -160,12 +202,6 @@ fn stress(a: StressArgs) -> Result<(), Error> {
             a.tests.join(",")
         )));
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let logs = target.join("stress");
-    std::fs::create_dir_all(&logs)
-        .map_err(|e| Error::new(format!("creating {}: {e}", logs.display())))?;
     let processes = a
         .load
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
@@ -181,9 +217,6 @@ fn stress(a: StressArgs) -> Result<(), Error> {
         logs.display()
     ));
     // Copies, so that building the tests again meanwhile does not change what runs.
-    let bin = logs.join("bin");
-    std::fs::create_dir_all(&bin)
-        .map_err(|e| Error::new(format!("creating {}: {e}", bin.display())))?;
     let mut binaries = binaries;
     for binary in &mut binaries {
         let copy = bin.join(&binary.name);
@@ -196,7 +229,7 @@ fn stress(a: StressArgs) -> Result<(), Error> {
         })?;
         binary.path = copy.display().to_string();
     }
-    let load = Load::start(processes)?;
+    let load = Load::start(&burner, processes)?;
     let mut tally = xtask::stress::Tally::default();
     let started = Instant::now();
     for run in 1..=a.runs {

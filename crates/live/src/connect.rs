@@ -4,7 +4,8 @@
 //! kube-apiserver does) then carries every request and watch of one client on a single
 //! multiplexed connection; over plain HTTP, or when h2 is refused, the pool speaks
 //! HTTP/1.1 and the in-flight bound of [`crate::ratelimit::InFlightLayer`] bounds its
-//! connections.
+//! connections. Every watch answer passes [`crate::watch_lines`]'s check, so a cut or
+//! garbled event makes the watcher list again instead of vanishing.
 
 use std::time::Duration;
 
@@ -15,8 +16,11 @@ use tower::{BoxError, ServiceBuilder, ServiceExt};
 use crate::error::RunError;
 
 /// The service [`client_builder`] builds on.
-pub type ApiService =
-    tower::util::BoxService<http::Request<Body>, http::Response<hyper::body::Incoming>, BoxError>;
+pub type ApiService = tower::util::BoxService<
+    http::Request<Body>,
+    http::Response<crate::watch_lines::GuardedBody>,
+    BoxError,
+>;
 
 /// How long an idle pooled connection is kept (client-go's idle timeout).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -66,6 +70,8 @@ pub fn client_builder(
         .layer(config.extra_headers_layer().map_err(client_error)?)
         .option_layer(request_timeout.map(tower::timeout::TimeoutLayer::new))
         .map_err(BoxError::from)
+        // Watch answers are checked line by line (see crate::watch_lines).
+        .layer_fn(crate::watch_lines::WatchLineGuard::new)
         .service(pool)
         .boxed();
     Ok(ClientBuilder::new(

@@ -31,6 +31,7 @@ pub mod requests;
 pub mod run;
 pub mod server;
 pub mod watch;
+pub mod watch_lines;
 
 pub use auth::DelegatedAuth;
 pub use client::KubeClient;

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -253,6 +254,8 @@ pub struct WatchStats {
     pub lists: AtomicU64,
     /// Objects delivered as deleted because a relist no longer had them.
     pub deleted_on_relist: AtomicU64,
+    /// Watch lines that could not be decoded at all (each made the watcher list again).
+    pub undecodable: AtomicU64,
 }
 
 /// Receives one kind's changes, after the object cache was updated.
@@ -551,20 +554,65 @@ pub(crate) async fn run_watcher<K, S>(
         settings,
         relist: None,
     };
+    // Lists taken in a row because of undecodable lines, for a backoff should a server
+    // keep sending them.
+    let mut undecodable_in_a_row: u32 = 0;
     loop {
+        if undecodable_in_a_row > 1 {
+            let wait = Duration::from_millis(100 << undecodable_in_a_row.min(8));
+            tokio::time::sleep(wait.min(Duration::from_secs(30))).await;
+        }
         let stream = watcher::watcher(api.clone(), config.clone()).default_backoff();
         futures::pin_mut!(stream);
         let mut fresh_list = false;
         while let Some(event) = stream.next().await {
             match event {
-                Ok(e) => reconciler.handle(e),
+                Ok(e) => {
+                    if matches!(e, WatchEvent::Apply(_) | WatchEvent::Delete(_)) {
+                        undecodable_in_a_row = 0;
+                    }
+                    reconciler.handle(e);
+                }
                 Err(e) if needs_fresh_list(&e) => {
                     tracing::info!(kind = kind.kind, error = %e, "watch resource version too old; listing again");
                     fresh_list = true;
                     break;
                 }
+                Err(watcher::Error::WatchError(s))
+                    if s.code == 410
+                        && s.message
+                            .starts_with(crate::watch_lines::UNDECODABLE_MESSAGE) =>
+                {
+                    // The line guard's stand-in for a cut or garbled event: kube-runtime
+                    // lists again, as on any 410.
+                    reconciler
+                        .settings
+                        .stats
+                        .undecodable
+                        .fetch_add(1, Ordering::Relaxed);
+                    undecodable_in_a_row += 1;
+                    tracing::warn!(kind = kind.kind, message = %s.message, "watch error: an event could not be decoded; listing again");
+                    if undecodable_in_a_row > 1 {
+                        fresh_list = true;
+                        break;
+                    }
+                }
                 Err(watcher::Error::WatchError(s)) if s.code == 410 => {
                     tracing::info!(kind = kind.kind, message = %s.message, "watch expired; listing again");
+                }
+                Err(watcher::Error::WatchFailed(kube::Error::SerdeError(e))) => {
+                    // A line that is not an event (cut, or garbage): kube-runtime would go
+                    // on with the next line and the event in it would be lost until some
+                    // later relist. Listing again now loses nothing.
+                    reconciler
+                        .settings
+                        .stats
+                        .undecodable
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(kind = kind.kind, error = %e, "watch error: an event could not be decoded; listing again");
+                    undecodable_in_a_row += 1;
+                    fresh_list = true;
+                    break;
                 }
                 Err(e) => {
                     tracing::warn!(kind = kind.kind, error = %e, "watch error; retrying with backoff");

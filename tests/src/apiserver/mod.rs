@@ -477,6 +477,8 @@ pub(crate) struct State {
     changed: Arc<Notify>,
     /// The newest resourceVersion a bookmark carried, by resource.
     bookmarks: HashMap<&'static str, u64>,
+    /// Resources whose next watch event goes out cut in half.
+    cut_next: BTreeSet<&'static str>,
 }
 
 fn now_text() -> String {
@@ -524,6 +526,7 @@ impl State {
             requests: Vec::new(),
             changed: Arc::new(Notify::new()),
             bookmarks: HashMap::new(),
+            cut_next: BTreeSet::new(),
             snapshots: HashMap::new(),
             bookmark_interval: Duration::from_secs(1),
             token,
@@ -574,11 +577,17 @@ impl State {
         if def.plural == "pods" {
             self.index_pod_node(ns, old.as_ref(), new.as_ref());
         }
+        let cut = self.cut_next.remove(def.plural);
         self.watchers.retain(|w| {
             if w.res != def.plural || w.ns.as_deref().is_some_and(|n| n != ns) {
                 return !w.tx.is_closed();
             }
             match Self::event_for(def, &w.selector, old.as_ref(), new.as_ref()) {
+                Some(line) if cut => {
+                    let mut half = line[..line.len() / 2].to_vec();
+                    half.push(b'\n');
+                    w.tx.send(Ok(Bytes::from(half))).is_ok()
+                }
                 Some(line) => w.tx.send(Ok(line)).is_ok(),
                 None => !w.tx.is_closed(),
             }
@@ -1406,6 +1415,15 @@ impl TestApiServer {
         let mut st = self.state.lock();
         st.watchers.retain(|w| !w.tx.is_closed());
         st.watchers.iter().filter(|w| w.res == plural).count()
+    }
+
+    /// Sends the next event of every open watch of `plural` cut in half (the first half
+    /// of its JSON, then the newline), as a broken proxy or a torn connection would: the
+    /// event itself is lost from that stream.
+    pub fn cut_next_watch_event(&self, plural: &str) {
+        let mut st = self.state.lock();
+        let def = resource(plural);
+        st.cut_next.insert(def.plural);
     }
 
     /// Sends a raw line to every open watch of a resource (e.g. broken JSON).
