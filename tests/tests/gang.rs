@@ -182,3 +182,76 @@ fn placed_pods_time_out_at_permit_together_when_the_group_cannot_be_completed() 
         );
     }
 }
+
+/// Two 4-CPU nodes; `big` (three 3-CPU pods, all needed) can never fit, `small` (two
+/// 1-CPU pods) can.
+const LIVELOCK_CLUSTER: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}, status: {allocatable: {cpu: "4", memory: 32Gi, pods: "110"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2, labels: {kubernetes.io/hostname: n2}}, status: {allocatable: {cpu: "4", memory: 32Gi, pods: "110"}}}
+- {apiVersion: scheduling.x-k8s.io/v1alpha1, kind: PodGroup, metadata: {name: big, namespace: default, creationTimestamp: "2026-01-01T10:00:00Z"}, spec: {minMember: 3}}
+- {apiVersion: scheduling.x-k8s.io/v1alpha1, kind: PodGroup, metadata: {name: small, namespace: default, creationTimestamp: "2026-01-01T10:01:00Z"}, spec: {minMember: 2}}
+- {apiVersion: v1, kind: Pod, metadata: {name: big-0, namespace: default, labels: {scheduling.x-k8s.io/pod-group: big}}, spec: {containers: [{name: main, image: x, resources: {requests: {cpu: "3"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: big-1, namespace: default, labels: {scheduling.x-k8s.io/pod-group: big}}, spec: {containers: [{name: main, image: x, resources: {requests: {cpu: "3"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: big-2, namespace: default, labels: {scheduling.x-k8s.io/pod-group: big}}, spec: {containers: [{name: main, image: x, resources: {requests: {cpu: "3"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: small-0, namespace: default, labels: {scheduling.x-k8s.io/pod-group: small}}, spec: {containers: [{name: main, image: x, resources: {requests: {cpu: "1"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: small-1, namespace: default, labels: {scheduling.x-k8s.io/pod-group: small}}, spec: {containers: [{name: main, image: x, resources: {requests: {cpu: "1"}}}]}}
+"#;
+
+const LIVELOCK_CONFIG: &str = "
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: PrioritySort
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      permitWaitingTimeSeconds: 10
+";
+
+#[test]
+fn a_gang_that_never_fits_does_not_retry_without_end() {
+    let (mut manifests, mut problems) = (Manifests::default(), Vec::new());
+    for (text, file) in [
+        (LIVELOCK_CONFIG, "config.yaml"),
+        (LIVELOCK_CLUSTER, "cluster.yaml"),
+    ] {
+        load_text(text, file, &mut manifests, &mut problems);
+    }
+    assert!(problems.is_empty(), "{problems:?}");
+    // Before the fix the run never ended (the rejected gang was placed and rejected again
+    // some 2,000 times a second on a clock that never moved): bound it, so a regression
+    // fails here instead of hanging the suite.
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(simulate(manifests).0);
+    });
+    let report = result
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the simulation ends");
+    let pod = |name: &str| {
+        report
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("{name} reported"))
+    };
+    for name in ["small-0", "small-1"] {
+        assert_eq!(pod(name).status, PodState::Scheduled, "{name}");
+    }
+    for name in ["big-0", "big-1", "big-2"] {
+        let big = pod(name);
+        assert_ne!(big.status, PodState::Scheduled, "{name}");
+        assert_eq!(big.node, None, "{name}");
+        // A handful of tries, not thousands.
+        assert!(big.attempts <= 20, "{name}: {} attempts", big.attempts);
+    }
+}

@@ -245,3 +245,83 @@ async fn a_gang_that_fits_in_part_is_not_bound_until_it_fits_whole() {
     )
     .await;
 }
+
+/// The scheduler's count of attempts that ended with this result.
+fn attempts(runner: &Runner, result: &str) -> u64 {
+    let prefix = format!("scheduler_schedule_attempts_total{{result=\"{result}\",");
+    runner
+        .scheduler()
+        .metrics()
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_never_fits_is_not_retried_without_end() {
+    bounded(
+        60,
+        "a gang that never fits, against the test API server",
+        async {
+            apiserver::serve_kind(ObjectKind::of::<PodGroup>());
+            let server = TestApiServer::start().await;
+            server.create("nodes", node("n1", "4"));
+            server.create("nodes", node("n2", "4"));
+            for (name, min) in [("big", 3), ("small", 2)] {
+                server.create(
+                    "podgroups",
+                    json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"minMember": min}}),
+                );
+            }
+            for i in 0..3 {
+                server.create("pods", member_of_size(&format!("big-{i}"), "big", "3"));
+            }
+            for i in 0..2 {
+                server.create("pods", member_of_size(&format!("small-{i}"), "small", "1"));
+            }
+            let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+            let mut opts = options(&server, false, "coscheduling-never");
+            opts.config = loaded;
+            let runner = Runner::start(opts).await.expect("start");
+            assert!(
+                server
+                    .wait_until(Duration::from_secs(20), |s| (0..2).all(|i| node_of(
+                        s,
+                        &format!("small-{i}")
+                    )
+                    .is_some()))
+                    .await,
+                "the small gang is bound"
+            );
+            let rejected = |s: &TestApiServer| {
+                events(s, "FailedScheduling").iter().any(|e| {
+                    let pod = e["regarding"]["name"].as_str().unwrap_or_default();
+                    e["note"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with(&group_rejected("default/big", pod)))
+                })
+            };
+            assert!(
+                server.wait_until(Duration::from_secs(20), rejected).await,
+                "big is rejected"
+            );
+            // Three seconds on, the gang has been tried a few times, not without end. (In
+            // simulate the old code looped some 2,000 times a second on a clock that never
+            // moved, see gang.rs; here real time passes between rounds, and this bounds them.)
+            let before = attempts(&runner, "unschedulable");
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let during = attempts(&runner, "unschedulable") - before;
+            assert!(during <= 20, "{during} failed attempts in 3 s");
+            for i in 0..3 {
+                assert_eq!(node_of(&server, &format!("big-{i}")), None, "big-{i}");
+            }
+            runner.stop_handle().stop();
+            runner.wait().await.expect("clean stop");
+        },
+    )
+    .await;
+}

@@ -129,6 +129,9 @@ struct Bookkeeping {
     /// When the group last failed: it sorts as if created then, so a group that cannot
     /// be placed does not keep the head of the queue.
     last_failure: HashMap<String, SystemTime>,
+    /// When the group last failed on the scheduler's clock: for one Permit wait after it,
+    /// a placed pod does not pull its siblings back (see Permit).
+    failed_at: HashMap<String, Instant>,
     /// The phase last written to each group's status, so siblings do not write it again
     /// before the store shows it.
     phase_written: HashMap<String, &'static str>,
@@ -160,6 +163,7 @@ impl Bookkeeping {
         self.resources_checked.retain(|g, _| exists(g));
         self.backed_off.retain(|g, _| exists(g));
         self.last_failure.retain(|g, _| exists(g));
+        self.failed_at.retain(|g, _| exists(g));
         self.phase_written.retain(|g, _| exists(g));
         self.start_written.retain(|g, _| exists(g));
         self.whole.retain(|g| exists(g));
@@ -474,9 +478,11 @@ impl Coscheduling {
 
     fn mark_failure(&self, group: &str) {
         let wall = self.handle.clock().wall_now();
+        let now = self.now();
         let mut book = self.book();
         book.resources_checked.remove(group);
         book.last_failure.insert(group.to_string(), wall);
+        book.failed_at.insert(group.to_string(), now);
     }
 
     /// Rejects every pod of the group waiting at Permit.
@@ -966,7 +972,11 @@ impl PermitPlugin for Coscheduling {
             .insert(pod.name.clone());
         let placed = self.placed_count(&full, &members);
         if placed as i64 >= i64::from(group.spec.min_member) {
-            self.book().last_failure.remove(&full);
+            {
+                let mut book = self.book();
+                book.last_failure.remove(&full);
+                book.failed_at.remove(&full);
+            }
             for waiting in self.handle.waiting_pods().list() {
                 if full_group_name(waiting.pod()).as_deref() == Some(full.as_str()) {
                     waiting.allow(NAME);
@@ -974,7 +984,19 @@ impl PermitPlugin for Coscheduling {
             }
             return (Status::success(), Duration::ZERO);
         }
-        if placed == 1 {
+        let timeout = group.permit_timeout(self.permit_timeout);
+        // Siblings rejected on the group's behalf (PostFilter, Unreserve, a Permit
+        // timeout) within the last Permit wait come back with the events that wake the
+        // group. Pulling them back at once placed and rejected a group that cannot fit
+        // again and again without end: each round's first placed pod activated the
+        // others, and with pods popped from backoffQ when activeQ is empty no backoff
+        // slowed it (thousands of rounds a second, the clock never moving).
+        let failed_recently = self
+            .book()
+            .failed_at
+            .get(&full)
+            .is_some_and(|at| self.now() < *at + timeout);
+        if placed == 1 && !failed_recently {
             // The group's first placed pod: its siblings may sit in the unschedulable
             // pods (rejected before the group was whole); bring them back.
             let siblings: Vec<String> = members
@@ -986,7 +1008,7 @@ impl PermitPlugin for Coscheduling {
                 self.handle.activate(&siblings);
             }
         }
-        (Status::wait(), group.permit_timeout(self.permit_timeout))
+        (Status::wait(), timeout)
     }
 }
 
