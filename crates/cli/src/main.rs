@@ -234,11 +234,14 @@ fn main() -> ExitCode {
             },
             ConfigCommand::Migrate { file } => {
                 let name = file.display().to_string();
-                match std::fs::read_to_string(&file)
-                    .map_err(|e| format!("{name}: {e}"))
-                    .and_then(|text| {
-                        kubesched_config::migrate_to_v1(&text, &name).map_err(|e| e.to_string())
-                    }) {
+                match kubesched_config::input::read_text_file(
+                    &file,
+                    kubesched_config::input::MAX_CONFIG_BYTES,
+                )
+                .map_err(|e| format!("{name}: {e}"))
+                .and_then(|text| {
+                    kubesched_config::migrate_to_v1(&text, &name).map_err(|e| e.to_string())
+                }) {
                     Ok(v1) => {
                         print(&v1);
                         ExitCode::SUCCESS

@@ -14,12 +14,15 @@ pub mod html;
 mod load;
 mod report;
 mod runner;
+pub mod validate;
 mod volumes;
 mod whatif;
 mod workload;
 
 pub use cluster::{SimCluster, pod_key};
-pub use load::{InputProblem, Manifests, load_paths, load_text, resolve_priority};
+pub use load::{
+    InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, load_paths, load_text, resolve_priority,
+};
 pub use report::{
     Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,

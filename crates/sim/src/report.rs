@@ -6,7 +6,7 @@
 //! {pods, scheduled, unschedulable, pending, preempted, attempts, nodes, duration_seconds,
 //! pods_per_second, latency_ms_p50, latency_ms_p99}`, `events: [{reason, type, action,
 //! regarding: {namespace, name}, related, note}]`, `explanations`, `problems: [{file,
-//! object, field, message}]`, and `what_if` for `--add-nodes`, `--drain` and
+//! document, object, field, message}]`, and `what_if` for `--add-nodes`, `--drain` and
 //! `--scale-workload`. Only the timing fields of the summary depend on the machine;
 //! everything else is reproducible with a seed.
 

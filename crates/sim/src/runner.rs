@@ -319,22 +319,22 @@ impl Simulation {
         }
         let key = pod_key(&pod);
         if let Err(m) = resolve_priority(&mut pod, &self.priority_classes) {
-            self.problems.push(InputProblem {
-                file: file.into(),
-                object: Some(format!("Pod {key}")),
-                field: Some("spec.priorityClassName".into()),
-                message: m,
-            });
+            self.problems.push(InputProblem::object(
+                file,
+                format!("Pod {key}"),
+                Some("spec.priorityClassName".into()),
+                m,
+            ));
             return;
         }
         match PodInfo::new(Arc::new(pod.clone())) {
             Err(e) => {
-                self.problems.push(InputProblem {
-                    file: file.into(),
-                    object: Some(format!("Pod {key}")),
-                    field: Some(e.field.clone()),
-                    message: e.message.clone(),
-                });
+                self.problems.push(InputProblem::object(
+                    file,
+                    format!("Pod {key}"),
+                    Some(e.field.clone()),
+                    e.message.clone(),
+                ));
                 return;
             }
             // Parts that do not compile are reported; the pod still loads (a bound one
@@ -342,12 +342,12 @@ impl Simulation {
             // cluster.
             Ok(info) => {
                 for e in &info.problems {
-                    self.problems.push(InputProblem {
-                        file: file.into(),
-                        object: Some(format!("Pod {key}")),
-                        field: Some(e.field.clone()),
-                        message: e.message.clone(),
-                    });
+                    self.problems.push(InputProblem::object(
+                        file,
+                        format!("Pod {key}"),
+                        Some(e.field.clone()),
+                        e.message.clone(),
+                    ));
                 }
             }
         }
@@ -359,12 +359,12 @@ impl Simulation {
     pub fn add_node(&mut self, node: api::Node, file: &str) {
         let name = node.metadata.name.clone().unwrap_or_default();
         if let Err(e) = kubesched_framework::model::Node::new(Arc::new(node.clone())) {
-            self.problems.push(InputProblem {
-                file: file.into(),
-                object: Some(format!("Node {name}")),
-                field: Some(e.field.clone()),
-                message: e.message.clone(),
-            });
+            self.problems.push(InputProblem::object(
+                file,
+                format!("Node {name}"),
+                Some(e.field.clone()),
+                e.message.clone(),
+            ));
             return;
         }
         self.cluster.apply_node(node);
