@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use kubesched_framework::events::{EventObject, EventResource};
@@ -268,6 +269,8 @@ fn yaml_options(len: usize) -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.with_snippet = false;
+    // Comments are never read; not collecting them makes parsing much faster.
+    options.emit_comments = false;
     options
 }
 
@@ -352,6 +355,8 @@ impl<'m> Loader<'m> {
 
     /// YAML: documents parsed one by one; a block List's items one by one too.
     fn load_yaml(&mut self, text: &str, file: &str) {
+        // Documents that are not Lists, parsed in batches across threads, added in order.
+        let mut batch: Vec<(Position, split::Piece<'_>)> = Vec::new();
         for (i, piece) in split::documents(text).into_iter().enumerate() {
             if split::is_empty_document(&piece.text) {
                 continue;
@@ -361,31 +366,50 @@ impl<'m> Loader<'m> {
                 items: Vec::new(),
                 line: Some(piece.first_line),
             };
-            if let Some(list) = split::list_items(&piece.text, piece.first_line)
-                && self.load_split_list(&piece.text, &list, file, &position)
-            {
+            if let Some(list) = split::list_items(&piece.text, piece.first_line) {
+                self.add_documents(std::mem::take(&mut batch), file);
+                if !self.load_split_list(&piece.text, &list, file, &position) {
+                    self.add_documents(vec![(position, piece)], file);
+                }
                 continue;
             }
-            self.load_yaml_piece(&piece.text, piece.first_line, file, &position);
+            batch.push((position, piece));
+            if batch.len() >= BATCH {
+                self.add_documents(std::mem::take(&mut batch), file);
+            }
         }
+        self.add_documents(batch, file);
     }
 
-    /// Parses one piece of YAML whole and adds what it holds.
-    fn load_yaml_piece(&mut self, text: &str, first_line: usize, file: &str, position: &Position) {
-        match serde_saphyr::from_str_with_options::<serde_json::Value>(
-            text,
-            yaml_options(text.len()),
-        ) {
-            Ok(serde_json::Value::Null) => {}
-            Ok(doc) => self.add_object(doc, file, position, Some(text)),
-            Err(e) => {
-                let (message, line) = yaml_error(&e);
+    /// Parses documents (in parallel) and adds what they hold, in order.
+    fn add_documents(&mut self, batch: Vec<(Position, split::Piece<'_>)>, file: &str) {
+        let pieces: Vec<&split::Piece<'_>> = batch.iter().map(|(_, p)| p).collect();
+        for ((position, piece), parsed) in batch.iter().zip(parse_pieces(&pieces)) {
+            if let Some((message, line)) = self.add_parsed(parsed, &piece.text, file, position) {
                 let mut problem =
-                    InputProblem::file(file, invalid_yaml(&message, line, first_line));
+                    InputProblem::file(file, invalid_yaml(&message, line, piece.first_line));
                 problem.document = Some(position.to_string());
                 self.problems.push(problem);
             }
         }
+    }
+
+    /// Adds a parsed piece; returns why it did not parse.
+    fn add_parsed(
+        &mut self,
+        parsed: Parsed,
+        text: &str,
+        file: &str,
+        position: &Position,
+    ) -> Option<(String, Option<usize>)> {
+        match parsed {
+            Parsed::Pod(p) => self.add_pod(*p, file, position),
+            Parsed::Node(n) => self.add_node(*n, file, position),
+            Parsed::Value(serde_json::Value::Null) => {}
+            Parsed::Value(doc) => self.add_object(doc, file, position, Some(text)),
+            Parsed::Failed(message, line) => return Some((message, line)),
+        }
+        None
     }
 
     /// A List cut into items: its header and each item parsed on their own. Returns
@@ -414,40 +438,56 @@ impl<'m> Loader<'m> {
         if !is_list {
             return false;
         }
-        let parsed: Vec<Result<serde_json::Value, (String, Option<usize>)>> = list
-            .items
-            .iter()
-            .map(|item| {
-                if let Some(line) = item.misindented {
-                    let message =
-                        "a line indented less than its List item's content, or with a tab";
-                    return Err((message.to_string(), Some(line)));
+        let count = list.len();
+        // Items that do not parse alone: (index, message, line of the piece, whether the
+        // whole document might still give it).
+        let mut failed: Vec<(usize, String, Option<usize>, bool)> = Vec::new();
+        for from in (0..count).step_by(BATCH) {
+            let pieces: Vec<split::Piece<'_>> = (from..count.min(from + BATCH))
+                .map(|j| list.item(j))
+                .collect();
+            let refs: Vec<&split::Piece<'_>> = pieces.iter().collect();
+            for (k, (item, parsed)) in pieces.iter().zip(parse_pieces(&refs)).enumerate() {
+                let j = from + k;
+                let at = position.item(j + 1, Some(item.first_line));
+                if let Some((message, line)) = self.add_parsed(parsed, &item.text, file, &at) {
+                    // An item needs the rest of the document only through an alias (to an
+                    // anchor of another item) or a layout the cut cannot follow.
+                    let retry = item.misindented.is_some() || item.text.contains('*');
+                    failed.push((j, message, line, retry));
                 }
-                serde_saphyr::from_str_with_options::<serde_json::Value>(
-                    &item.text,
-                    yaml_options(item.text.len()),
-                )
-                .map_err(|e| yaml_error(&e))
-            })
-            .collect();
-        if parsed.iter().any(Result::is_err)
-            && serde_saphyr::from_str_with_options::<serde_json::Value>(
-                text,
-                yaml_options(text.len()),
-            )
-            .is_ok()
-        {
-            return false;
+            }
         }
-        let count = list.items.len();
-        for (j, (item, result)) in list.items.iter().zip(parsed).enumerate() {
-            let at = position.item(j + 1, Some(item.first_line));
-            match result {
-                Ok(serde_json::Value::Null) => {}
-                Ok(doc) => self.add_object(doc, file, &at, Some(&item.text)),
-                Err((message, line)) => {
+        let whole = if failed.iter().any(|f| f.3) {
+            serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options(text.len()))
+                .ok()
+                .and_then(
+                    |mut doc| match doc.get_mut("items").map(serde_json::Value::take) {
+                        Some(serde_json::Value::Array(items)) if items.len() == count => {
+                            Some(items)
+                        }
+                        _ => None,
+                    },
+                )
+        } else {
+            None
+        };
+        match whole {
+            Some(mut items) => {
+                for (j, ..) in failed {
+                    let doc = items[j].take();
+                    let at = position.item(j + 1, Some(list.item(j).first_line));
+                    if !doc.is_null() {
+                        self.add_object(doc, file, &at, None);
+                    }
+                }
+            }
+            None => {
+                for (j, message, line, _) in failed {
+                    let first_line = list.item(j).first_line;
+                    let at = position.item(j + 1, Some(first_line));
                     let mut problem =
-                        InputProblem::file(file, invalid_yaml(&message, line, item.first_line));
+                        InputProblem::file(file, invalid_yaml(&message, line, first_line));
                     problem.document = Some(at.to_string());
                     self.problems.push(problem);
                 }
@@ -536,46 +576,16 @@ impl<'m> Loader<'m> {
                 .push(problem("metadata.name", "an object needs a name".into()));
             return;
         }
-        let origin = || dedup::Origin {
-            file: file.to_string(),
-            position: position.to_string(),
-        };
+        let origin = || origin(file, position);
         match kind.as_str() {
             "Node" => {
                 if let Some(n) = self.decode::<api::Node>(doc, file, &object, position) {
-                    let errors = crate::validate::node(&n);
-                    if let Some(first) = errors.first() {
-                        for e in &errors {
-                            self.problems.push(problem(&e.field, e.message.clone()));
-                        }
-                        tracing::debug!(node = %object, "invalid node left out: {first}");
-                        return;
-                    }
-                    let duplicate = self.seen.add_node(self.manifests, n, origin());
-                    self.duplicate(duplicate, problem);
+                    self.add_node(n, file, position);
                 }
             }
             "Pod" => {
                 if let Some(p) = self.decode::<api::Pod>(doc, file, &object, position) {
-                    let errors = crate::validate::pod(&p);
-                    if let Some(first) = errors.first() {
-                        for e in &errors {
-                            self.problems.push(problem(&e.field, e.message.clone()));
-                        }
-                        self.manifests.invalid_pods.push(InvalidPod {
-                            namespace: p
-                                .metadata
-                                .namespace
-                                .clone()
-                                .filter(|n| !n.is_empty())
-                                .unwrap_or_else(|| "default".into()),
-                            name: p.metadata.name.clone().unwrap_or_default(),
-                            message: first.to_string(),
-                        });
-                        return;
-                    }
-                    let duplicate = self.seen.add_pod(self.manifests, p, origin());
-                    self.duplicate(duplicate, problem);
+                    self.add_pod(p, file, position);
                 }
             }
             "PriorityClass" => {
@@ -607,6 +617,54 @@ impl<'m> Loader<'m> {
                 format!("unknown kind {kind:?}; it is not simulated"),
             )),
         }
+    }
+
+    /// Adds a decoded node: refused when an API server would refuse it, reported when it
+    /// is a second copy.
+    fn add_node(&mut self, n: api::Node, file: &str, position: &Position) {
+        let object = describe_meta("Node", &n.metadata);
+        let problem = |field: &str, message: String| {
+            InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
+        };
+        let errors = crate::validate::node(&n);
+        if !errors.is_empty() {
+            for e in errors {
+                self.problems.push(problem(&e.field, e.message));
+            }
+            return;
+        }
+        let duplicate = self
+            .seen
+            .add_node(self.manifests, n, origin(file, position));
+        self.duplicate(duplicate, problem);
+    }
+
+    /// Adds a decoded pod: kept aside as invalid when an API server would refuse it,
+    /// reported when it is a second copy.
+    fn add_pod(&mut self, p: api::Pod, file: &str, position: &Position) {
+        let object = describe_meta("Pod", &p.metadata);
+        let problem = |field: &str, message: String| {
+            InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
+        };
+        let errors = crate::validate::pod(&p);
+        if let Some(first) = errors.first() {
+            self.manifests.invalid_pods.push(InvalidPod {
+                namespace: p
+                    .metadata
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "default".into()),
+                name: p.metadata.name.clone().unwrap_or_default(),
+                message: first.to_string(),
+            });
+            for e in errors {
+                self.problems.push(problem(&e.field, e.message));
+            }
+            return;
+        }
+        let duplicate = self.seen.add_pod(self.manifests, p, origin(file, position));
+        self.duplicate(duplicate, problem);
     }
 
     fn duplicate(
@@ -666,6 +724,79 @@ impl<'m> Loader<'m> {
     }
 }
 
+/// Pieces parsed at a time: enough to keep every thread busy, few enough that the
+/// parsed objects waiting to be added stay a small part of the whole.
+const BATCH: usize = 4096;
+
+/// A piece parsed (on any thread): the typed object for the kinds a dump is mostly made
+/// of, else the general tree, or why it did not parse.
+enum Parsed {
+    Pod(Box<api::Pod>),
+    Node(Box<api::Node>),
+    Value(serde_json::Value),
+    Failed(String, Option<usize>),
+}
+
+/// Parses one piece. A piece whose root mapping says `kind: Pod` or `kind: Node` is
+/// decoded straight into the typed object (no tree in between); when that fails, or for
+/// any other kind, it is parsed into the general tree, whose decoding then says exactly
+/// which field is wrong.
+fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
+    if let Some(line) = piece.misindented {
+        let message = "a line indented less than its List item's content, or with a tab";
+        return Parsed::Failed(message.to_string(), Some(line));
+    }
+    let text: &str = &piece.text;
+    let has_name = |m: &ObjectMeta| m.name.as_deref().is_some_and(|n| !n.is_empty());
+    match peek_kind(text) {
+        Some("Pod") => {
+            if let Ok(p) =
+                serde_saphyr::from_str_with_options::<api::Pod>(text, yaml_options(text.len()))
+                && has_name(&p.metadata)
+            {
+                return Parsed::Pod(Box::new(p));
+            }
+        }
+        Some("Node") => {
+            if let Ok(n) =
+                serde_saphyr::from_str_with_options::<api::Node>(text, yaml_options(text.len()))
+                && has_name(&n.metadata)
+            {
+                return Parsed::Node(Box::new(n));
+            }
+        }
+        _ => {}
+    }
+    match serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options(text.len())) {
+        Ok(v) => Parsed::Value(v),
+        Err(e) => {
+            let (message, line) = yaml_error(&e);
+            Parsed::Failed(message, line)
+        }
+    }
+}
+
+/// Parses pieces on up to 8 threads; the results are in the pieces' order.
+fn parse_pieces(pieces: &[&split::Piece<'_>]) -> Vec<Parsed> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(8);
+    if threads == 1 || pieces.len() < 64 {
+        return pieces.iter().map(|p| parse_piece(p)).collect();
+    }
+    let chunk = pieces.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = pieces
+            .chunks(chunk)
+            .map(|c| scope.spawn(move || c.iter().map(|p| parse_piece(p)).collect::<Vec<_>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 fn invalid_yaml(message: &str, line: Option<usize>, first_line: usize) -> String {
     match line {
         Some(l) => format!("invalid YAML at line {}: {message}", first_line + l - 1),
@@ -681,6 +812,36 @@ fn value_type(v: &serde_json::Value) -> &'static str {
         serde_json::Value::String(_) => "a string",
         serde_json::Value::Array(_) => "a sequence",
         serde_json::Value::Object(_) => "a mapping",
+    }
+}
+
+fn origin(file: &str, position: &Position) -> dedup::Origin {
+    dedup::Origin {
+        file: file.to_string(),
+        position: position.to_string(),
+    }
+}
+
+/// The kind a piece of YAML gives on a line of its own at the root (`kind: Pod`), if any.
+fn peek_kind(text: &str) -> Option<&str> {
+    let line = text.lines().find_map(|l| l.strip_prefix("kind:"))?;
+    let value = match line.find(" #") {
+        Some(at) => &line[..at],
+        None => line,
+    }
+    .trim();
+    let value = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+        .unwrap_or(value);
+    Some(value)
+}
+
+fn describe_meta(kind: &str, meta: &ObjectMeta) -> String {
+    match (meta.namespace.as_deref(), meta.name.as_deref()) {
+        (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
+        (_, n) => format!("{kind} {}", n.unwrap_or_default()),
     }
 }
 

@@ -106,8 +106,30 @@ pub(crate) fn documents(text: &str) -> Vec<Piece<'_>> {
 pub(crate) struct SplitList<'a> {
     /// The document with the `items:` key and its sequence left out.
     pub header: String,
-    /// The items, each dedented to stand alone.
-    pub items: Vec<Piece<'a>>,
+    doc: &'a str,
+    seq_indent: usize,
+    /// Each item's bytes in the document and the file's line it starts on.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl<'a> SplitList<'a> {
+    /// How many items.
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Item `i` (0-based) dedented to stand alone; made when asked for, so a List of
+    /// 100,000 items is never copied whole.
+    pub(crate) fn item(&self, i: usize) -> Piece<'a> {
+        let (start, end, first_line) = self.spans[i];
+        let lines: Vec<(usize, &str)> = lines_with_offsets(&self.doc[start..end]).collect();
+        let (text, misindented) = dedent(&lines, self.seq_indent);
+        Piece {
+            text: Cow::Owned(text),
+            first_line,
+            misindented,
+        }
+    }
 }
 
 fn indentation(line: &str) -> usize {
@@ -119,68 +141,64 @@ fn indentation(line: &str) -> usize {
 /// caller then parses the document whole). `first_line` is the document's first line in
 /// the file.
 pub(crate) fn list_items(doc: &str, first_line: usize) -> Option<SplitList<'_>> {
-    let lines: Vec<(usize, &str)> = lines_with_offsets(doc).collect();
-    let key = lines.iter().position(|(_, l)| {
-        l.strip_prefix("items:")
+    let mut lines = lines_with_offsets(doc).enumerate().peekable();
+    let mut header = String::new();
+    // Up to the key.
+    loop {
+        let (_, (_, line)) = lines.next()?;
+        if line
+            .strip_prefix("items:")
             .is_some_and(|rest| is_filler(rest) || rest.trim().is_empty())
-    })?;
-    // The sequence's indentation: the first content line after the key.
-    let first = (key + 1..lines.len()).find(|&i| !is_filler(lines[i].1))?;
-    let seq_indent = indentation(lines[first].1);
-    if !is_item_start(lines[first].1, seq_indent) {
-        return None;
+        {
+            break;
+        }
+        header.push_str(line);
     }
-    let mut items: Vec<(usize, usize)> = Vec::new(); // (first line index, end line index)
-    let mut end = lines.len();
-    let mut i = first;
-    while i < lines.len() {
-        let line = lines[i].1;
+    // The sequence's indentation: the first content line after the key.
+    let mut seq_indent = None;
+    let mut spans: Vec<(usize, usize, usize)> = Vec::new();
+    let mut end = doc.len();
+    for (n, (at, line)) in lines.by_ref() {
         // A tab where indentation should be is an error of the item it is in.
         let tabbed = line.trim_start_matches(' ').starts_with('\t');
-        if (is_filler(line) && !line.starts_with('%')) || (tabbed && !items.is_empty()) {
-            i += 1;
+        if (is_filler(line) && !line.starts_with('%')) || (tabbed && !spans.is_empty()) {
             continue;
         }
         let indent = indentation(line);
-        if indent > seq_indent {
-            i += 1;
+        let seq = *seq_indent.get_or_insert(indent);
+        if spans.is_empty() && !is_item_start(line, seq) {
+            return None;
+        }
+        if indent > seq {
             continue;
         }
-        if indent == seq_indent && is_item_start(line, seq_indent) {
-            if let Some(last) = items.last_mut() {
-                last.1 = i;
+        if indent == seq && is_item_start(line, seq) {
+            if let Some(last) = spans.last_mut() {
+                last.1 = at;
             }
-            items.push((i, lines.len()));
-            i += 1;
+            spans.push((at, doc.len(), first_line + n));
             continue;
         }
         if indent == 0 {
             // The next key of the root mapping: the sequence ended.
-            end = i;
+            end = at;
+            header.push_str(line);
             break;
         }
         return None;
     }
-    if let Some(last) = items.last_mut() {
+    if let Some(last) = spans.last_mut() {
         last.1 = end;
     }
     // Comments and blank lines at the end of the last item stay with it (harmless).
-    let mut header = String::with_capacity(doc.len().min(4096));
-    for (_, l) in lines[..key].iter().chain(&lines[end..]) {
-        header.push_str(l);
-    }
-    let mut pieces = Vec::with_capacity(items.len());
-    for (from, to) in items {
-        let (text, misindented) = dedent(&lines[from..to], seq_indent);
-        pieces.push(Piece {
-            text: Cow::Owned(text),
-            first_line: first_line + from,
-            misindented,
-        });
+    for (_, (_, line)) in lines {
+        header.push_str(line);
     }
     Some(SplitList {
         header,
-        items: pieces,
+        doc,
+        seq_indent: seq_indent.unwrap_or(0),
+        spans,
     })
 }
 
@@ -280,9 +298,8 @@ mod tests {
         let text = "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  spec:\n    x: |\n      - not an item\n\n- kind: Node\nkind: List\nmetadata: {}\n";
         let split = list_items(text, 10).expect("cut");
         assert_eq!(split.header, "apiVersion: v1\nkind: List\nmetadata: {}\n");
-        let items: Vec<(String, usize)> = split
-            .items
-            .into_iter()
+        let items: Vec<(String, usize)> = (0..split.len())
+            .map(|i| split.item(i))
             .map(|p| (p.text.into_owned(), p.first_line))
             .collect();
         assert_eq!(
@@ -297,11 +314,11 @@ mod tests {
         );
         // An indented sequence, and an item whose content starts on the next line.
         let split = list_items("items:\n  -\n    kind: Pod\n  - kind: Node\n", 1).expect("cut");
-        assert_eq!(split.items.len(), 2);
-        assert_eq!(split.items[0].text, "\nkind: Pod\n");
+        assert_eq!(split.len(), 2);
+        assert_eq!(split.item(0).text, "\nkind: Pod\n");
         // Flow sequences and odd layouts are left whole.
         assert!(list_items("items: [{kind: Pod}]\nkind: List\n", 1).is_none());
         let split = list_items("items:\n- a: 1\n b: 2\n", 1).expect("cut");
-        assert_eq!(split.items[0].misindented, Some(2));
+        assert_eq!(split.item(0).misindented, Some(2));
     }
 }
