@@ -98,7 +98,8 @@ enum ConfigCommand {
 #[derive(clap::Args)]
 struct SimulateArgs {
     /// Manifest files or folders (Nodes, Pods, Namespaces, Services, PVs, PVCs, ...; `List`
-    /// objects and multi-document YAML are fine). Pods with spec.nodeName are running.
+    /// objects and multi-document YAML are fine), `-` for standard input. Pods with
+    /// spec.nodeName are running.
     paths: Vec<PathBuf>,
     /// A KubeSchedulerConfiguration (the default profile otherwise).
     #[arg(long)]

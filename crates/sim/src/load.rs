@@ -310,8 +310,7 @@ impl<'m> Loader<'m> {
 
     fn load_file(&mut self, text: &str, file: &str) {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let start = text.trim_start();
-        if start.starts_with('{') || start.starts_with('[') {
+        if looks_like_json(text) {
             self.load_json(text, file);
         } else {
             self.load_yaml(text, file);
@@ -412,10 +411,10 @@ impl<'m> Loader<'m> {
         None
     }
 
-    /// A List cut into items: its header and each item parsed on their own. Returns
-    /// false (having added nothing) when the document must be parsed whole instead: the
-    /// header is not a List's, or an item does not parse while the whole document does
-    /// (an alias to an anchor of another item).
+    /// A List cut into items: its header and each item parsed on their own (an item that
+    /// does not parse alone because it refers to another item, through an alias, is taken
+    /// from the whole document). Returns false, having added nothing, when the header is
+    /// not a List's: the caller then parses the document whole.
     fn load_split_list(
         &mut self,
         text: &str,
@@ -428,6 +427,19 @@ impl<'m> Loader<'m> {
             yaml_options(list.header.len()),
         ) {
             Ok(h) => h,
+            // A broken header costs only itself when its kind line still says List.
+            Err(e) if peek_kind(&list.header).is_some_and(|k| k.ends_with("List")) => {
+                let (message, line) = yaml_error(&e);
+                // The header's lines are the document's before and after the items; the
+                // line is right when the error is before them (the usual place).
+                let mut problem = InputProblem::file(
+                    file,
+                    invalid_yaml(&message, line, position.line.unwrap_or(1)),
+                );
+                problem.document = Some(position.to_string());
+                self.problems.push(problem);
+                serde_json::json!({"kind": "List"})
+            }
             Err(_) => return false,
         };
         let is_list = header
@@ -720,6 +732,26 @@ impl<'m> Loader<'m> {
                 self.problems.push(p.at(position));
                 None
             }
+        }
+    }
+}
+
+/// Whether text is JSON rather than YAML written in flow style: JSON's objects start
+/// with a quoted key (`{"kind": ...`), YAML's flow mappings need not (`{kind: Pod}`).
+fn looks_like_json(text: &str) -> bool {
+    let mut rest = text.trim_start();
+    loop {
+        match rest.chars().next() {
+            Some('{') => {
+                let after = rest[1..].trim_start();
+                return after.starts_with('"') || after.starts_with('}');
+            }
+            Some('[') => rest = rest[1..].trim_start(),
+            Some(c) => {
+                return text.trim_start().starts_with('[')
+                    && (c == ']' || c == '"' || c == '-' || c.is_ascii_digit());
+            }
+            None => return false,
         }
     }
 }

@@ -243,7 +243,10 @@ impl SimReport {
             write_explanation(&mut out, e);
         }
         if !self.problems.is_empty() {
-            let _ = writeln!(out, "\nInput problems (these objects were left out):");
+            let _ = writeln!(
+                out,
+                "\nInput problems (what could not be read or an API server would refuse was left out):"
+            );
             for p in &self.problems {
                 let _ = writeln!(out, "  {}", shown(&p.to_string()));
             }

@@ -175,6 +175,14 @@ fn an_indented_list_and_a_flow_list_load_too() {
     let (m, problems) = load(&format!("---\n{flow}"), "f.yaml");
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(m.pods.len(), 1);
+    // A file that starts with a flow mapping is YAML unless its keys are quoted.
+    let (m, problems) = load(flow, "f.yaml");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(m.pods.len(), 1);
+    assert!(
+        looks_like_json(" {\"kind\": \"Pod\"}") && looks_like_json("[{}]") && looks_like_json("{}")
+    );
+    assert!(!looks_like_json("[{kind: Pod}]") && !looks_like_json("kind: Pod"));
     // Anchors shared between items: the List is parsed whole.
     let shared = "kind: List\nitems:\n- &p\n  kind: Pod\n  metadata: {name: a}\n- kind: Node\n  metadata: {name: n0}\n  spec: {podCIDR: *p}\n";
     let (m, problems) = load(shared, "f.yaml");
@@ -425,4 +433,17 @@ fn standard_input_and_folders_go_through_the_same_checks() {
         problems[1]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_broken_list_header_costs_only_itself() {
+    let text = format!(
+        "apiVersion: v1\nmetadata: {{resourceVersion: \"\"\nitems:\n{}{}kind: List\n",
+        pod_yaml("a", "- ", "  "),
+        pod_yaml("b", "- ", "  ")
+    );
+    let (m, problems) = load(&text, "f.yaml");
+    assert_eq!(m.pods.len(), 2);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].document.as_deref(), Some("document 1 (line 1)"));
 }
