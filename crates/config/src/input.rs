@@ -101,4 +101,15 @@ mod tests {
         let e = read_text(&b"abcdef"[..], 3).expect_err("too much");
         assert!(e.to_string().contains("more than 3 bytes"), "{e}");
     }
+
+    /// `kubesched config validate /dev/zero` read until memory ran out.
+    #[cfg(unix)]
+    #[test]
+    fn a_configuration_that_is_a_device_is_refused_unread() {
+        let e = crate::load_file(Path::new("/dev/zero")).expect_err("a device");
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero: a character device, not a regular file: refused"
+        );
+    }
 }
