@@ -385,10 +385,14 @@ impl<'m> Loader<'m> {
         let pieces: Vec<&split::Piece<'_>> = batch.iter().map(|(_, p)| p).collect();
         for ((position, piece), parsed) in batch.iter().zip(parse_pieces(&pieces)) {
             if let Some((message, line)) = self.add_parsed(parsed, &piece.text, file, position) {
-                let mut problem =
-                    InputProblem::file(file, invalid_yaml(&message, line, piece.first_line));
-                problem.document = Some(position.to_string());
-                self.problems.push(problem);
+                self.problems.push(unparsed(
+                    file,
+                    &piece.text,
+                    &message,
+                    line,
+                    piece.first_line,
+                    position,
+                ));
             }
         }
     }
@@ -496,12 +500,16 @@ impl<'m> Loader<'m> {
             }
             None => {
                 for (j, message, line, _) in failed {
-                    let first_line = list.item(j).first_line;
-                    let at = position.item(j + 1, Some(first_line));
-                    let mut problem =
-                        InputProblem::file(file, invalid_yaml(&message, line, first_line));
-                    problem.document = Some(at.to_string());
-                    self.problems.push(problem);
+                    let item = list.item(j);
+                    let at = position.item(j + 1, Some(item.first_line));
+                    self.problems.push(unparsed(
+                        file,
+                        &item.text,
+                        &message,
+                        line,
+                        item.first_line,
+                        &at,
+                    ));
                 }
             }
         }
@@ -827,6 +835,39 @@ fn parse_pieces(pieces: &[&split::Piece<'_>]) -> Vec<Parsed> {
             .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     })
+}
+
+/// The problem of a piece that does not parse: named by the kind and name its lines
+/// give, when they do (`Pod web-1`), as the object cannot be read.
+fn unparsed(
+    file: &str,
+    text: &str,
+    message: &str,
+    line: Option<usize>,
+    first_line: usize,
+    position: &Position,
+) -> InputProblem {
+    let mut problem = InputProblem::file(file, invalid_yaml(message, line, first_line));
+    problem.document = Some(position.to_string());
+    problem.object = peek_kind(text)
+        .filter(|k| !k.is_empty())
+        .map(|kind| match peek_name(text) {
+            Some(name) => format!("{kind} {name}"),
+            None => kind.to_string(),
+        });
+    problem
+}
+
+/// `metadata.name` as the lines of a block mapping give it (`metadata:` then `  name: x`).
+fn peek_name(text: &str) -> Option<&str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("metadata:"));
+    lines.next()?;
+    let name = lines
+        .take_while(|l| l.is_empty() || l.starts_with(' ') || l.starts_with('#'))
+        .find_map(|l| l.strip_prefix("  name:"))?
+        .trim()
+        .trim_matches(['"', '\'']);
+    (!name.is_empty()).then_some(name)
 }
 
 fn invalid_yaml(message: &str, line: Option<usize>, first_line: usize) -> String {

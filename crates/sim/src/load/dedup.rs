@@ -237,9 +237,33 @@ impl Seen {
         }
     }
 
-    /// Pods bound (`spec.nodeName`) to a node the input does not hold: reported (they
-    /// still count where the cache puts them, as in a cluster whose node was deleted).
+    /// What no cluster can hold: pods bound (`spec.nodeName`) to a node the input does
+    /// not hold (they still count where the cache puts them, as in a cluster whose node
+    /// was just deleted), and two pods with one `metadata.uid`. Reported.
     pub(super) fn check_bindings(&self, m: &Manifests, problems: &mut Vec<InputProblem>) {
+        let mut uids: HashMap<&str, &Key> = HashMap::new();
+        for (key, (index, origin)) in sorted(&self.pods) {
+            let Some(uid) = m.pods[*index]
+                .metadata
+                .uid
+                .as_deref()
+                .filter(|u| !u.is_empty())
+            else {
+                continue;
+            };
+            if let Some(first) = uids.insert(uid, key) {
+                problems.push(InputProblem {
+                    file: origin.file.clone(),
+                    document: (!origin.position.is_empty()).then(|| origin.position.clone()),
+                    object: Some(format!("Pod {}/{}", key.0, key.1)),
+                    field: Some("metadata.uid".into()),
+                    message: format!(
+                        "{uid:?} is also the uid of pod {}/{}: an API server gives each object its own",
+                        first.0, first.1
+                    ),
+                });
+            }
+        }
         let nodes: HashSet<&str> = m
             .nodes
             .iter()

@@ -294,6 +294,16 @@ fn problems_name_the_line_of_the_file() {
     assert_eq!(m.pods.len(), 1);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].document.as_deref(), Some("document 2 (line 3)"));
+    assert_eq!(problems[0].object.as_deref(), Some("Pod"));
+    let (_, problems) = load(
+        "kind: Node\nmetadata:\n  labels: {a: b}\n  name: n-1\n  name: n-2\n",
+        "f.yaml",
+    );
+    assert_eq!(
+        problems[0].object.as_deref(),
+        Some("Node n-1"),
+        "{problems:?}"
+    );
     assert!(
         problems[0].message.starts_with("invalid YAML at line "),
         "{}",
