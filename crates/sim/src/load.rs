@@ -1,6 +1,12 @@
 //! Loading ordinary Kubernetes manifests (multi-document YAML, JSON, `List` objects) into
-//! the in-memory cluster. A broken object is reported with its file, object and field and
-//! left out; everything else loads.
+//! the in-memory cluster. A broken object is reported with its file, document (and line),
+//! object and field and left out; everything else loads.
+//!
+//! Dumps of real clusters load whole: documents and List items are parsed one by one
+//! (see `split`), with parser budgets sized to each piece, so no size a dump reaches is
+//! refused while alias bombs and absurd nesting still are; a JSON List is streamed item by
+//! item. Objects defined twice, pods bound to nodes the input lacks, and a second
+//! KubeSchedulerConfiguration are problems, never silent.
 
 use std::fmt;
 use std::path::PathBuf;
