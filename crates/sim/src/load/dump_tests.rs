@@ -457,3 +457,17 @@ fn a_broken_list_header_costs_only_itself() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].document.as_deref(), Some("document 1 (line 1)"));
 }
+
+#[test]
+fn windows_line_endings_and_a_byte_order_mark_load_the_same() {
+    let unix = list_yaml((0..3).map(|i| format!("p{i}"))) + "---\n" + &pod_yaml("q", "", "");
+    let windows = format!("\u{feff}{}", unix.replace('\n', "\r\n"));
+    let (m, problems) = load(&windows, "f.yaml");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(m.pods.len(), 4);
+    let (u, _) = load(&unix, "f.yaml");
+    assert_eq!(
+        m.pods[0].metadata.labels, u.pods[0].metadata.labels,
+        "the same objects either way"
+    );
+}
