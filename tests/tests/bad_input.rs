@@ -225,6 +225,75 @@ fn the_seeds_load_cleanly() {
     kubesched_config::load_str(CONFIG, "scheduler.yaml").expect("valid configuration");
 }
 
+/// What an API server refuses never reaches the scheduler: a pod with a negative
+/// overhead (which once surfaced as NodeResourcesFit's "invalid score" and about 85
+/// retries) or a spread constraint with maxSkew 0 is reported with status Invalid and
+/// the field, and everything else runs.
+#[test]
+fn pods_an_api_server_would_refuse_are_invalid_and_the_rest_runs() {
+    let text = r#"apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {zone: a}}
+status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: good}
+spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: negative}
+spec:
+  overhead: {cpu: "-1"}
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: skew}
+spec:
+  containers: [{name: c}]
+  topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]
+"#;
+    let report = kubesched_tests::simulate_text(text, None, 0, None);
+    let row = |name: &str| {
+        report
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("{name} in the report"))
+    };
+    assert_eq!(row("good").status, kubesched_sim::PodState::Scheduled);
+    for (name, message) in [
+        (
+            "negative",
+            r#"spec.overhead[cpu]: Invalid value: "-1": must be greater than or equal to 0"#,
+        ),
+        (
+            "skew",
+            "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
+        ),
+    ] {
+        let p = row(name);
+        assert_eq!(p.status, kubesched_sim::PodState::Invalid, "{name}");
+        assert_eq!(p.message.as_deref(), Some(message));
+        assert_eq!(p.attempts, 0);
+    }
+    assert_eq!(
+        (
+            report.summary.pods,
+            report.summary.scheduled,
+            report.summary.invalid
+        ),
+        (3, 1, 2)
+    );
+    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
+    assert!(report.events.iter().all(|e| e.regarding.name == "good"));
+    let table = report.to_table(false);
+    assert!(table.contains("default/negative  Invalid"), "{table}");
+    assert!(table.contains("2 invalid"), "{table}");
+}
+
 proptest! {
     #![proptest_config(config())]
 

@@ -98,7 +98,8 @@ enum ConfigCommand {
 #[derive(clap::Args)]
 struct SimulateArgs {
     /// Manifest files or folders (Nodes, Pods, Namespaces, Services, PVs, PVCs, ...; `List`
-    /// objects and multi-document YAML are fine). Pods with spec.nodeName are running.
+    /// objects and multi-document YAML are fine), `-` for standard input. Pods with
+    /// spec.nodeName are running.
     paths: Vec<PathBuf>,
     /// A KubeSchedulerConfiguration (the default profile otherwise).
     #[arg(long)]
@@ -234,11 +235,14 @@ fn main() -> ExitCode {
             },
             ConfigCommand::Migrate { file } => {
                 let name = file.display().to_string();
-                match std::fs::read_to_string(&file)
-                    .map_err(|e| format!("{name}: {e}"))
-                    .and_then(|text| {
-                        kubesched_config::migrate_to_v1(&text, &name).map_err(|e| e.to_string())
-                    }) {
+                match kubesched_config::input::read_text_file(
+                    &file,
+                    kubesched_config::input::MAX_CONFIG_BYTES,
+                )
+                .map_err(|e| format!("{name}: {e}"))
+                .and_then(|text| {
+                    kubesched_config::migrate_to_v1(&text, &name).map_err(|e| e.to_string())
+                }) {
                     Ok(v1) => {
                         print(&v1);
                         ExitCode::SUCCESS

@@ -12,6 +12,7 @@
 mod decode;
 pub mod duration;
 mod error;
+pub mod input;
 mod plugins;
 mod types;
 mod validation;
@@ -55,12 +56,16 @@ impl LoadedConfig {
     }
 }
 
-/// Reads, defaults and validates a configuration file. Errors name the file as given.
+/// Reads, defaults and validates a configuration file. Errors name the file as given; a
+/// path that is not a regular file (`/dev/zero`, a pipe) or a file over
+/// [`input::MAX_CONFIG_BYTES`] is refused without being read.
 pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        file: file.clone(),
-        source,
+    let text = input::read_text_file(path, input::MAX_CONFIG_BYTES).map_err(|source| {
+        ConfigError::Read {
+            file: file.clone(),
+            source,
+        }
     })?;
     load_str(&text, &file)
 }

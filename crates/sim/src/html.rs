@@ -584,7 +584,7 @@ h3{font-size:16px;margin:20px 0 6px}
 table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e4e7eb;vertical-align:top}
 td:first-child,td.nowrap{white-space:nowrap}
-th{background:#f5f7fa}.Scheduled{color:#1e7b4a}.Unschedulable{color:#b42318}.Pending,.Preempted,.Terminating{color:#8a5a00}
+th{background:#f5f7fa}.Scheduled{color:#1e7b4a}.Unschedulable,.Invalid{color:#b42318}.Pending,.Preempted,.Terminating{color:#8a5a00}
 .ok{color:#1e7b4a}.no{color:#b42318}.remedy{color:#334e68;font-size:12px}
 a{color:#2b6cb0}svg{max-width:100%;height:auto;border:1px solid #e4e7eb;border-radius:6px}
 ";

@@ -3,8 +3,9 @@
 //! of where every pod went and why, and capacity what-ifs (add nodes, drain, scale a
 //! workload) answered by re-running it.
 //!
-//! It owns the in-memory `ClusterClient`, manifest and workload loading, the run loop on
-//! a virtual clock, and the report renderings. It must not contain scheduling logic: the
+//! It owns the in-memory `ClusterClient`, manifest and workload loading (with the checks
+//! an API server makes before it stores an object, so a dump holds only what a cluster
+//! could), the run loop on a virtual clock, and the report renderings. It must not contain scheduling logic: the
 //! decisions are the scheduler crate's, exactly as in cluster mode.
 
 pub mod bench;
@@ -14,12 +15,15 @@ pub mod html;
 mod load;
 mod report;
 mod runner;
+pub mod validate;
 mod volumes;
 mod whatif;
 mod workload;
 
 pub use cluster::{SimCluster, pod_key};
-pub use load::{InputProblem, Manifests, load_paths, load_text, resolve_priority};
+pub use load::{
+    InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, load_paths, load_text, resolve_priority,
+};
 pub use report::{
     Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,

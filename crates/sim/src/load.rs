@@ -1,12 +1,19 @@
 //! Loading ordinary Kubernetes manifests (multi-document YAML, JSON, `List` objects) into
-//! the in-memory cluster. A broken object is reported with its file, object and field and
-//! left out; everything else loads.
+//! the in-memory cluster. A broken object is reported with its file, document (and line),
+//! object and field and left out; everything else loads.
+//!
+//! Dumps of real clusters load whole: documents and List items are parsed one by one
+//! (see `split`), with parser budgets sized to each piece, so no size a dump reaches is
+//! refused while alias bombs and absurd nesting still are; a JSON List is streamed item by
+//! item. Objects defined twice, pods bound to nodes the input lacks, and a second
+//! KubeSchedulerConfiguration are problems, never silent.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use kubesched_framework::events::{EventObject, EventResource};
@@ -14,11 +21,21 @@ use kubesched_framework::registry;
 
 use crate::cluster::SimCluster;
 
-/// A problem with the input: which file, which object, which field, what.
+mod dedup;
+#[cfg(test)]
+mod dump_tests;
+mod split;
+mod stream;
+mod walk;
+
+/// A problem with the input: which file, which document, which object, which field, what.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct InputProblem {
-    /// The file.
+    /// The file (`-` for standard input).
     pub file: String,
+    /// Where in the file: `document 3 (line 120)`, `document 1, item 37 (line 5012)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document: Option<String>,
     /// `Kind namespace/name`, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
@@ -29,9 +46,46 @@ pub struct InputProblem {
     pub message: String,
 }
 
+impl InputProblem {
+    /// A problem with a file as a whole.
+    pub fn file(file: &str, message: impl Into<String>) -> Self {
+        Self {
+            file: file.into(),
+            document: None,
+            object: None,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// A problem with one field of one object.
+    pub fn object(
+        file: &str,
+        object: impl Into<String>,
+        field: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            file: file.into(),
+            document: None,
+            object: Some(object.into()),
+            field,
+            message: message.into(),
+        }
+    }
+
+    fn at(mut self, position: &Position) -> Self {
+        self.document = Some(position.to_string());
+        self
+    }
+}
+
 impl fmt::Display for InputProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file)?;
+        if let Some(d) = &self.document {
+            write!(f, ": {d}")?;
+        }
         if let Some(o) = &self.object {
             write!(f, ": {o}")?;
         }
@@ -49,14 +103,70 @@ pub struct Manifests {
     pub nodes: Vec<api::Node>,
     /// Pods (bound ones carry `spec.nodeName`).
     pub pods: Vec<api::Pod>,
+    /// Pods an API server would refuse: not simulated, reported with status `Invalid`.
+    pub invalid_pods: Vec<InvalidPod>,
     /// Priority classes, used to resolve `priorityClassName`.
     pub priority_classes: Vec<PriorityClass>,
     /// Every other supported object, as raw JSON with its kind.
     pub others: Vec<(String, serde_json::Value)>,
     /// Deployments: not simulated (pods are), kept for `--scale-workload`.
     pub deployments: Vec<k8s_openapi::api::apps::v1::Deployment>,
-    /// A KubeSchedulerConfiguration found among the manifests, with its file.
+    /// A KubeSchedulerConfiguration found among the manifests: where it was (file and
+    /// document) and its text (that document alone).
     pub config: Option<(String, String)>,
+}
+
+/// A pod an API server would refuse, with the first reason (field and message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidPod {
+    /// Namespace (`default` when the manifest gave none).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `field: message`, in the API server's words.
+    pub message: String,
+}
+
+/// The largest file (or standard input) read: a bigger one is refused with its size.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// Where an object is in its file: the document (1-based), the item of a List (1-based,
+/// nested Lists give several), and the line the document or item starts on when known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Position {
+    document: usize,
+    items: Vec<usize>,
+    line: Option<usize>,
+}
+
+impl Position {
+    fn item(&self, index: usize, line: Option<usize>) -> Self {
+        let mut items = self.items.clone();
+        items.push(index);
+        Self {
+            document: self.document,
+            items,
+            line: line.or(if self.items.is_empty() {
+                None
+            } else {
+                self.line
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.document)?;
+        if !self.items.is_empty() {
+            let items: Vec<String> = self.items.iter().map(ToString::to_string).collect();
+            write!(f, ", item {}", items.join("."))?;
+        }
+        if let Some(line) = self.line {
+            write!(f, " (line {line})")?;
+        }
+        Ok(())
+    }
 }
 
 /// Built-in kinds the simulator stores for plugins besides nodes, pods and priority
@@ -109,104 +219,708 @@ const IGNORED_KINDS: &[&str] = &[
     "CustomResourceDefinition",
 ];
 
-fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        entries.sort();
-        for e in entries {
-            if e.is_dir() {
-                files_under(&e, out)?;
-            } else if matches!(
-                e.extension().and_then(|x| x.to_str()),
-                Some("yaml" | "yml" | "json")
-            ) {
-                out.push(e);
-            }
-        }
-    } else {
-        out.push(path.to_path_buf());
-    }
-    Ok(())
-}
+/// The kind of a KubeSchedulerConfiguration.
+const CONFIG_KIND: &str = "KubeSchedulerConfiguration";
 
-/// Reads every manifest under the paths (files, or folders walked in name order).
+/// Reads every manifest under the paths (files, or folders walked in name order; `-` is
+/// standard input). Files that cannot be read (folders that lead back to themselves,
+/// devices, pipes, files over [`MAX_FILE_BYTES`]) are reported and skipped.
 pub fn load_paths(paths: &[PathBuf]) -> (Manifests, Vec<InputProblem>) {
     let mut manifests = Manifests::default();
     let mut problems = Vec::new();
     let mut files = Vec::new();
+    let mut walk = walk::Walk::default();
     for p in paths {
-        if let Err(e) = files_under(p, &mut files) {
-            problems.push(InputProblem {
-                file: p.display().to_string(),
-                object: None,
-                field: None,
-                message: format!("cannot read: {e}"),
-            });
-        }
+        walk.collect(p, &mut files, &mut problems);
     }
+    let mut loader = Loader::new(&mut manifests, &mut problems);
     for f in files {
         let name = f.display().to_string();
-        match std::fs::read_to_string(&f) {
-            Ok(text) => load_text(&text, &name, &mut manifests, &mut problems),
-            Err(e) => problems.push(InputProblem {
-                file: name,
-                object: None,
-                field: None,
-                message: format!("cannot read: {e}"),
-            }),
+        match walk::read(&f) {
+            Ok(text) => loader.load_file(&text, &name),
+            Err(message) => loader.problems.push(InputProblem::file(&name, message)),
         }
     }
+    loader.finish();
     (manifests, problems)
 }
 
-/// Parses one file's text (YAML documents or JSON) into `manifests`.
+/// Parses one file's text (YAML documents or JSON) into `manifests`. Objects already in
+/// `manifests` count for duplicates.
 pub fn load_text(
     text: &str,
     file: &str,
     manifests: &mut Manifests,
     problems: &mut Vec<InputProblem>,
 ) {
-    let docs: Vec<serde_json::Value> = if text.trim_start().starts_with('{') {
-        match serde_json::from_str(text) {
-            Ok(v) => vec![v],
-            Err(e) => {
-                problems.push(InputProblem {
-                    file: file.into(),
-                    object: None,
-                    field: None,
-                    message: format!("invalid JSON: {e}"),
-                });
-                return;
-            }
-        }
-    } else {
-        match serde_saphyr::from_multiple::<serde_json::Value>(text) {
-            Ok(v) => v,
-            Err(e) => {
-                problems.push(InputProblem {
-                    file: file.into(),
-                    object: None,
-                    field: None,
-                    message: format!("invalid YAML: {e}"),
-                });
-                return;
-            }
-        }
-    };
-    for (i, doc) in docs.into_iter().enumerate() {
-        if doc.is_null() {
-            continue;
-        }
-        add_object(
-            doc,
-            file,
-            &format!("document {}", i + 1),
-            text,
+    let mut loader = Loader::new(manifests, problems);
+    loader.load_file(text, file);
+    loader.finish();
+}
+
+/// Parser options for a piece of YAML of `len` bytes: no limit a real dump can reach
+/// (a piece holds at most `len` nodes and `len` bytes of scalars), the alias limits kept
+/// (an alias bomb is small text that expands without bound), nesting limited far above
+/// what any Kubernetes object needs.
+fn yaml_options(len: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = usize::MAX;
+    budget.max_nodes = budget.max_nodes.max(len.saturating_add(16));
+    budget.max_events = budget
+        .max_events
+        .max(len.saturating_mul(3).saturating_add(64));
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(len.saturating_add(16));
+    budget.max_reader_input_bytes = None;
+    budget.max_depth = 128;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.with_snippet = false;
+    // Comments are never read; not collecting them makes parsing much faster.
+    options.emit_comments = false;
+    options
+}
+
+/// A YAML parse error's message and the line (of the piece) it points at.
+fn yaml_error(e: &serde_saphyr::Error) -> (String, Option<usize>) {
+    let line = e.location().map(|l| l.line() as usize).filter(|&l| l > 0);
+    let mut message = e.to_string();
+    // The location is given as a line of the file instead.
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    (message, line)
+}
+
+/// Loads the files of one command: keeps track of what was loaded (for duplicates) and
+/// where the configuration came from.
+struct Loader<'m> {
+    manifests: &'m mut Manifests,
+    problems: &'m mut Vec<InputProblem>,
+    seen: dedup::Seen,
+}
+
+impl<'m> Loader<'m> {
+    fn new(manifests: &'m mut Manifests, problems: &'m mut Vec<InputProblem>) -> Self {
+        let seen = dedup::Seen::of(manifests);
+        Self {
             manifests,
             problems,
-        );
+            seen,
+        }
+    }
+
+    /// Checks what only the whole input can tell (pods bound to nodes it lacks).
+    fn finish(self) {
+        self.seen.check_bindings(self.manifests, self.problems);
+    }
+
+    fn load_file(&mut self, text: &str, file: &str) {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        if looks_like_json(text) {
+            self.load_json(text, file);
+        } else {
+            self.load_yaml(text, file);
+        }
+    }
+
+    /// JSON: one or more values one after the other; a List's items are decoded one at a
+    /// time as they are read.
+    fn load_json(&mut self, text: &str, file: &str) {
+        use serde::de::DeserializeSeed;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let mut document = 0;
+        loop {
+            if de.end().is_ok() {
+                break;
+            }
+            document += 1;
+            let position = Position {
+                document,
+                ..Position::default()
+            };
+            let mut items = 0;
+            let seed = stream::TopLevel {
+                on_item: &mut |item: serde_json::Value| {
+                    items += 1;
+                    let at = position.item(items, None);
+                    self.add_object(item, file, &at, None);
+                },
+            };
+            match seed.deserialize(&mut de) {
+                Ok(header) => self.add_header(header, items, file, &position, None),
+                Err(e) => {
+                    self.problems
+                        .push(InputProblem::file(file, format!("invalid JSON: {e}")).at(&position));
+                    // Where the next value starts is unknown after a syntax error.
+                    break;
+                }
+            }
+        }
+    }
+
+    /// YAML: documents parsed one by one; a block List's items one by one too.
+    fn load_yaml(&mut self, text: &str, file: &str) {
+        // Documents that are not Lists, parsed in batches across threads, added in order.
+        let mut batch: Vec<(Position, split::Piece<'_>)> = Vec::new();
+        for (i, piece) in split::documents(text).into_iter().enumerate() {
+            if split::is_empty_document(&piece.text) {
+                continue;
+            }
+            let position = Position {
+                document: i + 1,
+                items: Vec::new(),
+                line: Some(piece.first_line),
+            };
+            if let Some(list) = split::list_items(&piece.text, piece.first_line) {
+                self.add_documents(std::mem::take(&mut batch), file);
+                if !self.load_split_list(&piece.text, &list, file, &position) {
+                    self.add_documents(vec![(position, piece)], file);
+                }
+                continue;
+            }
+            batch.push((position, piece));
+            if batch.len() >= BATCH {
+                self.add_documents(std::mem::take(&mut batch), file);
+            }
+        }
+        self.add_documents(batch, file);
+    }
+
+    /// Parses documents (in parallel) and adds what they hold, in order.
+    fn add_documents(&mut self, batch: Vec<(Position, split::Piece<'_>)>, file: &str) {
+        let pieces: Vec<&split::Piece<'_>> = batch.iter().map(|(_, p)| p).collect();
+        for ((position, piece), parsed) in batch.iter().zip(parse_pieces(&pieces)) {
+            if let Some((message, line)) = self.add_parsed(parsed, &piece.text, file, position) {
+                self.problems.push(unparsed(
+                    file,
+                    &piece.text,
+                    &message,
+                    line,
+                    piece.first_line,
+                    position,
+                ));
+            }
+        }
+    }
+
+    /// Adds a parsed piece; returns why it did not parse.
+    fn add_parsed(
+        &mut self,
+        parsed: Parsed,
+        text: &str,
+        file: &str,
+        position: &Position,
+    ) -> Option<(String, Option<usize>)> {
+        match parsed {
+            Parsed::Pod(p) => self.add_pod(*p, file, position),
+            Parsed::Node(n) => self.add_node(*n, file, position),
+            Parsed::Value(serde_json::Value::Null) => {}
+            Parsed::Value(doc) => self.add_object(doc, file, position, Some(text)),
+            Parsed::Failed(message, line) => return Some((message, line)),
+        }
+        None
+    }
+
+    /// A List cut into items: its header and each item parsed on their own (an item that
+    /// does not parse alone because it refers to another item, through an alias, is taken
+    /// from the whole document). Returns false, having added nothing, when the header is
+    /// not a List's: the caller then parses the document whole.
+    fn load_split_list(
+        &mut self,
+        text: &str,
+        list: &split::SplitList<'_>,
+        file: &str,
+        position: &Position,
+    ) -> bool {
+        let header = match serde_saphyr::from_str_with_options::<serde_json::Value>(
+            &list.header,
+            yaml_options(list.header.len()),
+        ) {
+            Ok(h) => h,
+            // A broken header costs only itself when its kind line still says List.
+            Err(e) if peek_kind(&list.header).is_some_and(|k| k.ends_with("List")) => {
+                let (message, line) = yaml_error(&e);
+                // The header's lines are the document's before and after the items; the
+                // line is right when the error is before them (the usual place).
+                let mut problem = InputProblem::file(
+                    file,
+                    invalid_yaml(&message, line, position.line.unwrap_or(1)),
+                );
+                problem.document = Some(position.to_string());
+                self.problems.push(problem);
+                serde_json::json!({"kind": "List"})
+            }
+            Err(_) => return false,
+        };
+        let is_list = header
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .is_some_and(|k| k.ends_with("List"))
+            && header.get("items").is_none();
+        if !is_list {
+            return false;
+        }
+        let count = list.len();
+        // Items that do not parse alone: (index, message, line of the piece, whether the
+        // whole document might still give it).
+        let mut failed: Vec<(usize, String, Option<usize>, bool)> = Vec::new();
+        for from in (0..count).step_by(BATCH) {
+            let pieces: Vec<split::Piece<'_>> = (from..count.min(from + BATCH))
+                .map(|j| list.item(j))
+                .collect();
+            let refs: Vec<&split::Piece<'_>> = pieces.iter().collect();
+            for (k, (item, parsed)) in pieces.iter().zip(parse_pieces(&refs)).enumerate() {
+                let j = from + k;
+                let at = position.item(j + 1, Some(item.first_line));
+                if let Some((message, line)) = self.add_parsed(parsed, &item.text, file, &at) {
+                    // An item needs the rest of the document only through an alias (to an
+                    // anchor of another item) or a layout the cut cannot follow.
+                    let retry = item.misindented.is_some() || item.text.contains('*');
+                    failed.push((j, message, line, retry));
+                }
+            }
+        }
+        let whole = if failed.iter().any(|f| f.3) {
+            serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options(text.len()))
+                .ok()
+                .and_then(
+                    |mut doc| match doc.get_mut("items").map(serde_json::Value::take) {
+                        Some(serde_json::Value::Array(items)) if items.len() == count => {
+                            Some(items)
+                        }
+                        _ => None,
+                    },
+                )
+        } else {
+            None
+        };
+        match whole {
+            Some(mut items) => {
+                for (j, ..) in failed {
+                    let doc = items[j].take();
+                    let at = position.item(j + 1, Some(list.item(j).first_line));
+                    if !doc.is_null() {
+                        self.add_object(doc, file, &at, None);
+                    }
+                }
+            }
+            None => {
+                for (j, message, line, _) in failed {
+                    let item = list.item(j);
+                    let at = position.item(j + 1, Some(item.first_line));
+                    self.problems.push(unparsed(
+                        file,
+                        &item.text,
+                        &message,
+                        line,
+                        item.first_line,
+                        &at,
+                    ));
+                }
+            }
+        }
+        self.add_header(header, count, file, position, None);
+        true
+    }
+
+    /// The rest of a document whose items were added one by one: a List header, or an
+    /// object that had `items` (they were read as objects) and is added as itself.
+    fn add_header(
+        &mut self,
+        header: serde_json::Value,
+        items: usize,
+        file: &str,
+        position: &Position,
+        text: Option<&str>,
+    ) {
+        let kind = header.get("kind").and_then(|k| k.as_str());
+        if kind.is_some_and(|k| k.ends_with("List")) {
+            return;
+        }
+        if items > 0 {
+            self.problems.push(
+                InputProblem::object(
+                    file,
+                    describe(&header, &position.to_string()),
+                    Some("items".into()),
+                    "items outside a List: they were read as objects",
+                )
+                .at(position),
+            );
+        }
+        if header.as_object().is_some_and(|m| m.is_empty()) && items > 0 {
+            return;
+        }
+        self.add_object(header, file, position, text);
+    }
+
+    /// Adds one object; `text` is its source when it stands alone (a document, or an
+    /// item cut out of a List), kept for a configuration.
+    fn add_object(
+        &mut self,
+        doc: serde_json::Value,
+        file: &str,
+        position: &Position,
+        text: Option<&str>,
+    ) {
+        let object = describe(&doc, &position.to_string());
+        let problem = |field: &str, message: String| {
+            InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
+        };
+        let Some(kind) = doc.get("kind").and_then(|k| k.as_str()).map(str::to_string) else {
+            let message = if doc.is_object() {
+                "missing kind".to_string()
+            } else {
+                format!("expected a Kubernetes object, got {}", value_type(&doc))
+            };
+            self.problems.push(problem("kind", message));
+            return;
+        };
+        if kind.ends_with("List") {
+            let items = match doc {
+                serde_json::Value::Object(mut m) => m.remove("items"),
+                _ => None,
+            };
+            if let Some(serde_json::Value::Array(items)) = items {
+                for (j, item) in items.into_iter().enumerate() {
+                    self.add_object(item, file, &position.item(j + 1, None), None);
+                }
+            }
+            return;
+        }
+        if kind == CONFIG_KIND {
+            self.add_config(&doc, file, position, text);
+            return;
+        }
+        if doc
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+            .is_none_or(str::is_empty)
+        {
+            self.problems
+                .push(problem("metadata.name", "an object needs a name".into()));
+            return;
+        }
+        let origin = || origin(file, position);
+        match kind.as_str() {
+            "Node" => {
+                if let Some(n) = self.decode::<api::Node>(doc, file, &object, position) {
+                    self.add_node(n, file, position);
+                }
+            }
+            "Pod" => {
+                if let Some(p) = self.decode::<api::Pod>(doc, file, &object, position) {
+                    self.add_pod(p, file, position);
+                }
+            }
+            "PriorityClass" => {
+                if let Some(p) = self.decode::<PriorityClass>(doc, file, &object, position) {
+                    let duplicate = self.seen.add_priority_class(self.manifests, p, origin());
+                    self.duplicate(duplicate, problem);
+                }
+            }
+            "Deployment" => {
+                if let Some(d) = self.decode(doc, file, &object, position) {
+                    let duplicate = self.seen.add_deployment(self.manifests, d, origin());
+                    self.duplicate(duplicate, problem);
+                }
+            }
+            k if OTHER_KINDS.contains(&k) || is_declared_kind(&doc, k) => {
+                let errors = crate::validate::other(k, &doc);
+                if !errors.is_empty() {
+                    for e in &errors {
+                        self.problems.push(problem(&e.field, e.message.clone()));
+                    }
+                    return;
+                }
+                let duplicate = self.seen.add_other(self.manifests, kind, doc, origin());
+                self.duplicate(duplicate, problem);
+            }
+            k if IGNORED_KINDS.contains(&k) => {}
+            _ => self.problems.push(problem(
+                "kind",
+                format!("unknown kind {kind:?}; it is not simulated"),
+            )),
+        }
+    }
+
+    /// Adds a decoded node: refused when an API server would refuse it, reported when it
+    /// is a second copy.
+    fn add_node(&mut self, n: api::Node, file: &str, position: &Position) {
+        let object = describe_meta("Node", &n.metadata);
+        let problem = |field: &str, message: String| {
+            InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
+        };
+        let errors = crate::validate::node(&n);
+        if !errors.is_empty() {
+            for e in errors {
+                self.problems.push(problem(&e.field, e.message));
+            }
+            return;
+        }
+        let duplicate = self
+            .seen
+            .add_node(self.manifests, n, origin(file, position));
+        self.duplicate(duplicate, problem);
+    }
+
+    /// Adds a decoded pod: kept aside as invalid when an API server would refuse it,
+    /// reported when it is a second copy.
+    fn add_pod(&mut self, p: api::Pod, file: &str, position: &Position) {
+        let object = describe_meta("Pod", &p.metadata);
+        let problem = |field: &str, message: String| {
+            InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
+        };
+        let errors = crate::validate::pod(&p);
+        if let Some(first) = errors.first() {
+            self.manifests.invalid_pods.push(InvalidPod {
+                namespace: p
+                    .metadata
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "default".into()),
+                name: p.metadata.name.clone().unwrap_or_default(),
+                message: first.to_string(),
+            });
+            for e in errors {
+                self.problems.push(problem(&e.field, e.message));
+            }
+            return;
+        }
+        let duplicate = self.seen.add_pod(self.manifests, p, origin(file, position));
+        self.duplicate(duplicate, problem);
+    }
+
+    fn duplicate(
+        &mut self,
+        message: Option<String>,
+        problem: impl Fn(&str, String) -> InputProblem,
+    ) {
+        if let Some(m) = message {
+            self.problems.push(problem("metadata.name", m));
+        }
+    }
+
+    /// A configuration among the manifests: the first is used, a second one reported.
+    fn add_config(
+        &mut self,
+        doc: &serde_json::Value,
+        file: &str,
+        position: &Position,
+        text: Option<&str>,
+    ) {
+        let source = format!("{file}, {position}");
+        if let Some((first, _)) = &self.manifests.config {
+            self.problems.push(
+                InputProblem::object(
+                    file,
+                    CONFIG_KIND,
+                    Some("kind".into()),
+                    format!(
+                        "a second KubeSchedulerConfiguration: the first one ({first}) is used, this one is ignored"
+                    ),
+                )
+                .at(position),
+            );
+            return;
+        }
+        let text = match text {
+            Some(t) => t.to_string(),
+            None => serde_json::to_string(doc).unwrap_or_default(),
+        };
+        self.manifests.config = Some((source, text));
+    }
+
+    fn decode<T: DeserializeOwned + k8s_openapi::Resource>(
+        &mut self,
+        doc: serde_json::Value,
+        file: &str,
+        object: &str,
+        position: &Position,
+    ) -> Option<T> {
+        match decode::<T>(doc, file, object) {
+            Ok(v) => Some(v),
+            Err(p) => {
+                self.problems.push(p.at(position));
+                None
+            }
+        }
+    }
+}
+
+/// Whether text is JSON rather than YAML written in flow style: JSON's objects start
+/// with a quoted key (`{"kind": ...`), YAML's flow mappings need not (`{kind: Pod}`).
+fn looks_like_json(text: &str) -> bool {
+    let mut rest = text.trim_start();
+    loop {
+        match rest.chars().next() {
+            Some('{') => {
+                let after = rest[1..].trim_start();
+                return after.starts_with('"') || after.starts_with('}');
+            }
+            Some('[') => rest = rest[1..].trim_start(),
+            Some(c) => {
+                return text.trim_start().starts_with('[')
+                    && (c == ']' || c == '"' || c == '-' || c.is_ascii_digit());
+            }
+            None => return false,
+        }
+    }
+}
+
+/// Pieces parsed at a time: enough to keep every thread busy, few enough that the
+/// parsed objects waiting to be added stay a small part of the whole.
+const BATCH: usize = 4096;
+
+/// A piece parsed (on any thread): the typed object for the kinds a dump is mostly made
+/// of, else the general tree, or why it did not parse.
+enum Parsed {
+    Pod(Box<api::Pod>),
+    Node(Box<api::Node>),
+    Value(serde_json::Value),
+    Failed(String, Option<usize>),
+}
+
+/// Parses one piece. A piece whose root mapping says `kind: Pod` or `kind: Node` is
+/// decoded straight into the typed object (no tree in between); when that fails, or for
+/// any other kind, it is parsed into the general tree, whose decoding then says exactly
+/// which field is wrong.
+fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
+    if let Some(line) = piece.misindented {
+        let message = "a line indented less than its List item's content, or with a tab";
+        return Parsed::Failed(message.to_string(), Some(line));
+    }
+    let text: &str = &piece.text;
+    let has_name = |m: &ObjectMeta| m.name.as_deref().is_some_and(|n| !n.is_empty());
+    match peek_kind(text) {
+        Some("Pod") => {
+            if let Ok(p) =
+                serde_saphyr::from_str_with_options::<api::Pod>(text, yaml_options(text.len()))
+                && has_name(&p.metadata)
+            {
+                return Parsed::Pod(Box::new(p));
+            }
+        }
+        Some("Node") => {
+            if let Ok(n) =
+                serde_saphyr::from_str_with_options::<api::Node>(text, yaml_options(text.len()))
+                && has_name(&n.metadata)
+            {
+                return Parsed::Node(Box::new(n));
+            }
+        }
+        _ => {}
+    }
+    match serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options(text.len())) {
+        Ok(v) => Parsed::Value(v),
+        Err(e) => {
+            let (message, line) = yaml_error(&e);
+            Parsed::Failed(message, line)
+        }
+    }
+}
+
+/// Parses pieces on up to 8 threads; the results are in the pieces' order.
+fn parse_pieces(pieces: &[&split::Piece<'_>]) -> Vec<Parsed> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(8);
+    if threads == 1 || pieces.len() < 64 {
+        return pieces.iter().map(|p| parse_piece(p)).collect();
+    }
+    let chunk = pieces.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = pieces
+            .chunks(chunk)
+            .map(|c| scope.spawn(move || c.iter().map(|p| parse_piece(p)).collect::<Vec<_>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// The problem of a piece that does not parse: named by the kind and name its lines
+/// give, when they do (`Pod web-1`), as the object cannot be read.
+fn unparsed(
+    file: &str,
+    text: &str,
+    message: &str,
+    line: Option<usize>,
+    first_line: usize,
+    position: &Position,
+) -> InputProblem {
+    let mut problem = InputProblem::file(file, invalid_yaml(message, line, first_line));
+    problem.document = Some(position.to_string());
+    problem.object = peek_kind(text)
+        .filter(|k| !k.is_empty())
+        .map(|kind| match peek_name(text) {
+            Some(name) => format!("{kind} {name}"),
+            None => kind.to_string(),
+        });
+    problem
+}
+
+/// `metadata.name` as the lines of a block mapping give it (`metadata:` then `  name: x`).
+fn peek_name(text: &str) -> Option<&str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("metadata:"));
+    lines.next()?;
+    let name = lines
+        .take_while(|l| l.is_empty() || l.starts_with(' ') || l.starts_with('#'))
+        .find_map(|l| l.strip_prefix("  name:"))?
+        .trim()
+        .trim_matches(['"', '\'']);
+    (!name.is_empty()).then_some(name)
+}
+
+fn invalid_yaml(message: &str, line: Option<usize>, first_line: usize) -> String {
+    match line {
+        Some(l) => format!("invalid YAML at line {}: {message}", first_line + l - 1),
+        None => format!("invalid YAML: {message}"),
+    }
+}
+
+fn value_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a sequence",
+        serde_json::Value::Object(_) => "a mapping",
+    }
+}
+
+fn origin(file: &str, position: &Position) -> dedup::Origin {
+    dedup::Origin {
+        file: file.to_string(),
+        position: position.to_string(),
+    }
+}
+
+/// The kind a piece of YAML gives on a line of its own at the root (`kind: Pod`), if any.
+fn peek_kind(text: &str) -> Option<&str> {
+    let line = text.lines().find_map(|l| l.strip_prefix("kind:"))?;
+    let value = match line.find(" #") {
+        Some(at) => &line[..at],
+        None => line,
+    }
+    .trim();
+    let value = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+        .unwrap_or(value);
+    Some(value)
+}
+
+fn describe_meta(kind: &str, meta: &ObjectMeta) -> String {
+    match (meta.namespace.as_deref(), meta.name.as_deref()) {
+        (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
+        (_, n) => format!("{kind} {}", n.unwrap_or_default()),
     }
 }
 
@@ -228,124 +942,30 @@ fn decode<T: DeserializeOwned + k8s_openapi::Resource>(
     doc: serde_json::Value,
     file: &str,
     object: &str,
-    problems: &mut Vec<InputProblem>,
-) -> Option<T> {
+) -> Result<T, InputProblem> {
     // The typed decoders check a given apiVersion and kind themselves but report them
     // for the object as a whole; checked here first, the problem names the field.
     for (field, expected) in [("apiVersion", T::API_VERSION), ("kind", T::KIND)] {
         if let Some(given) = doc.get(field)
             && given.as_str() != Some(expected)
         {
-            problems.push(InputProblem {
-                file: file.into(),
-                object: Some(object.into()),
-                field: Some(field.into()),
-                message: format!("expected {expected:?} for a {}, got {given}", T::KIND),
-            });
-            return None;
+            return Err(InputProblem::object(
+                file,
+                object,
+                Some(field.into()),
+                format!("expected {expected:?} for a {}, got {given}", T::KIND),
+            ));
         }
     }
-    match serde_path_to_error::deserialize::<_, T>(doc) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            let path = e.path().to_string();
-            problems.push(InputProblem {
-                file: file.into(),
-                object: Some(object.into()),
-                field: (path != ".").then_some(path),
-                message: e.into_inner().to_string(),
-            });
-            None
-        }
-    }
-}
-
-fn add_object(
-    doc: serde_json::Value,
-    file: &str,
-    position: &str,
-    text: &str,
-    manifests: &mut Manifests,
-    problems: &mut Vec<InputProblem>,
-) {
-    let object = describe(&doc, position);
-    let Some(kind) = doc.get("kind").and_then(|k| k.as_str()).map(str::to_string) else {
-        problems.push(InputProblem {
-            file: file.into(),
-            object: Some(object),
-            field: Some("kind".into()),
-            message: "missing kind".into(),
-        });
-        return;
-    };
-    if doc
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(|n| n.as_str())
-        .is_none_or(str::is_empty)
-        && !kind.ends_with("List")
-        && kind != "KubeSchedulerConfiguration"
-    {
-        problems.push(InputProblem {
-            file: file.into(),
-            object: Some(object),
-            field: Some("metadata.name".into()),
-            message: "an object needs a name".into(),
-        });
-        return;
-    }
-    match kind.as_str() {
-        k if k.ends_with("List") => {
-            let items = doc
-                .get("items")
-                .and_then(|i| i.as_array())
-                .cloned()
-                .unwrap_or_default();
-            for (j, item) in items.into_iter().enumerate() {
-                add_object(
-                    item,
-                    file,
-                    &format!("{position}, item {}", j + 1),
-                    text,
-                    manifests,
-                    problems,
-                );
-            }
-        }
-        "Node" => {
-            if let Some(n) = decode::<api::Node>(doc, file, &object, problems) {
-                manifests.nodes.push(n);
-            }
-        }
-        "Pod" => {
-            if let Some(p) = decode::<api::Pod>(doc, file, &object, problems) {
-                manifests.pods.push(p);
-            }
-        }
-        "PriorityClass" => {
-            if let Some(p) = decode::<PriorityClass>(doc, file, &object, problems) {
-                manifests.priority_classes.push(p);
-            }
-        }
-        "Deployment" => {
-            if let Some(d) = decode(doc, file, &object, problems) {
-                manifests.deployments.push(d);
-            }
-        }
-        "KubeSchedulerConfiguration" => {
-            manifests.config = Some((file.to_string(), text.to_string()));
-        }
-        k if OTHER_KINDS.contains(&k) || is_declared_kind(&doc, k) => {
-            manifests.others.push((kind, doc))
-        }
-        k if IGNORED_KINDS.contains(&k) => {}
-        _ => problems.push(InputProblem {
-            file: file.into(),
-            object: Some(object),
-            field: Some("kind".into()),
-            message: format!("unknown kind {kind:?}; it is not simulated"),
-        }),
-    }
+    serde_path_to_error::deserialize::<_, T>(doc).map_err(|e| {
+        let path = e.path().to_string();
+        InputProblem::object(
+            file,
+            object,
+            (path != ".").then_some(path),
+            e.into_inner().to_string(),
+        )
+    })
 }
 
 fn api_version_of(doc: &serde_json::Value) -> &str {
@@ -421,20 +1041,18 @@ pub fn apply_other(
         }
         ("resource.k8s.io", "ResourceClaim") => {
             // A claim needs the identity an API server gives it (uid, resourceVersion).
-            let Some(mut claim) = decode::<resource::ResourceClaim>(doc, file, &object, problems)
-            else {
-                return Vec::new();
+            let mut claim = match decode::<resource::ResourceClaim>(doc, file, &object) {
+                Ok(c) => c,
+                Err(p) => {
+                    problems.push(p);
+                    return Vec::new();
+                }
             };
             crate::claims::fill_identity(&mut claim);
             match serde_json::to_value(&claim) {
                 Ok(v) => doc = v,
                 Err(e) => {
-                    problems.push(InputProblem {
-                        file: file.into(),
-                        object: Some(object),
-                        field: None,
-                        message: e.to_string(),
-                    });
+                    problems.push(InputProblem::object(file, object, None, e.to_string()));
                     return Vec::new();
                 }
             }
@@ -447,12 +1065,12 @@ pub fn apply_other(
     for store in &stores {
         match store.upsert_raw(doc.clone()) {
             Ok((old, new)) => applied.push((store.kind().event_resource(), old, new)),
-            Err(e) => problems.push(InputProblem {
-                file: file.into(),
-                object: Some(object.clone()),
-                field: e.field,
-                message: e.message,
-            }),
+            Err(e) => problems.push(InputProblem::object(
+                file,
+                object.clone(),
+                e.field,
+                e.message,
+            )),
         }
     }
     if kind == "ResourceClaimTemplate" && !applied.is_empty() {

@@ -3,13 +3,14 @@
 //! The JSON/YAML shape is stable (docs/report.schema.json describes it): `pods:
 //! [{namespace, name, node, status, message, attempts, nominated_node, victims,
 //! preempted_by, history: [{attempt, result, node, nominated_node, message}]}]`, `summary:
-//! {pods, scheduled, unschedulable, pending, preempted, attempts, nodes, duration_seconds,
+//! {pods, scheduled, unschedulable, pending, invalid (when any), preempted, attempts, nodes, duration_seconds,
 //! pods_per_second, latency_ms_p50, latency_ms_p99}`, `events: [{reason, type, action,
 //! regarding: {namespace, name}, related, note}]`, `explanations`, `problems: [{file,
-//! object, field, message}]`, and `what_if` for `--add-nodes`, `--drain` and
+//! document, object, field, message}]`, and `what_if` for `--add-nodes`, `--drain` and
 //! `--scale-workload`. Only the timing fields of the summary depend on the machine;
 //! everything else is reproducible with a seed.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,9 @@ pub enum PodState {
     Preempted,
     /// Evicted by preemption, its termination grace period still running.
     Terminating,
+    /// An API server would refuse it (a negative request, a bad operator): not
+    /// scheduled, not retried; the message names the field.
+    Invalid,
 }
 
 impl PodState {
@@ -44,6 +48,7 @@ impl PodState {
             Self::Pending => "Pending",
             Self::Preempted => "Preempted",
             Self::Terminating => "Terminating",
+            Self::Invalid => "Invalid",
         }
     }
 }
@@ -94,7 +99,7 @@ pub struct PodResult {
     pub name: String,
     /// The node, or null (for a preempted pod: the node it was evicted from).
     pub node: Option<String>,
-    /// Scheduled, Unschedulable, Pending, Preempted or Terminating.
+    /// Scheduled, Unschedulable, Pending, Preempted, Terminating or Invalid.
     pub status: PodState,
     /// The last FailedScheduling message (or why it is pending, or the Preempted event's).
     pub message: Option<String>,
@@ -128,6 +133,9 @@ pub struct Summary {
     pub unschedulable: usize,
     /// Never attempted.
     pub pending: usize,
+    /// Refused as an API server would refuse them (left out of the output when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub invalid: usize,
     /// Pods evicted by preemption (running pods of the input included).
     pub preempted: usize,
     /// Scheduling attempts.
@@ -193,6 +201,10 @@ pub struct SimReport {
     pub what_if: Option<WhatIf>,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// The `p`th percentile of sorted durations, in milliseconds.
 pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -231,9 +243,12 @@ impl SimReport {
             write_explanation(&mut out, e);
         }
         if !self.problems.is_empty() {
-            let _ = writeln!(out, "\nInput problems (these objects were left out):");
+            let _ = writeln!(
+                out,
+                "\nInput problems (what could not be read or an API server would refuse was left out):"
+            );
             for p in &self.problems {
-                let _ = writeln!(out, "  {p}");
+                let _ = writeln!(out, "  {}", shown(&p.to_string()));
             }
         }
         let s = &self.summary;
@@ -246,6 +261,9 @@ impl SimReport {
             s.unschedulable,
             s.pending
         );
+        if s.invalid > 0 {
+            let _ = write!(out, ", {} invalid", s.invalid);
+        }
         if s.preempted > 0 {
             let _ = write!(out, ", {} preempted", s.preempted);
         }
@@ -266,90 +284,154 @@ impl SimReport {
     }
 
     fn write_pods(&self, out: &mut String) {
-        let pod_w = self
+        let rows: Vec<[Cow<'_, str>; 4]> = self
             .pods
             .iter()
-            .map(|p| p.namespace.len() + p.name.len() + 1)
-            .max()
-            .unwrap_or(3)
-            .max(3);
-        let node_w = self
-            .pods
-            .iter()
-            .map(|p| p.node.as_deref().unwrap_or("-").len())
-            .max()
-            .unwrap_or(4)
-            .max(4);
+            .map(|p| {
+                [
+                    Cow::Owned(shown(&p.key()).into_owned()),
+                    shown(p.node.as_deref().unwrap_or("-")),
+                    shown(p.nominated_node.as_deref().unwrap_or("-")),
+                    shown(p.message.as_deref().unwrap_or("")),
+                ]
+            })
+            .collect();
+        let width = |column: usize, least: usize| {
+            rows.iter()
+                .map(|r| r[column].chars().count())
+                .max()
+                .unwrap_or(least)
+                .max(least)
+        };
+        let pod_w = width(0, 3);
+        let node_w = width(1, 4);
         // The NOMINATED column appears only when preemption nominated someone, so tables
         // of runs without preemption keep their shape.
         let nominated_w = self
             .pods
             .iter()
-            .filter_map(|p| p.nominated_node.as_deref())
-            .map(str::len)
-            .max()
-            .map(|w| w.max("NOMINATED".len()));
-        let nominated_col = |value: &str| match nominated_w {
-            Some(w) => format!("{value:<w$}  "),
-            None => String::new(),
+            .any(|p| p.nominated_node.is_some())
+            .then(|| {
+                self.pods
+                    .iter()
+                    .zip(&rows)
+                    .filter(|(p, _)| p.nominated_node.is_some())
+                    .map(|(_, r)| r[2].chars().count())
+                    .max()
+                    .unwrap_or(0)
+                    .max("NOMINATED".len())
+            });
+        let line = |out: &mut String,
+                    pod: &str,
+                    status: &str,
+                    node: &str,
+                    nominated: &str,
+                    message: &str| {
+            pad(out, pod, pod_w);
+            out.push_str("  ");
+            pad(out, status, 13);
+            out.push_str("  ");
+            pad(out, node, node_w);
+            out.push_str("  ");
+            if let Some(w) = nominated_w {
+                pad(out, nominated, w);
+                out.push_str("  ");
+            }
+            out.push_str(message);
+            out.push('\n');
         };
-        let _ = writeln!(
-            out,
-            "{:<pod_w$}  {:<13}  {:<node_w$}  {}MESSAGE",
-            "POD",
-            "STATUS",
-            "NODE",
-            nominated_col("NOMINATED")
-        );
-        for p in &self.pods {
-            let _ = writeln!(
-                out,
-                "{:<pod_w$}  {:<13}  {:<node_w$}  {}{}",
-                format!("{}/{}", p.namespace, p.name),
-                p.status.as_str(),
-                p.node.as_deref().unwrap_or("-"),
-                nominated_col(p.nominated_node.as_deref().unwrap_or("-")),
-                p.message.as_deref().unwrap_or("")
-            );
+        line(out, "POD", "STATUS", "NODE", "NOMINATED", "MESSAGE");
+        for (p, row) in self.pods.iter().zip(&rows) {
+            line(out, &row[0], p.status.as_str(), &row[1], &row[2], &row[3]);
             if p.history.len() > 1 {
                 for a in &p.history {
                     let mut line = format!("  attempt {}: {}", a.attempt, a.result.as_str());
                     if let Some(n) = &a.nominated_node {
-                        let _ = write!(line, ", nominated to {n}");
+                        let _ = write!(line, ", nominated to {}", shown(n));
                     }
-                    let _ = writeln!(out, "{line}: {}", a.message);
+                    let _ = writeln!(out, "{line}: {}", shown(&a.message));
                 }
             }
         }
     }
 
     fn write_preempted(&self, out: &mut String) {
-        let rows: Vec<(String, &str, &str)> = self
+        let rows: Vec<(String, Cow<'_, str>, Cow<'_, str>)> = self
             .pods
             .iter()
             .filter(|p| matches!(p.status, PodState::Preempted | PodState::Terminating))
             .map(|p| {
                 (
-                    format!("{}/{}", p.namespace, p.name),
-                    p.node.as_deref().unwrap_or("-"),
-                    p.preempted_by.as_deref().unwrap_or("-"),
+                    shown(&p.key()).into_owned(),
+                    shown(p.node.as_deref().unwrap_or("-")),
+                    shown(p.preempted_by.as_deref().unwrap_or("-")),
                 )
             })
             .collect();
         if rows.is_empty() {
             return;
         }
-        let victim_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(6);
-        let node_w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(4);
+        let victim_w = rows
+            .iter()
+            .map(|r| r.0.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(6);
+        let node_w = rows
+            .iter()
+            .map(|r| r.1.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(4);
         let _ = writeln!(out, "\nPreempted:");
-        let _ = writeln!(
-            out,
-            "  {:<victim_w$}  {:<node_w$}  PREEMPTOR",
-            "VICTIM", "NODE"
-        );
-        for (victim, node, preemptor) in rows {
-            let _ = writeln!(out, "  {victim:<victim_w$}  {node:<node_w$}  {preemptor}");
+        let line = |out: &mut String, victim: &str, node: &str, preemptor: &str| {
+            out.push_str("  ");
+            pad(out, victim, victim_w);
+            out.push_str("  ");
+            pad(out, node, node_w);
+            out.push_str("  ");
+            out.push_str(preemptor);
+            out.push('\n');
+        };
+        line(out, "VICTIM", "NODE", "PREEMPTOR");
+        for (victim, node, preemptor) in &rows {
+            line(out, victim, node, preemptor);
         }
+    }
+}
+
+/// Text from the input as a table shows it: control characters (and the invisible
+/// characters that reorder text) escaped, so a name can neither break a row nor fake one.
+/// `\n`, `\r` and `\t` read as themselves; others as `\u{..}`.
+pub fn shown(text: &str) -> Cow<'_, str> {
+    fn hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    }
+    if !text.chars().any(hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hidden(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` then spaces up to `width` characters (any width: no formatter limit).
+fn pad(out: &mut String, text: &str, width: usize) {
+    out.push_str(text);
+    let n = text.chars().count();
+    if n < width {
+        out.extend(std::iter::repeat_n(' ', width - n));
     }
 }
 
@@ -361,16 +443,17 @@ fn write_explanation(out: &mut String, e: &Explanation) {
     let _ = writeln!(
         out,
         "\nExplanation for {} (profile {}{attempt}):",
-        e.pod, e.profile
+        shown(&e.pod),
+        e.profile
     );
     for n in &e.nodes {
         if n.feasible {
             match n.total_score {
                 Some(t) => {
-                    let _ = writeln!(out, "  {}: feasible, total score {t}", n.node);
+                    let _ = writeln!(out, "  {}: feasible, total score {t}", shown(&n.node));
                 }
                 None => {
-                    let _ = writeln!(out, "  {}: feasible", n.node);
+                    let _ = writeln!(out, "  {}: feasible", shown(&n.node));
                 }
             }
             for s in &n.scores {
@@ -384,7 +467,7 @@ fn write_explanation(out: &mut String, e: &Explanation) {
             let _ = writeln!(
                 out,
                 "  {}: rejected by {}: {}",
-                n.node,
+                shown(&n.node),
                 n.rejected_by.as_deref().unwrap_or("?"),
                 n.reasons.join(", ")
             );
@@ -554,19 +637,25 @@ fn write_what_if(out: &mut String, w: &WhatIf) {
         }
         WhatIf::Drain(d) => {
             let _ = writeln!(out, "\nWhat if: drain {}", d.nodes.join(", "));
-            let w = d.evicted.iter().map(|e| e.pod.len()).max().unwrap_or(0);
+            let w = d
+                .evicted
+                .iter()
+                .map(|e| shown(&e.pod).chars().count())
+                .max()
+                .unwrap_or(0);
             for e in &d.evicted {
+                out.push_str("  ");
+                pad(out, &shown(&e.pod), w);
                 let _ = writeln!(
                     out,
-                    "  {:<w$}  from {} ({}) {}",
-                    e.pod,
-                    e.from,
-                    e.owner,
-                    pod_outcome_line(
+                    "  from {} ({}) {}",
+                    shown(&e.from),
+                    shown(&e.owner),
+                    shown(&pod_outcome_line(
                         e.outcome.status,
                         e.outcome.to.as_deref(),
                         e.outcome.message.as_deref()
-                    )
+                    ))
                 );
             }
             for s in &d.not_evicted {
@@ -623,18 +712,121 @@ fn write_what_if(out: &mut String, w: &WhatIf) {
                 "\nWhat if: scale {} {}/{} from {} to {} replicas",
                 s.kind, s.namespace, s.name, s.current, s.replicas
             );
-            let w = s.added.iter().map(|p| p.pod.len()).max().unwrap_or(0);
+            let w = s
+                .added
+                .iter()
+                .map(|p| shown(&p.pod).chars().count())
+                .max()
+                .unwrap_or(0);
             for p in &s.added {
+                out.push_str("  ");
+                pad(out, &shown(&p.pod), w);
                 let _ = writeln!(
                     out,
-                    "  {:<w$}  {}",
-                    p.pod,
-                    pod_outcome_line(p.status, p.node.as_deref(), p.message.as_deref())
+                    "  {}",
+                    shown(&pod_outcome_line(
+                        p.status,
+                        p.node.as_deref(),
+                        p.message.as_deref()
+                    ))
                 );
             }
             if !s.claims.is_empty() {
                 let _ = writeln!(out, "  claims created: {}", s.claims.join(", "));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>, status: PodState, message: Option<&str>) -> PodResult {
+        PodResult {
+            namespace: "default".into(),
+            name: name.into(),
+            node: node.map(str::to_string),
+            status,
+            message: message.map(str::to_string),
+            attempts: 1,
+            nominated_node: None,
+            victims: Vec::new(),
+            preempted_by: None,
+            history: Vec::new(),
+        }
+    }
+
+    fn report(pods: Vec<PodResult>) -> SimReport {
+        SimReport {
+            pods,
+            summary: Summary {
+                pods: 0,
+                scheduled: 0,
+                unschedulable: 0,
+                pending: 0,
+                invalid: 0,
+                preempted: 0,
+                attempts: 0,
+                nodes: 0,
+                duration_seconds: 0.0,
+                pods_per_second: 0.0,
+                latency_ms_p50: 0.0,
+                latency_ms_p99: 0.0,
+            },
+            events: Vec::new(),
+            explanations: Vec::new(),
+            problems: Vec::new(),
+            what_if: None,
+        }
+    }
+
+    #[test]
+    fn names_of_any_length_pad_the_table() {
+        // 65,535 characters and more overflowed the formatter's width ("Formatting
+        // argument out of range").
+        let long = "p".repeat(70_000);
+        let node = "n".repeat(70_000);
+        let mut preempted = pod(&long, Some(&node), PodState::Preempted, Some("gone"));
+        preempted.preempted_by = Some("default/x".into());
+        let table = report(vec![
+            pod(&long, Some(&node), PodState::Scheduled, None),
+            pod("short", None, PodState::Pending, Some("waiting")),
+            preempted,
+        ])
+        .to_table(false);
+        let lines: Vec<&str> = table.lines().collect();
+        let pod_w = "default/".len() + 70_000;
+        assert!(lines[0].starts_with("POD "));
+        assert_eq!(lines[0].find("STATUS"), Some(pod_w + 2));
+        assert_eq!(lines[2].find("Pending"), Some(pod_w + 2));
+        assert!(table.contains(&format!("  VICTIM{}", " ".repeat(pod_w - 6 + 2))));
+    }
+
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        let sneaky = "a\nfake/row      Scheduled      node-1\t\u{1b}[31m\u{202e}";
+        let mut r = report(vec![pod(sneaky, Some("n\r1"), PodState::Scheduled, None)]);
+        r.problems.push(InputProblem::object(
+            "f.yaml",
+            format!("Pod default/{sneaky}"),
+            None,
+            "bad",
+        ));
+        let table = r.to_table(false);
+        assert_eq!(
+            shown(sneaky),
+            "a\\nfake/row      Scheduled      node-1\\t\\u{1b}[31m\\u{202e}"
+        );
+        assert!(table.contains(&*shown(sneaky)), "{table}");
+        assert!(table.contains("n\\r1"), "{table}");
+        // One header, one row, then the problems and the summary: no line a name made.
+        assert_eq!(
+            table.lines().filter(|l| l.contains("fake/row")).count(),
+            2,
+            "{table}"
+        );
+        assert!(!table.contains('\u{1b}') && !table.contains('\r') && !table.contains('\u{202e}'));
+        assert_eq!(shown("plain-name"), Cow::Borrowed("plain-name"));
     }
 }

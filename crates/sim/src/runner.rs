@@ -17,7 +17,7 @@ use kubesched_scheduler::{
 use parking_lot::Mutex;
 
 use crate::cluster::{SimCluster, pod_key};
-use crate::load::{InputProblem, Manifests, apply_other, resolve_priority};
+use crate::load::{InputProblem, InvalidPod, Manifests, apply_other, resolve_priority};
 use crate::report::{
     Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
     percentile,
@@ -214,6 +214,8 @@ pub struct Simulation {
     /// The number of the next volume a `createPods` op makes (`vol-<n>`).
     next_volume: usize,
     started: Instant,
+    /// Pods an API server would refuse, in input order: reported as `Invalid`.
+    invalid: Vec<InvalidPod>,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -260,6 +262,7 @@ impl Simulation {
             measured_pods: 0,
             next_volume: 0,
             started: Instant::now(),
+            invalid: Vec::new(),
         })
     }
 
@@ -319,22 +322,22 @@ impl Simulation {
         }
         let key = pod_key(&pod);
         if let Err(m) = resolve_priority(&mut pod, &self.priority_classes) {
-            self.problems.push(InputProblem {
-                file: file.into(),
-                object: Some(format!("Pod {key}")),
-                field: Some("spec.priorityClassName".into()),
-                message: m,
-            });
+            self.problems.push(InputProblem::object(
+                file,
+                format!("Pod {key}"),
+                Some("spec.priorityClassName".into()),
+                m,
+            ));
             return;
         }
         match PodInfo::new(Arc::new(pod.clone())) {
             Err(e) => {
-                self.problems.push(InputProblem {
-                    file: file.into(),
-                    object: Some(format!("Pod {key}")),
-                    field: Some(e.field.clone()),
-                    message: e.message.clone(),
-                });
+                self.problems.push(InputProblem::object(
+                    file,
+                    format!("Pod {key}"),
+                    Some(e.field.clone()),
+                    e.message.clone(),
+                ));
                 return;
             }
             // Parts that do not compile are reported; the pod still loads (a bound one
@@ -342,12 +345,12 @@ impl Simulation {
             // cluster.
             Ok(info) => {
                 for e in &info.problems {
-                    self.problems.push(InputProblem {
-                        file: file.into(),
-                        object: Some(format!("Pod {key}")),
-                        field: Some(e.field.clone()),
-                        message: e.message.clone(),
-                    });
+                    self.problems.push(InputProblem::object(
+                        file,
+                        format!("Pod {key}"),
+                        Some(e.field.clone()),
+                        e.message.clone(),
+                    ));
                 }
             }
         }
@@ -359,12 +362,12 @@ impl Simulation {
     pub fn add_node(&mut self, node: api::Node, file: &str) {
         let name = node.metadata.name.clone().unwrap_or_default();
         if let Err(e) = kubesched_framework::model::Node::new(Arc::new(node.clone())) {
-            self.problems.push(InputProblem {
-                file: file.into(),
-                object: Some(format!("Node {name}")),
-                field: Some(e.field.clone()),
-                message: e.message.clone(),
-            });
+            self.problems.push(InputProblem::object(
+                file,
+                format!("Node {name}"),
+                Some(e.field.clone()),
+                e.message.clone(),
+            ));
             return;
         }
         self.cluster.apply_node(node);
@@ -507,7 +510,10 @@ impl Simulation {
 
     /// Loads manifests: priority classes and other objects first, then nodes, running
     /// pods, and pending pods, each group in input order.
+    /// Pods an API server would refuse are not added: the report lists them as
+    /// `Invalid`.
     pub fn load(&mut self, manifests: Manifests, file_hint: &str) {
+        self.invalid.extend(manifests.invalid_pods);
         self.priority_classes.extend(manifests.priority_classes);
         for (kind, doc) in manifests.others {
             self.add_other(&kind, doc, file_hint);
@@ -980,6 +986,23 @@ impl Simulation {
             });
         }
         drop(records);
+        // Refused pods go after the tracked ones (they never reached the scheduler).
+        let invalid_rows = self.invalid.iter().map(|p| PodResult {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            node: None,
+            status: PodState::Invalid,
+            message: Some(p.message.clone()),
+            attempts: 0,
+            nominated_node: None,
+            victims: Vec::new(),
+            preempted_by: None,
+            history: Vec::new(),
+        });
+        let rows: Vec<PodResult> = invalid_rows.collect();
+        let added = rows.len();
+        pods.splice(tracked_rows..tracked_rows, rows);
+        tracked_rows += added;
         let count = |state: PodState| {
             pods[..tracked_rows]
                 .iter()
@@ -989,6 +1012,7 @@ impl Simulation {
         let scheduled = count(PodState::Scheduled);
         let unschedulable = count(PodState::Unschedulable);
         let pending = count(PodState::Pending);
+        let invalid = count(PodState::Invalid);
         let preempted = pods
             .iter()
             .filter(|p| matches!(p.status, PodState::Preempted | PodState::Terminating))
@@ -1002,6 +1026,7 @@ impl Simulation {
             scheduled,
             unschedulable,
             pending,
+            invalid,
             preempted,
             attempts,
             nodes: self.cluster.node_count(),

@@ -185,13 +185,16 @@ pub enum WorkloadError {
 }
 
 impl Workload {
-    /// Reads and checks a workload file.
+    /// Reads and checks a workload file (a regular file of at most
+    /// [`MAX_FILE_BYTES`](crate::MAX_FILE_BYTES): a device or a pipe is refused unread).
     pub fn from_file(path: &std::path::Path) -> Result<Self, WorkloadError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
-            file: file.clone(),
-            source,
-        })?;
+        let text = kubesched_config::input::read_text_file(path, crate::MAX_FILE_BYTES).map_err(
+            |source| WorkloadError::Io {
+                file: file.clone(),
+                source,
+            },
+        )?;
         Self::from_str(&text, &file)
     }
 
