@@ -480,7 +480,7 @@ impl<'a> ResolvedClass<'a> {
     fn of(class: &'a PriorityClass) -> Self {
         Self {
             name: class.metadata.name.clone(),
-            value: class.value,
+            value: class.value.unwrap_or(0),
             preemption_policy: class
                 .preemption_policy
                 .as_deref()
@@ -641,7 +641,7 @@ mod tests {
                 name: Some(name.into()),
                 ..Default::default()
             },
-            value,
+            value: Some(value),
             global_default: global_default.then_some(true),
             preemption_policy: policy.map(str::to_string),
             ..Default::default()

@@ -399,7 +399,7 @@ fn budget_allows(
     pods: &[Arc<api::Pod>],
 ) -> (i32, &'static str) {
     if let Some(status) = &pdb.status {
-        return (status.disruptions_allowed, "status");
+        return (status.disruptions_allowed.unwrap_or(0), "status");
     }
     let ns = pdb.metadata.namespace.as_deref().unwrap_or("default");
     let selected: Vec<&Arc<api::Pod>> = pods
@@ -649,7 +649,7 @@ fn find_workload(scenario: &Scenario, t: &ScaleTarget) -> Option<Workload> {
             .iter()
             .find(|d| is_it(&d.metadata))
             .and_then(|d| {
-                let spec = d.spec.clone()?;
+                let spec = d.spec.clone();
                 Some(Workload {
                     uid: uid(&d.metadata),
                     api_version: "apps/v1",
@@ -662,7 +662,7 @@ fn find_workload(scenario: &Scenario, t: &ScaleTarget) -> Option<Workload> {
             .into_iter()
             .find(|r| is_it(&r.metadata))
             .and_then(|r| {
-                let spec = r.spec.clone()?;
+                let spec = r.spec.clone();
                 Some(Workload {
                     uid: uid(&r.metadata),
                     api_version: "apps/v1",
@@ -675,7 +675,7 @@ fn find_workload(scenario: &Scenario, t: &ScaleTarget) -> Option<Workload> {
             .into_iter()
             .find(|s| is_it(&s.metadata))
             .and_then(|s| {
-                let spec = s.spec.clone()?;
+                let spec = s.spec.clone();
                 Some(Workload {
                     uid: uid(&s.metadata),
                     api_version: "apps/v1",
@@ -802,9 +802,7 @@ fn stateful_identity(
         pod_name.clone(),
     );
     labels.insert("apps.kubernetes.io/pod-index".into(), ordinal.to_string());
-    let Some(set_spec) = set.spec.as_ref() else {
-        return Vec::new();
-    };
+    let set_spec = &set.spec;
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.hostname = Some(pod_name.clone());
     if let Some(service) = set_spec.service_name.as_ref().filter(|s| !s.is_empty()) {

@@ -741,10 +741,10 @@ fn score_table() {
             setup: |store| {
                 store.replica_sets.upsert(apps::ReplicaSet {
                     metadata: meta("default", "rs"),
-                    spec: Some(apps::ReplicaSetSpec {
+                    spec: apps::ReplicaSetSpec {
                         selector: selector(&[("app", "foo")]),
                         ..Default::default()
-                    }),
+                    },
                     ..Default::default()
                 });
             },
@@ -817,7 +817,7 @@ fn default_selector_merges_services_and_the_controller() {
     });
     store.stateful_sets.upsert(apps::StatefulSet {
         metadata: meta("default", "ss"),
-        spec: Some(apps::StatefulSetSpec {
+        spec: apps::StatefulSetSpec {
             selector: kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
                 match_expressions: Some(vec![
                     kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
@@ -829,7 +829,7 @@ fn default_selector_merges_services_and_the_controller() {
                 ..Default::default()
             },
             ..Default::default()
-        }),
+        },
         ..Default::default()
     });
     store
