@@ -648,41 +648,41 @@ fn find_workload(scenario: &Scenario, t: &ScaleTarget) -> Option<Workload> {
             .deployments
             .iter()
             .find(|d| is_it(&d.metadata))
-            .and_then(|d| {
+            .map(|d| {
                 let spec = d.spec.clone();
-                Some(Workload {
+                Workload {
                     uid: uid(&d.metadata),
                     api_version: "apps/v1",
                     selector: Some(spec.selector),
                     template: spec.template,
                     stateful: None,
-                })
+                }
             }),
         "ReplicaSet" => decode_others::<ReplicaSet>(&scenario.manifests, "ReplicaSet")
             .into_iter()
             .find(|r| is_it(&r.metadata))
-            .and_then(|r| {
+            .map(|r| {
                 let spec = r.spec.clone();
-                Some(Workload {
+                Workload {
                     uid: uid(&r.metadata),
                     api_version: "apps/v1",
                     selector: Some(spec.selector),
                     template: spec.template.unwrap_or_default(),
                     stateful: None,
-                })
+                }
             }),
         _ => decode_others::<StatefulSet>(&scenario.manifests, "StatefulSet")
             .into_iter()
             .find(|s| is_it(&s.metadata))
-            .and_then(|s| {
+            .map(|s| {
                 let spec = s.spec.clone();
-                Some(Workload {
+                Workload {
                     uid: uid(&s.metadata),
                     api_version: "apps/v1",
                     selector: Some(spec.selector.clone()),
                     template: spec.template.clone(),
                     stateful: Some(s),
-                })
+                }
             }),
     }
 }
