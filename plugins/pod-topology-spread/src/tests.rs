@@ -1301,3 +1301,40 @@ fn remedies_give_the_skew_each_broken_constraint_would_reach() {
         ]
     );
 }
+
+#[test]
+fn node_taints_policy_honor_compares_numeric_tolerations_behind_their_gate() {
+    // TaintTolerationComparisonOperators (alpha from v1.35, off by default): with it on,
+    // a `Gt` toleration lets a node whose taint value is a greater integer count as a
+    // domain member under nodeTaintsPolicy Honor; off, the node stays out.
+    let pod = PodBuilder::new("p")
+        .label("app", "foo")
+        .toleration("capacity", "Gt", "5", "NoSchedule")
+        .spread_constraint_full(api::TopologySpreadConstraint {
+            node_taints_policy: Some("Honor".into()),
+            ..constraint(1, ZONE, "DoNotSchedule", &[("app", "foo")])
+        })
+        .info();
+    let big = node("n1", "a")
+        .taint("capacity", "10", "NoSchedule")
+        .model();
+    let small = node("n2", "b").taint("capacity", "2", "NoSchedule").model();
+    for (gate, want_big) in [(false, false), (true, true)] {
+        let gates = kubesched_framework::FeatureGates::defaults()
+            .with(
+                kubesched_framework::Feature::TaintTolerationComparisonOperators,
+                gate,
+            )
+            .expect("alpha gate");
+        let handle = Handle::builder().features(gates).build();
+        let pl = PodTopologySpread::new(&PodTopologySpreadArgs::default(), &handle).expect("valid");
+        let constraints = pl.constraints(&pod, WhenUnsatisfiable::DoNotSchedule);
+        assert_eq!(constraints.len(), 1);
+        assert_eq!(
+            constraints[0].includes_node(&pod, &big),
+            want_big,
+            "gate {gate}"
+        );
+        assert!(!constraints[0].includes_node(&pod, &small), "gate {gate}");
+    }
+}
