@@ -22,7 +22,8 @@ use std::sync::Arc;
 pub const NAME: &str = "TaintToleration";
 /// The Filter reason for a node with a NoSchedule or NoExecute taint the pod does not
 /// tolerate. Since v1.34 upstream names no taint here (the taint only goes to a debug log),
-/// so nodes with different taints are counted together in the FailedScheduling message.
+/// so nodes with different taints are counted together in the FailedScheduling message;
+/// v1.37's plugin returns the same string (checked against its taint_toleration.go).
 pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 /// The Error given by Score when PreScore did not run for the pod.
 pub const ERR_NO_PRE_SCORE_STATE: &str = "TaintToleration: no PreScore state in the cycle";
