@@ -31,8 +31,9 @@
 //! A rejection by plugins that answered Pending skips backoff when their hint says Queue; a
 //! pod that failed with an error (no rejecting plugin) always retries after backoff.
 //!
-//! With SchedulerPopFromBackoffQ (on by default, v1.34 to v1.37, [`QueueConfig::pop_from_backoff`]) a pop
-//! that finds activeQ empty takes the head of backoffQ instead of waiting: backoffQ is then
+//! With SchedulerPopFromBackoffQ (on by default, v1.34 to v1.37,
+//! [`QueueConfig::pop_from_backoff`]) a pop that finds activeQ empty takes the head of
+//! backoffQ instead of waiting: backoffQ is then
 //! ordered by backoff expiry rounded up to the next one-second window (counted from the
 //! queue's creation; upstream counts whole wall-clock seconds), and by QueueSort within a
 //! window. Pods that failed with an error wait in a backoff heap of their own and are never
