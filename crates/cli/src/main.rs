@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kubesched::framework::{FeatureGates, registry};
+use kubesched::framework::{FeatureGates, Version, registry};
 use kubesched_config::LoadedConfig;
 use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
 
@@ -34,11 +34,16 @@ struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
-    /// Feature gates as kube-scheduler v1.34 takes them (`Name=true,Other=false`; repeat or
-    /// separate with commas). Unknown gates are refused; `kubesched config defaults` lists
-    /// every gate with its value in effect.
+    /// Feature gates as kube-scheduler takes them (`Name=true,Other=false`; repeat or
+    /// separate with commas), checked against the release of `--emulated-version`. Unknown
+    /// gates are refused; `kubesched config defaults` lists every gate with its value in
+    /// effect.
     #[arg(long, value_name = "NAME=BOOL,...", global = true)]
     feature_gates: Vec<String>,
+    /// The Kubernetes release whose feature gates (stages and defaults) apply, as
+    /// kube-scheduler's `--emulated-version` takes it: `1.34` to `1.37` (or `kube=1.36`).
+    #[arg(long, value_name = "VERSION", global = true, default_value = "1.37")]
+    emulated_version: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -199,7 +204,9 @@ fn main() -> ExitCode {
     if let Err(e) = registry::check_unique() {
         return fail(&e.to_string());
     }
-    let gates = match FeatureGates::parse(cli.feature_gates.iter().map(String::as_str)) {
+    let gates = match Version::parse_emulated(&cli.emulated_version).and_then(|version| {
+        FeatureGates::parse_at(version, cli.feature_gates.iter().map(String::as_str))
+    }) {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string()),
     };
@@ -268,9 +275,19 @@ fn main() -> ExitCode {
 /// The feature gates in effect as YAML comments (they are flags, not configuration, so the
 /// printed file stays a valid configuration).
 fn gates_comment(gates: &FeatureGates) -> String {
-    let mut out = String::from("# Feature gates in effect (set with --feature-gates):\n");
-    for (name, on) in gates.effective() {
-        out.push_str(&format!("#   {name}={on}\n"));
+    let mut out = format!(
+        "# Kubernetes release emulated (set with --emulated-version): {}\n\
+         # Feature gates in effect (set with --feature-gates):\n",
+        gates.version()
+    );
+    for (spec, on) in gates.effective_specs() {
+        let locked = if spec.locked { ", locked" } else { "" };
+        out.push_str(&format!(
+            "#   {}={on} ({} - default={}{locked})\n",
+            spec.name,
+            spec.stage.as_str(),
+            spec.default
+        ));
     }
     out
 }

@@ -191,7 +191,7 @@ fn config_defaults_prints_a_valid_configuration() {
     );
     // The feature gates in effect head the output, as comments.
     assert!(
-        stdout.contains("#   SchedulerAsyncPreemption=true\n"),
+        stdout.contains("#   SchedulerAsyncPreemption=true (BETA - default=true)\n"),
         "{stdout}"
     );
     let (ok, out, err) = kubesched(
@@ -232,6 +232,74 @@ fn config_migrate_prints_v1_and_validate_warns_about_v1beta3() {
 }
 
 #[test]
+fn emulated_version_picks_that_releases_gates() {
+    // v1.37 by default: StorageCapacityScoring is beta and on, GangScheduling is gone.
+    let (ok, stdout, stderr) = kubesched(&["config", "defaults"], None);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("# Kubernetes release emulated (set with --emulated-version): 1.37\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   StorageCapacityScoring=true (BETA - default=true)\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("GangScheduling"), "{stdout}");
+    // v1.34 restores v1.34's gates.
+    let (ok, stdout, stderr) =
+        kubesched(&["config", "defaults", "--emulated-version", "1.34"], None);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("# Kubernetes release emulated (set with --emulated-version): 1.34\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   StorageCapacityScoring=false (ALPHA - default=false)\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   SidecarContainers=true (GA - default=true, locked)\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("OpportunisticBatching"), "{stdout}");
+    // v1.36 still has GangScheduling; a gate of a later release is refused.
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--emulated-version",
+            "kube=1.36",
+            "--feature-gates",
+            "GangScheduling=true",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--emulated-version",
+            "1.34",
+            "--feature-gates",
+            "OpportunisticBatching=false",
+        ],
+        None,
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("feature is PreAlpha at emulated version 1.34"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = kubesched(&["config", "defaults", "--emulated-version", "1.30"], None);
+    assert!(!ok);
+    assert!(
+        stderr.contains("emulation version 1.30 is not between [1.34, 1.37]"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn feature_gates_are_parsed_shown_and_checked() {
     let (ok, stdout, stderr) = kubesched(
         &[
@@ -244,15 +312,15 @@ fn feature_gates_are_parsed_shown_and_checked() {
     );
     assert!(ok, "{stderr}");
     assert!(
-        stdout.contains("#   SchedulerAsyncPreemption=false\n"),
+        stdout.contains("#   SchedulerAsyncPreemption=false (BETA - default=true)\n"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("#   SchedulerPopFromBackoffQ=false\n"),
+        stdout.contains("#   SchedulerPopFromBackoffQ=false (BETA - default=true)\n"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("#   SchedulerQueueingHints=true\n"),
+        stdout.contains("#   SchedulerQueueingHints=true (GA - default=true, locked)\n"),
         "{stdout}"
     );
     assert!(
@@ -280,7 +348,24 @@ fn feature_gates_are_parsed_shown_and_checked() {
     );
     assert!(!ok);
     assert!(stderr.contains("locked to true"), "{stderr}");
-    // A known gate kubesched cannot act on is accepted with a warning.
+    // A known gate kubesched cannot act on is accepted with a warning. DRAPrioritizedList
+    // is GA and locked in v1.37, so the case runs at v1.36, where it could still be set.
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--emulated-version",
+            "1.36",
+            "--feature-gates",
+            "DRAPrioritizedList=false",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("DRAPrioritizedList is set away from its default, but kubesched does not change its behaviour for it"),
+        "{stderr}"
+    );
     let (ok, _, stderr) = kubesched(
         &[
             "config",
@@ -290,9 +375,20 @@ fn feature_gates_are_parsed_shown_and_checked() {
         ],
         None,
     );
+    assert!(!ok);
+    assert!(stderr.contains("locked to true"), "{stderr}");
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--feature-gates",
+            "DRASchedulerFilterTimeout=false",
+        ],
+        None,
+    );
     assert!(ok, "{stderr}");
     assert!(
-        stderr.contains("DRAPrioritizedList is set away from its default, but kubesched does not change its behaviour for it"),
+        stderr.contains("DRASchedulerFilterTimeout is set away from its default, but kubesched does not change its behaviour for it"),
         "{stderr}"
     );
 }

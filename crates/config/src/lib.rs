@@ -40,7 +40,8 @@ pub struct LoadedConfig {
     /// Upstream default plugins that are not compiled into this binary (left out of the
     /// default profile; the binary reports them at start-up).
     pub absent_default_plugins: Vec<String>,
-    /// The feature gates in effect (v1.34's defaults unless `--feature-gates` set some).
+    /// The feature gates in effect (v1.37's defaults, or those of `--emulated-version`,
+    /// unless `--feature-gates` set some).
     /// Not part of the file: upstream takes them on the command line only.
     pub feature_gates: FeatureGates,
     /// Settings the file holds that kubesched accepts but that change nothing or are going

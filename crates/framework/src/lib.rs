@@ -53,7 +53,7 @@ pub use extender::{
     EXTENDER_NAME, Extender, ExtenderError, ExtenderFilterOutcome, FailedNodesMap, HostPriority,
     Victims,
 };
-pub use features::{Feature, FeatureGates};
+pub use features::{Feature, FeatureGateError, FeatureGates, Version};
 pub use handle::{Handle, HandleBuilder, HandleControl, LivePods, NoLivePods, PodActivator};
 pub use kinds::{Kind, KindWrite, ObjectKind};
 pub use node_tally::{NodeTally, TallyCache};

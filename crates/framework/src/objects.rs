@@ -351,11 +351,11 @@ impl ObjectStore {
             ("apps/v1", "ReplicaSet") => self
                 .replica_sets
                 .get(ns, &owner.name)
-                .and_then(|rs| rs.spec.as_ref().map(|s| s.selector.clone())),
+                .map(|rs| rs.spec.selector.clone()),
             ("apps/v1", "StatefulSet") => self
                 .stateful_sets
                 .get(ns, &owner.name)
-                .and_then(|ss| ss.spec.as_ref().map(|s| s.selector.clone())),
+                .map(|ss| ss.spec.selector.clone()),
             _ => None,
         };
         if let Some(extra) = extra

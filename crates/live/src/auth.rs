@@ -302,7 +302,7 @@ impl Gatekeeper {
         self.counts.token_reviews.fetch_add(1, Ordering::Relaxed);
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: Some(token.to_string()),
+                token: token.to_string(),
                 ..Default::default()
             },
             ..Default::default()

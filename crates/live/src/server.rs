@@ -160,6 +160,7 @@ async fn configz(State(s): State<AppState>) -> Response {
     // command line, so they are not part of componentconfig.
     let body = serde_json::json!({
         "componentconfig": *s.configz,
+        "emulatedVersion": s.scheduler.handle().features().version().to_string(),
         "featureGates": s.scheduler.handle().features().effective(),
     });
     (

@@ -30,7 +30,10 @@ pub use selector::{
     FlatLabels, LabelLookup, LabelSelector, Labels, NodeSelector, NodeSelectorTerm,
     RequiredNodeAffinity,
 };
-pub use taint::{Taint, TaintEffect, Toleration, find_untolerated, tolerated};
+pub use taint::{
+    Taint, TaintEffect, Toleration, TolerationOperator, find_untolerated, find_untolerated_with,
+    tolerated, tolerated_with,
+};
 
 /// Re-export of the API types the model is built from, so dependents name one version.
 pub use k8s_openapi;

@@ -315,7 +315,8 @@ pub struct PodInfo {
     pub preferred_anti_affinity_terms: Vec<WeightedAffinityTerm>,
     /// Topology spread constraints.
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
-    /// Container images (init containers included).
+    /// The pod's images: init containers', containers', then image volumes' references
+    /// (ImageLocality counts all three after v1.34: #130231, #138951).
     pub images: Vec<String>,
     /// Names of the scheduling gates still on the pod.
     pub scheduling_gates: Vec<String>,
@@ -533,8 +534,8 @@ fn compile_tolerations(spec: &api::PodSpec) -> Vec<Toleration> {
     tolerations
 }
 
-/// Every container's image (init containers first) and the host ports the pod holds
-/// while it runs, without duplicates.
+/// Every container's image (init containers first), then every image volume's reference,
+/// and the host ports the pod holds while it runs, without duplicates.
 fn images_and_host_ports(spec: &api::PodSpec) -> (Vec<String>, Vec<HostPort>) {
     let mut host_ports = Vec::new();
     let mut images = Vec::new();
@@ -556,6 +557,11 @@ fn images_and_host_ports(spec: &api::PodSpec) -> (Vec<String>, Vec<HostPort>) {
                     hp,
                 ));
             }
+        }
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(image) = &v.image {
+            images.push(image.reference.clone().unwrap_or_default());
         }
     }
     (images, crate::ports::dedup(host_ports))

@@ -242,6 +242,16 @@ pub fn parse_quantity(q: &ApiQuantity, field: &str) -> Result<Quantity, ModelErr
     Quantity::parse(&q.0).map_err(|e| ModelError::invalid(field, &e.to_string()))
 }
 
+/// Whether upstream reads this resource from a pod's `spec.resources` (PodLevelResources):
+/// cpu and memory, and in v1.37 hugepages of every size too (component-helpers'
+/// `IsSupportedPodLevelResource`; v1.34 read cpu and memory only).
+pub fn is_supported_pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with(HUGEPAGES_PREFIX)
+}
+
+/// The name prefix of hugepages resources (`hugepages-2Mi`, `hugepages-1Gi`).
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+
 /// Requests of one container, with API-server defaulting (a limit stands in for a missing
 /// request) applied, so manifests that were never through an API server read the same.
 fn container_requests(
@@ -310,14 +320,16 @@ pub fn pod_requests(
     reqs.add(&sidecars);
     reqs.set_max(&init_max);
 
-    // Pod-level resources replace the container sum for the resources they name.
+    // Pod-level resources replace the container sum for the resources they name, among
+    // those upstream supports at pod level; others there are ignored.
     if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        for name in [CPU, MEMORY] {
-            if let Some(q) = pod_level.get(name) {
-                match parse_quantity(q, &format!("spec.resources.requests[{name}]")) {
-                    Ok(q) => reqs.set(name, &q),
-                    Err(e) => problems.push(e),
-                }
+        for (name, q) in pod_level {
+            if !is_supported_pod_level_resource(name) {
+                continue;
+            }
+            match parse_quantity(q, &format!("spec.resources.requests[{name}]")) {
+                Ok(q) => reqs.set(name, &q),
+                Err(e) => problems.push(e),
             }
         }
     }
@@ -427,6 +439,44 @@ mod tests {
             ApiQuantity("250m".into()),
         )]));
         assert_eq!(requests_ok(&s, false).milli_cpu, 1250);
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_container_sum() {
+        let q = |v: &str| ApiQuantity(v.into());
+        // Containers ask 500m cpu, 1Gi memory and 2Mi of hugepages-2Mi; the pod asks more.
+        let mut s = spec(vec![container(Some("500m"), Some("1Gi"), false)], vec![]);
+        s.containers[0]
+            .resources
+            .get_or_insert_with(Default::default)
+            .requests
+            .get_or_insert_with(Default::default)
+            .insert("hugepages-2Mi".into(), q("2Mi"));
+        s.resources = Some(api::ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                (CPU.to_string(), q("2")),
+                ("hugepages-2Mi".to_string(), q("10Mi")),
+                ("example.com/gpu".to_string(), q("3")),
+            ])),
+            ..Default::default()
+        });
+        let r = requests_ok(&s, false);
+        // cpu from the pod, memory (not named there) from the containers.
+        assert_eq!(r.milli_cpu, 2000);
+        assert_eq!(r.memory, 1 << 30);
+        // v1.37: hugepages at pod level count (v1.34 kept the containers' 2Mi).
+        assert_eq!(r.get("hugepages-2Mi"), 10 << 20);
+        // Extended resources are not pod-level resources: the containers' sum (none).
+        assert_eq!(r.get("example.com/gpu"), 0);
+        for (name, want) in [
+            ("cpu", true),
+            ("memory", true),
+            ("hugepages-1Gi", true),
+            ("ephemeral-storage", false),
+            ("example.com/gpu", false),
+        ] {
+            assert_eq!(is_supported_pod_level_resource(name), want, "{name}");
+        }
     }
 
     fn requests_ok(s: &api::PodSpec, non_missing: bool) -> Resource {

@@ -61,14 +61,29 @@ impl Taint {
     }
 }
 
+/// How a toleration compares its value with a taint's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TolerationOperator {
+    /// The values are equal (the default when no operator is given).
+    Equal,
+    /// Any value.
+    Exists,
+    /// Both values are integers and the taint's is less than the toleration's
+    /// (upstream v1.35+, behind TaintTolerationComparisonOperators).
+    Lt,
+    /// Both values are integers and the taint's is greater than the toleration's
+    /// (upstream v1.35+, behind TaintTolerationComparisonOperators).
+    Gt,
+}
+
 /// A pod toleration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Toleration {
     /// Key; empty with `Exists` tolerates every key.
     pub key: String,
-    /// True for `Exists`, false for `Equal` (the default).
-    pub exists: bool,
-    /// Value compared under `Equal`.
+    /// How the value is compared.
+    pub operator: TolerationOperator,
+    /// Value compared under `Equal`, `Lt` and `Gt`.
     pub value: String,
     /// Effect tolerated; None tolerates all effects.
     pub effect: Option<TaintEffect>,
@@ -77,13 +92,15 @@ pub struct Toleration {
 impl Toleration {
     /// Compiles an API toleration.
     pub fn compile(t: &api::Toleration, field: &str) -> Result<Self, ModelError> {
-        let exists = match t.operator.as_deref() {
-            None | Some("") | Some("Equal") => false,
-            Some("Exists") => true,
+        let operator = match t.operator.as_deref() {
+            None | Some("") | Some("Equal") => TolerationOperator::Equal,
+            Some("Exists") => TolerationOperator::Exists,
+            Some("Lt") => TolerationOperator::Lt,
+            Some("Gt") => TolerationOperator::Gt,
             Some(other) => {
                 return Err(ModelError::invalid(
                     &format!("{field}.operator"),
-                    &format!("{other:?} is not Equal or Exists"),
+                    &format!("{other:?} is not Equal, Exists, Lt or Gt"),
                 ));
             }
         };
@@ -93,42 +110,82 @@ impl Toleration {
         };
         Ok(Self {
             key: t.key.clone().unwrap_or_default(),
-            exists,
+            operator,
             value: t.value.clone().unwrap_or_default(),
             effect,
         })
     }
 
-    /// Whether this toleration tolerates the taint.
+    /// Whether this toleration tolerates the taint, with `Lt` / `Gt` never tolerating
+    /// (TaintTolerationComparisonOperators off, its default through v1.37).
     pub fn tolerates(&self, taint: &Taint) -> bool {
+        self.tolerates_with(taint, false)
+    }
+
+    /// Whether this toleration tolerates the taint; `comparisons` says whether `Lt` and
+    /// `Gt` compare (the gate on) or tolerate nothing (off).
+    pub fn tolerates_with(&self, taint: &Taint, comparisons: bool) -> bool {
         if self.effect.is_some_and(|e| e != taint.effect) {
             return false;
         }
         if !self.key.is_empty() && self.key != taint.key {
             return false;
         }
-        if self.exists {
-            return true;
+        match self.operator {
+            TolerationOperator::Exists => true,
+            // Equal with an empty key only matches a taint whose key is empty too.
+            TolerationOperator::Equal => self.key == taint.key && self.value == taint.value,
+            TolerationOperator::Lt | TolerationOperator::Gt if comparisons => {
+                // Both sides must be base-10 64-bit integers; anything else tolerates
+                // nothing (upstream logs the parse error and answers no).
+                let (Ok(mine), Ok(theirs)) =
+                    (self.value.parse::<i64>(), taint.value.parse::<i64>())
+                else {
+                    return false;
+                };
+                if self.operator == TolerationOperator::Lt {
+                    theirs < mine
+                } else {
+                    theirs > mine
+                }
+            }
+            TolerationOperator::Lt | TolerationOperator::Gt => false,
         }
-        // Equal with an empty key only matches a taint whose key is empty too.
-        self.key == taint.key && self.value == taint.value
     }
 }
 
-/// Whether any toleration tolerates the taint.
+/// Whether any toleration tolerates the taint (`Lt` / `Gt` off).
 pub fn tolerated(taint: &Taint, tolerations: &[Toleration]) -> bool {
-    tolerations.iter().any(|t| t.tolerates(taint))
+    tolerated_with(taint, tolerations, false)
 }
 
-/// The first taint with one of the effects that no toleration tolerates.
+/// Whether any toleration tolerates the taint, `Lt` / `Gt` comparing when `comparisons`.
+pub fn tolerated_with(taint: &Taint, tolerations: &[Toleration], comparisons: bool) -> bool {
+    tolerations
+        .iter()
+        .any(|t| t.tolerates_with(taint, comparisons))
+}
+
+/// The first taint with one of the effects that no toleration tolerates (`Lt` / `Gt` off).
 pub fn find_untolerated<'a>(
     taints: &'a [Taint],
     tolerations: &[Toleration],
     effects: &[TaintEffect],
 ) -> Option<&'a Taint> {
+    find_untolerated_with(taints, tolerations, effects, false)
+}
+
+/// The first taint with one of the effects that no toleration tolerates, `Lt` / `Gt`
+/// comparing when `comparisons`.
+pub fn find_untolerated_with<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[TaintEffect],
+    comparisons: bool,
+) -> Option<&'a Taint> {
     taints
         .iter()
-        .find(|t| effects.contains(&t.effect) && !tolerated(t, tolerations))
+        .find(|t| effects.contains(&t.effect) && !tolerated_with(t, tolerations, comparisons))
 }
 
 #[cfg(test)]
@@ -146,7 +203,11 @@ mod tests {
     fn tol(key: &str, exists: bool, value: &str, effect: Option<TaintEffect>) -> Toleration {
         Toleration {
             key: key.into(),
-            exists,
+            operator: if exists {
+                TolerationOperator::Exists
+            } else {
+                TolerationOperator::Equal
+            },
             value: value.into(),
             effect,
         }
@@ -170,6 +231,57 @@ mod tests {
         for (toleration, want) in cases {
             assert_eq!(toleration.tolerates(&t), want, "{toleration:?}");
         }
+    }
+
+    #[test]
+    fn numeric_operators_compare_integers_when_enabled() {
+        use TaintEffect::*;
+        let cmp = |op: TolerationOperator, value: &str| Toleration {
+            key: "capacity".into(),
+            operator: op,
+            value: value.into(),
+            effect: None,
+        };
+        use TolerationOperator::{Gt, Lt};
+        // (toleration, taint value, tolerated with the gate on)
+        let cases = [
+            (cmp(Gt, "5"), "10", true),
+            (cmp(Gt, "10"), "10", false),
+            (cmp(Gt, "10"), "5", false),
+            (cmp(Lt, "10"), "5", true),
+            (cmp(Lt, "5"), "5", false),
+            (cmp(Lt, "0"), "-3", true),
+            (cmp(Gt, "-5"), "-3", true),
+            (cmp(Gt, "5"), "ten", false),
+            (cmp(Gt, "five"), "10", false),
+            (cmp(Gt, "5"), "", false),
+            (cmp(Lt, "5"), "1.5", false),
+        ];
+        for (toleration, value, want) in cases {
+            let t = taint("capacity", value, NoSchedule);
+            assert_eq!(
+                toleration.tolerates_with(&t, true),
+                want,
+                "{toleration:?} vs {value:?}"
+            );
+            // Off (v1.34 had no such operators; alpha and off through v1.37): never.
+            assert!(!toleration.tolerates(&t), "{toleration:?} vs {value:?}");
+        }
+        // The key still has to match.
+        let other = taint("other", "10", NoSchedule);
+        assert!(!cmp(Gt, "5").tolerates_with(&other, true));
+        let api = api::Toleration {
+            key: Some("capacity".into()),
+            operator: Some("Gt".into()),
+            value: Some("5".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Toleration::compile(&api, "spec.tolerations[0]")
+                .expect("valid")
+                .operator,
+            Gt
+        );
     }
 
     #[test]

@@ -31,8 +31,9 @@
 //! A rejection by plugins that answered Pending skips backoff when their hint says Queue; a
 //! pod that failed with an error (no rejecting plugin) always retries after backoff.
 //!
-//! With SchedulerPopFromBackoffQ (v1.34's default, [`QueueConfig::pop_from_backoff`]) a pop
-//! that finds activeQ empty takes the head of backoffQ instead of waiting: backoffQ is then
+//! With SchedulerPopFromBackoffQ (on by default, v1.34 to v1.37,
+//! [`QueueConfig::pop_from_backoff`]) a pop that finds activeQ empty takes the head of
+//! backoffQ instead of waiting: backoffQ is then
 //! ordered by backoff expiry rounded up to the next one-second window (counted from the
 //! queue's creation; upstream counts whole wall-clock seconds), and by QueueSort within a
 //! window. Pods that failed with an error wait in a backoff heap of their own and are never
@@ -73,7 +74,7 @@ pub struct QueueConfig {
     /// How long a pod may wait in unschedulablePods before the periodic flush sends it back
     /// (default 5 min).
     pub max_in_unschedulable: Duration,
-    /// The SchedulerPopFromBackoffQ feature gate (on by default in v1.34).
+    /// The SchedulerPopFromBackoffQ feature gate (beta and on by default, v1.34 to v1.37).
     pub pop_from_backoff: bool,
 }
 

@@ -138,7 +138,8 @@ fn claim_from_template(
     pod_name: &str,
     pod_uid: &str,
 ) -> ResourceClaim {
-    let tmeta = template.spec.metadata.clone().unwrap_or_default();
+    let tspec = template.spec.clone().unwrap_or_default();
+    let tmeta = tspec.metadata.unwrap_or_default();
     let name = generated_claim_name(pod_name, entry, pod_uid);
     let mut annotations = tmeta.annotations.unwrap_or_default();
     annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), entry.to_string());
@@ -160,7 +161,7 @@ fn claim_from_template(
             }]),
             ..Default::default()
         },
-        spec: template.spec.spec.clone(),
+        spec: tspec.spec,
         status: None,
     }
 }

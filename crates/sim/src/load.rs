@@ -1098,7 +1098,7 @@ impl<'a> ResolvedClass<'a> {
     fn of(class: &'a PriorityClass) -> Self {
         Self {
             name: class.metadata.name.clone(),
-            value: class.value,
+            value: class.value.unwrap_or(0),
             preemption_policy: class
                 .preemption_policy
                 .as_deref()
@@ -1259,7 +1259,7 @@ mod tests {
                 name: Some(name.into()),
                 ..Default::default()
             },
-            value,
+            value: Some(value),
             global_default: global_default.then_some(true),
             preemption_policy: policy.map(str::to_string),
             ..Default::default()

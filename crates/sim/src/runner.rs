@@ -480,6 +480,7 @@ impl Simulation {
                     })
                     .collect(),
             },
+            ..Default::default()
         };
         self.cluster.objects().csi_nodes.upsert(csi_node.clone());
         self.cluster.push_change(ClusterChange::Other {

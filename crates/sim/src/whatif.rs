@@ -399,7 +399,7 @@ fn budget_allows(
     pods: &[Arc<api::Pod>],
 ) -> (i32, &'static str) {
     if let Some(status) = &pdb.status {
-        return (status.disruptions_allowed, "status");
+        return (status.disruptions_allowed.unwrap_or(0), "status");
     }
     let ns = pdb.metadata.namespace.as_deref().unwrap_or("default");
     let selected: Vec<&Arc<api::Pod>> = pods
@@ -648,41 +648,41 @@ fn find_workload(scenario: &Scenario, t: &ScaleTarget) -> Option<Workload> {
             .deployments
             .iter()
             .find(|d| is_it(&d.metadata))
-            .and_then(|d| {
-                let spec = d.spec.clone()?;
-                Some(Workload {
+            .map(|d| {
+                let spec = d.spec.clone();
+                Workload {
                     uid: uid(&d.metadata),
                     api_version: "apps/v1",
                     selector: Some(spec.selector),
                     template: spec.template,
                     stateful: None,
-                })
+                }
             }),
         "ReplicaSet" => decode_others::<ReplicaSet>(&scenario.manifests, "ReplicaSet")
             .into_iter()
             .find(|r| is_it(&r.metadata))
-            .and_then(|r| {
-                let spec = r.spec.clone()?;
-                Some(Workload {
+            .map(|r| {
+                let spec = r.spec.clone();
+                Workload {
                     uid: uid(&r.metadata),
                     api_version: "apps/v1",
                     selector: Some(spec.selector),
                     template: spec.template.unwrap_or_default(),
                     stateful: None,
-                })
+                }
             }),
         _ => decode_others::<StatefulSet>(&scenario.manifests, "StatefulSet")
             .into_iter()
             .find(|s| is_it(&s.metadata))
-            .and_then(|s| {
-                let spec = s.spec.clone()?;
-                Some(Workload {
+            .map(|s| {
+                let spec = s.spec.clone();
+                Workload {
                     uid: uid(&s.metadata),
                     api_version: "apps/v1",
                     selector: Some(spec.selector.clone()),
                     template: spec.template.clone(),
                     stateful: Some(s),
-                })
+                }
             }),
     }
 }
@@ -802,9 +802,7 @@ fn stateful_identity(
         pod_name.clone(),
     );
     labels.insert("apps.kubernetes.io/pod-index".into(), ordinal.to_string());
-    let Some(set_spec) = set.spec.as_ref() else {
-        return Vec::new();
-    };
+    let set_spec = &set.spec;
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.hostname = Some(pod_name.clone());
     if let Some(service) = set_spec.service_name.as_ref().filter(|s| !s.is_empty()) {

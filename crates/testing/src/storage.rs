@@ -460,6 +460,7 @@ pub fn csi_node(node: &str, drivers: &[(&str, Option<i32>)]) -> storage::CSINode
                 })
                 .collect(),
         },
+        ..Default::default()
     }
 }
 

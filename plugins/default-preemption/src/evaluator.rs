@@ -76,7 +76,7 @@ pub(crate) fn compile_budgets(pdbs: &[Arc<PodDisruptionBudget>]) -> Vec<Budget> 
             Some(Budget {
                 namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
                 selector,
-                disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+                disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
                 disrupted_pods: status
                     .and_then(|s| s.disrupted_pods.as_ref())
                     .map(|m| m.keys().cloned().collect())

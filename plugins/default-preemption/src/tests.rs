@@ -268,7 +268,7 @@ fn pdb(name: &str, labels: &[(&str, &str)], allowed: i32) -> PodDisruptionBudget
             ..Default::default()
         }),
         status: Some(PodDisruptionBudgetStatus {
-            disruptions_allowed: allowed,
+            disruptions_allowed: Some(allowed),
             ..Default::default()
         }),
     }

@@ -224,7 +224,7 @@ fn plan_claim(
     cel: &CelCache,
 ) -> Result<ClaimPlan, String> {
     let name = kobj(claim);
-    let devices = claim.spec.devices.as_ref();
+    let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
     let mut requests = Vec::new();
     for request in devices
         .and_then(|d| d.requests.as_ref())
@@ -342,7 +342,11 @@ fn request_data(
         )
     })?;
     let class_owner = |_: usize| format!("class {class_name}");
-    let class_selectors = compile_selectors(cel, class.spec.selectors.as_ref(), &class_owner)?;
+    let class_selectors = compile_selectors(
+        cel,
+        class.spec.as_ref().and_then(|s| s.selectors.as_ref()),
+        &class_owner,
+    )?;
     let (all, count) = match mode.unwrap_or("ExactCount") {
         "ExactCount" => {
             let n = count.unwrap_or(1);
@@ -739,7 +743,12 @@ impl<'a> Run<'a> {
                 continue;
             }
             let start = config.len();
-            for c in data.class.spec.config.iter().flatten() {
+            for c in data
+                .class
+                .spec
+                .iter()
+                .flat_map(|s| s.config.iter().flatten())
+            {
                 config.push(DeviceAllocationConfiguration {
                     source: "FromClass".into(),
                     requests: Some(vec![data.full_name.clone()]),
@@ -748,7 +757,7 @@ impl<'a> Run<'a> {
             }
             class_ranges.insert(class_name, (start, config.len()));
         }
-        let devices = plan.claim.spec.devices.as_ref();
+        let devices = plan.claim.spec.as_ref().and_then(|s| s.devices.as_ref());
         for c in devices
             .and_then(|d| d.config.as_ref())
             .into_iter()

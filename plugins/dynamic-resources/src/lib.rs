@@ -392,8 +392,8 @@ impl PreFilterPlugin for DynamicResources {
                     }
                     for request in claim
                         .spec
-                        .devices
                         .as_ref()
+                        .and_then(|s| s.devices.as_ref())
                         .and_then(|d| d.requests.as_ref())
                         .into_iter()
                         .flatten()

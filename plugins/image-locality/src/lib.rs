@@ -5,9 +5,11 @@
 //! Score only. It reads the node's `image_states` (filled by the cache) and the number of
 //! nodes in the cycle's snapshot through the handle; it must not look at pods on nodes.
 //!
-//! The number of containers that sets the upper threshold is the number of the pod's
-//! container images (init containers included), which equals upstream's container count
-//! for every pod the API server accepts (a pod container must name an image).
+//! The images are those of the pod's init containers and containers and, after v1.34
+//! (#130231), its image volumes. The count that sets the upper threshold is the number of
+//! those images (#138951 added the image volumes to it in v1.37, so an image volume weighs
+//! as much as a container image), which equals upstream's count for every pod the API
+//! server accepts (a pod container must name an image).
 
 use std::borrow::Cow;
 
@@ -254,6 +256,56 @@ mod tests {
         assert_eq!(
             scores(PodBuilder::new("untagged").image("gcr.io/10")),
             vec![0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn image_volumes_count_like_container_images() {
+        use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
+        let image_volume = |reference: &str| {
+            let reference = reference.to_string();
+            move |p: &mut api::Pod| {
+                let spec = p.spec.get_or_insert_with(Default::default);
+                spec.volumes.get_or_insert_with(Vec::new).push(api::Volume {
+                    name: "model".into(),
+                    image: Some(api::ImageVolumeSource {
+                        reference: Some(reference),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
+        };
+        // A container image of 10 MB and a 2000 MB image mounted as a volume. n3 and n4
+        // hold the volume's image (1000 MB after spreading over half the nodes); n4 has the
+        // container's too. The volume counts in the sum (#130231) and in the ceiling
+        // (#138951): 2000 MB for two images. v1.34 ignored the volume: n3 and n4 scored 0.
+        let pod = PodBuilder::new("vol")
+            .image("gcr.io/10:v1")
+            .with(image_volume("gcr.io/2000"));
+        let n4 = (1000 * MB + 10 * MB / 4 - MIN_THRESHOLD) * 100 / (2000 * MB - MIN_THRESHOLD);
+        assert_eq!(scores(pod), vec![0, 0, 100 * (1000 - 23) / (2000 - 23), n4]);
+        // The volume scores exactly as a second container with that image does (before
+        // #138951 its missing share of the ceiling gave it more).
+        let as_volume = PodBuilder::new("as-volume")
+            .image("gcr.io/10:v1")
+            .with(image_volume("gcr.io/2000:latest"));
+        let as_container = PodBuilder::new("as-container")
+            .image("gcr.io/10:v1")
+            .image("gcr.io/2000:latest");
+        assert_eq!(scores(as_volume), scores(as_container));
+        // An image volume the node lacks still widens the ceiling.
+        let pod = PodBuilder::new("missing")
+            .image("gcr.io/2000:latest")
+            .with(image_volume("gcr.io/absent:v1"));
+        assert_eq!(
+            scores(pod),
+            vec![
+                0,
+                0,
+                100 * (1000 - 23) / (2000 - 23),
+                100 * (1000 - 23) / (2000 - 23)
+            ]
         );
     }
 

@@ -1,6 +1,9 @@
-//! NodeResourcesBalancedAllocation: favours nodes whose resources would be used evenly once
-//! the pod is placed: score = (1 − standard deviation of the requested/allocatable fractions
-//! of the configured resources) × 100, truncated, with upstream's float arithmetic.
+//! NodeResourcesBalancedAllocation: favours nodes whose resources the pod would leave more
+//! evenly used than it found them. A node's balance is (1 − standard deviation of the
+//! requested/allocatable fractions of the configured resources) × 100, truncated, with
+//! upstream's float arithmetic; since v1.36 (#135573) the score is the change the pod makes
+//! to it, mapped onto 50..=100 (75: no change). Through v1.35 it was the balance with the
+//! pod alone.
 //!
 //! PreScore keeps the pod's requests of the configured resources (Skip for a pod that
 //! requests none of them) and Score reads the node's sums. It must not filter nodes and
@@ -151,7 +154,23 @@ impl BalancedAllocation {
             .collect()
     }
 
+    /// The score (v1.36+, #135573): how the pod changes the node's balance, not only the
+    /// balance it leaves. Each balance is `(1 − std) × 100` and lies in 50..=100 (the
+    /// standard deviation of fractions in 0..=1 is at most ½); the change maps onto the
+    /// same range: 75 for no change, 100 from fully unbalanced to balanced, 50 the other
+    /// way, in upstream's integer arithmetic.
     fn score_node(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
+        let half = MAX_NODE_SCORE / 2;
+        let with_pod = self.balance(node, pod_requests, true);
+        let without_pod = self.balance(node, pod_requests, false);
+        half + (half + with_pod - without_pod) / 2
+    }
+
+    /// `(1 − std of the requested/allocatable fractions) × 100`, truncated, with the pod's
+    /// requests added or not. The resources taken are the same either way (a scalar
+    /// resource the pod does not request stays out of both). With the pod, this was the
+    /// whole score through v1.35.
+    fn balance(&self, node: &NodeInfo, pod_requests: &[i64], with_pod: bool) -> i64 {
         // Two passes over the fractions instead of collecting them: the same float
         // operations in the same order as upstream, without allocating per node.
         let fractions = || {
@@ -159,8 +178,11 @@ impl BalancedAllocation {
                 .iter()
                 .zip(pod_requests)
                 .filter_map(|(kind, &request)| {
-                    let (allocatable, requested) =
+                    let (allocatable, mut requested) =
                         kind.allocatable_and_requested(node, CpuMemoryRequests::Plain, request);
+                    if !with_pod {
+                        requested -= request;
+                    }
                     (allocatable != 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
                 })
         };

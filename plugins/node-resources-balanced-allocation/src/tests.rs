@@ -72,6 +72,8 @@ fn score_table() {
             pod(&[("cpu", "1"), ("memory", "2Gi")]),
             // a: 0.5 vs 0.3 -> 1 - 0.1; b: 1/6 vs 0.2 -> 1 - 1/60
             [90, 98],
+            // a was 0.25 vs 0.1 (92): 50 + (50 + 90 - 92) / 2; b was empty (100)
+            [74, 74],
         ),
         (
             "fraction above one counts as one",
@@ -79,6 +81,7 @@ fn score_table() {
             pod(&[("cpu", "5"), ("memory", "5Gi")]),
             // a: 1 vs 0.6 -> 0.8; b: 5/6 vs 0.5 -> 1 - 1/6
             [80, 83],
+            [69, 66],
         ),
         (
             "three resources: population standard deviation",
@@ -90,6 +93,8 @@ fn score_table() {
             ]),
             // a: 0.5, 0.3, 0.5 -> std 0.0943; b: 1/6, 0.2, 0.5 -> std 0.1499
             [90, 85],
+            // a was 0.25, 0.1, 0 (89)
+            [75, 67],
         ),
         (
             "extended resource balanced only where the node has it",
@@ -97,18 +102,23 @@ fn score_table() {
             pod(&[("cpu", "1"), ("memory", "2Gi"), ("example.com/gpu", "1")]),
             // a: 0.5, 0.3, 0.5 as above; b has no gpu: 1/6 vs 0.2
             [90, 98],
+            // a was 0.25, 0.1, 0.25 (92): the gpu counts before the pod too
+            [74, 74],
         ),
         (
             "extended resource not requested is left out",
             &gpu,
             pod(&[("cpu", "1"), ("memory", "2Gi")]),
             [90, 98],
+            [74, 74],
         ),
         (
             "one resource is always balanced",
             &plugin(&["cpu"]),
             pod(&[("cpu", "1")]),
             [100, 100],
+            // Always balanced: no change.
+            [75, 75],
         ),
         (
             "plain requests, no scoring defaults: memory counts as zero",
@@ -116,9 +126,19 @@ fn score_table() {
             pod(&[("cpu", "2")]),
             // a: cpu 3/4 vs memory 1/10 -> 1 - 0.325; b: 2/6 vs 0 -> 1 - 1/6
             [67, 83],
+            [62, 66],
         ),
     ];
-    for (name, plugin, pod, want) in cases {
+    // Each row: the balance the pod leaves (v1.35's whole score) and v1.36+'s score, the
+    // change it makes mapped onto 50..=100 (#135573).
+    for (name, plugin, pod, balance_with_pod, want) in cases {
+        let info = pod.clone().info();
+        let requests = plugin.pod_requests(&info);
+        let balance: Vec<i64> = nodes()
+            .iter()
+            .map(|n| plugin.balance(n, &requests, true))
+            .collect();
+        assert_eq!(balance, balance_with_pod, "{name}: balance with the pod");
         assert_eq!(scores(plugin, pod, &nodes()), want, "{name}");
     }
 }
@@ -134,8 +154,17 @@ fn upstream_differently_sized_nodes() {
         &[],
     );
     let pod = PodBuilder::new("p").container(&[("cpu", "3"), ("memory", "5000")]);
-    // small: 0.75 vs 0.5 -> 87.5 truncated; large: 0.5 vs 0.5 -> 100
-    assert_eq!(scores(&plugin(&["cpu", "memory"]), pod, &nodes), [87, 100]);
+    // small: 0.75 vs 0.5 -> 87.5 truncated; large: 0.5 vs 0.5 -> 100 (v1.35's scores);
+    // both were empty (100), so v1.36+ scores the change: 50 + (50 + 87 - 100) / 2 = 68
+    // and 75, upstream's v1.37 expectations for this case.
+    let p = plugin(&["cpu", "memory"]);
+    let requests = p.pod_requests(&pod.clone().info());
+    let balance: Vec<i64> = nodes
+        .iter()
+        .map(|n| p.balance(n, &requests, true))
+        .collect();
+    assert_eq!(balance, [87, 100]);
+    assert_eq!(scores(&p, pod, &nodes), [68, 75]);
 }
 
 #[test]
@@ -164,7 +193,8 @@ fn score_without_pre_score_computes_the_requests() {
         .iter()
         .map(|n| p.score(&CycleState::new(), &pod, n).expect("scores"))
         .collect();
-    assert_eq!(got, [90, 98]);
+    // v1.36+ (the balance the pod leaves was [90, 98]; see score_table).
+    assert_eq!(got, [74, 74]);
 }
 
 #[test]
@@ -260,5 +290,7 @@ fn snapshot() {
         &PodBuilder::new("best-effort").container(&[]).info(),
         &nodes(),
     );
+    // v1.36+ scores (#135573): the change in balance, so 74/74 and 56/62 where v1.35 gave
+    // the balance left, 90/98 and 55/75.
     insta::assert_yaml_snapshot!([balanced, cpu_heavy, best_effort]);
 }

@@ -300,6 +300,65 @@ fn filter_table() {
 }
 
 #[test]
+fn pod_level_requests_count_hugepages() {
+    // PodLevelResources: `spec.resources.requests` replace the containers' sum for the
+    // resources upstream supports there. v1.37 counts hugepages among them (v1.34 read only
+    // cpu and memory, so this pod fitted on its containers' 1Mi).
+    let pod_level = |amounts: &[(&str, &str)]| {
+        let amounts: Vec<(String, String)> = amounts
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        pod(&[("hugepages-2Mi", "1Mi")]).with(move |p| {
+            let spec = p.spec.get_or_insert_with(Default::default);
+            spec.resources = Some(kubesched_framework::model::k8s_openapi::api::core::v1::ResourceRequirements {
+                requests: Some(
+                    amounts
+                        .into_iter()
+                        .map(|(k, v)| (k, kubesched_framework::model::k8s_openapi::apimachinery::pkg::api::resource::Quantity(v)))
+                        .collect(),
+                ),
+                ..Default::default()
+            });
+        })
+    };
+    let node = || {
+        NodeBuilder::new("n1").capacity(&[
+            ("cpu", "4"),
+            ("memory", "8Gi"),
+            ("pods", "10"),
+            ("hugepages-2Mi", "5Mi"),
+        ])
+    };
+    let cases = vec![
+        case(
+            "10Mi of hugepages-2Mi at pod level do not fit in 5Mi",
+            pod_level(&[("hugepages-2Mi", "10Mi")]),
+            &[],
+        )
+        .node(node())
+        .unresolvable(&["Insufficient hugepages-2Mi"]),
+        case(
+            "4Mi at pod level fit in 5Mi",
+            pod_level(&[("hugepages-2Mi", "4Mi")]),
+            &[],
+        )
+        .node(node()),
+        case(
+            "pod-level cpu replaces the containers' sum",
+            pod_level(&[("cpu", "5")]),
+            &[],
+        )
+        .node(node())
+        // More than the node has at all: no preemption can help.
+        .unresolvable(&["Insufficient cpu"]),
+    ];
+    for c in cases {
+        c.check();
+    }
+}
+
+#[test]
 fn pre_filter_keeps_the_pod_requests() {
     let mut state = CycleState::new();
     let p = pod(&[("cpu", "2"), ("memory", "1Gi")]).info();

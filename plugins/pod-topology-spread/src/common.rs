@@ -4,7 +4,7 @@
 use kubesched_framework::ObjectStore;
 use kubesched_framework::model::{
     InclusionPolicy, LabelSelector, Labels, Node, NodeInfo, PodInfo, RequiredNodeAffinity,
-    TaintEffect, Toleration, TopologySpreadConstraint, WhenUnsatisfiable, find_untolerated,
+    TaintEffect, Toleration, TopologySpreadConstraint, WhenUnsatisfiable, find_untolerated_with,
 };
 
 /// The node label of per-node domains; counts for it are taken per node in Score.
@@ -22,6 +22,9 @@ pub(crate) struct Constraint {
     pub(crate) min_domains: i32,
     pub(crate) node_affinity_policy: InclusionPolicy,
     pub(crate) node_taints_policy: InclusionPolicy,
+    /// TaintTolerationComparisonOperators: under `nodeTaintsPolicy: Honor`, `Lt` / `Gt`
+    /// tolerations compare as integers (upstream passes the gate here too since v1.35).
+    pub(crate) taint_comparisons: bool,
 }
 
 impl Constraint {
@@ -33,6 +36,7 @@ impl Constraint {
             min_domains: c.min_domains.unwrap_or(1),
             node_affinity_policy: c.node_affinity_policy,
             node_taints_policy: c.node_taints_policy,
+            taint_comparisons: false,
         }
     }
 
@@ -45,10 +49,11 @@ impl Constraint {
             return false;
         }
         if self.node_taints_policy == InclusionPolicy::Honor
-            && find_untolerated(
+            && find_untolerated_with(
                 &node.taints,
                 &pod.tolerations,
                 &[TaintEffect::NoSchedule, TaintEffect::NoExecute],
+                self.taint_comparisons,
             )
             .is_some()
         {

@@ -67,6 +67,8 @@ struct Inner {
     /// Constraints for pods that declare none (selector filled per pod).
     defaults: Vec<TopologySpreadConstraint>,
     system_defaulted: bool,
+    /// TaintTolerationComparisonOperators, read once.
+    taint_comparisons: bool,
     /// PreFilter's per-node counts, kept across cycles.
     filter_tallies: TallyCache<CountKey, NodeCounts, Vec<DomainTally>>,
     /// PreScore's per-node counts, kept across cycles.
@@ -107,6 +109,9 @@ impl PodTopologySpread {
                 handle: handle.clone(),
                 defaults,
                 system_defaulted,
+                taint_comparisons: handle
+                    .features()
+                    .enabled(kubesched_framework::Feature::TaintTolerationComparisonOperators),
                 filter_tallies: TallyCache::new(TALLY_SLOTS),
                 score_tallies: TallyCache::new(TALLY_SLOTS),
             }),
@@ -120,7 +125,11 @@ impl PodTopologySpread {
 
 impl Inner {
     fn constraints(&self, pod: &PodInfo, action: WhenUnsatisfiable) -> Vec<Constraint> {
-        constraints_for(pod, action, &self.defaults, self.handle.objects())
+        let mut constraints = constraints_for(pod, action, &self.defaults, self.handle.objects());
+        for c in &mut constraints {
+            c.taint_comparisons = self.taint_comparisons;
+        }
+        constraints
     }
 }
 

@@ -741,10 +741,10 @@ fn score_table() {
             setup: |store| {
                 store.replica_sets.upsert(apps::ReplicaSet {
                     metadata: meta("default", "rs"),
-                    spec: Some(apps::ReplicaSetSpec {
+                    spec: apps::ReplicaSetSpec {
                         selector: selector(&[("app", "foo")]),
                         ..Default::default()
-                    }),
+                    },
                     ..Default::default()
                 });
             },
@@ -817,7 +817,7 @@ fn default_selector_merges_services_and_the_controller() {
     });
     store.stateful_sets.upsert(apps::StatefulSet {
         metadata: meta("default", "ss"),
-        spec: Some(apps::StatefulSetSpec {
+        spec: apps::StatefulSetSpec {
             selector: kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
                 match_expressions: Some(vec![
                     kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
@@ -829,7 +829,7 @@ fn default_selector_merges_services_and_the_controller() {
                 ..Default::default()
             },
             ..Default::default()
-        }),
+        },
         ..Default::default()
     });
     store
@@ -1300,4 +1300,41 @@ fn remedies_give_the_skew_each_broken_constraint_would_reach() {
             ),
         ]
     );
+}
+
+#[test]
+fn node_taints_policy_honor_compares_numeric_tolerations_behind_their_gate() {
+    // TaintTolerationComparisonOperators (alpha from v1.35, off by default): with it on,
+    // a `Gt` toleration lets a node whose taint value is a greater integer count as a
+    // domain member under nodeTaintsPolicy Honor; off, the node stays out.
+    let pod = PodBuilder::new("p")
+        .label("app", "foo")
+        .toleration("capacity", "Gt", "5", "NoSchedule")
+        .spread_constraint_full(api::TopologySpreadConstraint {
+            node_taints_policy: Some("Honor".into()),
+            ..constraint(1, ZONE, "DoNotSchedule", &[("app", "foo")])
+        })
+        .info();
+    let big = node("n1", "a")
+        .taint("capacity", "10", "NoSchedule")
+        .model();
+    let small = node("n2", "b").taint("capacity", "2", "NoSchedule").model();
+    for (gate, want_big) in [(false, false), (true, true)] {
+        let gates = kubesched_framework::FeatureGates::defaults()
+            .with(
+                kubesched_framework::Feature::TaintTolerationComparisonOperators,
+                gate,
+            )
+            .expect("alpha gate");
+        let handle = Handle::builder().features(gates).build();
+        let pl = PodTopologySpread::new(&PodTopologySpreadArgs::default(), &handle).expect("valid");
+        let constraints = pl.constraints(&pod, WhenUnsatisfiable::DoNotSchedule);
+        assert_eq!(constraints.len(), 1);
+        assert_eq!(
+            constraints[0].includes_node(&pod, &big),
+            want_big,
+            "gate {gate}"
+        );
+        assert!(!constraints[0].includes_node(&pod, &small), "gate {gate}");
+    }
 }

@@ -118,10 +118,10 @@ fn score_table() {
                 web_service(store);
                 store.replica_sets.upsert(apps::ReplicaSet {
                     metadata: meta("default", "rs"),
-                    spec: Some(apps::ReplicaSetSpec {
+                    spec: apps::ReplicaSetSpec {
                         selector: selector(&[("track", "stable")]),
                         ..Default::default()
-                    }),
+                    },
                     ..Default::default()
                 });
             },
@@ -213,10 +213,10 @@ fn group_selector_merges_services_and_the_controller() {
     });
     store.stateful_sets.upsert(apps::StatefulSet {
         metadata: meta("default", "ss"),
-        spec: Some(apps::StatefulSetSpec {
+        spec: apps::StatefulSetSpec {
             selector: selector(&[("shard", "1")]),
             ..Default::default()
-        }),
+        },
         ..Default::default()
     });
     store

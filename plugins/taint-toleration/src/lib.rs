@@ -9,11 +9,11 @@ use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
 use kubesched_framework::model::{
-    NodeInfo, PodInfo, Taint, TaintEffect, Toleration, find_untolerated, tolerated,
+    NodeInfo, PodInfo, Taint, TaintEffect, Toleration, find_untolerated_with, tolerated_with,
 };
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, MAX_NODE_SCORE, PluginError,
+    CycleState, EnqueueExtensions, Feature, FilterPlugin, Handle, MAX_NODE_SCORE, PluginError,
     PreScorePlugin, Remedy, ScorePlugin, Status,
 };
 use std::sync::Arc;
@@ -22,7 +22,8 @@ use std::sync::Arc;
 pub const NAME: &str = "TaintToleration";
 /// The Filter reason for a node with a NoSchedule or NoExecute taint the pod does not
 /// tolerate. Since v1.34 upstream names no taint here (the taint only goes to a debug log),
-/// so nodes with different taints are counted together in the FailedScheduling message.
+/// so nodes with different taints are counted together in the FailedScheduling message;
+/// v1.37's plugin returns the same string (checked against its taint_toleration.go).
 pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 /// The Error given by Score when PreScore did not run for the pod.
 pub const ERR_NO_PRE_SCORE_STATE: &str = "TaintToleration: no PreScore state in the cycle";
@@ -32,12 +33,26 @@ const DO_NOT_SCHEDULE: [TaintEffect; 2] = [TaintEffect::NoSchedule, TaintEffect:
 
 /// The TaintToleration plugin.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct TaintToleration;
+pub struct TaintToleration {
+    /// TaintTolerationComparisonOperators: tolerations with `Lt` / `Gt` compare their
+    /// value with the taint's as integers (alpha and off in v1.35-v1.37); off, they
+    /// tolerate nothing.
+    comparisons: bool,
+}
 
 impl TaintToleration {
-    /// Builds the plugin (it needs nothing from the handle).
-    pub fn new(_handle: &Handle) -> Result<Self, PluginError> {
-        Ok(Self)
+    /// Builds the plugin; it reads only the feature gates from the handle.
+    pub fn new(handle: &Handle) -> Result<Self, PluginError> {
+        Ok(Self::with_comparisons(
+            handle
+                .features()
+                .enabled(Feature::TaintTolerationComparisonOperators),
+        ))
+    }
+
+    /// The plugin with TaintTolerationComparisonOperators as given.
+    pub fn with_comparisons(comparisons: bool) -> Self {
+        Self { comparisons }
     }
 }
 
@@ -54,10 +69,17 @@ struct PreScoreState {
 }
 
 /// How many PreferNoSchedule taints of the node none of the tolerations tolerate.
-fn count_intolerable_prefer_no_schedule(taints: &[Taint], tolerations: &[Toleration]) -> i64 {
+fn count_intolerable_prefer_no_schedule(
+    taints: &[Taint],
+    tolerations: &[Toleration],
+    comparisons: bool,
+) -> i64 {
     let count = taints
         .iter()
-        .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(t, tolerations))
+        .filter(|t| {
+            t.effect == TaintEffect::PreferNoSchedule
+                && !tolerated_with(t, tolerations, comparisons)
+        })
         .count();
     i64::try_from(count).unwrap_or(i64::MAX)
 }
@@ -71,7 +93,12 @@ impl FilterPlugin for TaintToleration {
         if !node.node_has_taints() {
             return Status::success();
         }
-        match find_untolerated(&n.taints, &pod.tolerations, &DO_NOT_SCHEDULE) {
+        match find_untolerated_with(
+            &n.taints,
+            &pod.tolerations,
+            &DO_NOT_SCHEDULE,
+            self.comparisons,
+        ) {
             None => Status::success(),
             Some(taint) => {
                 tracing::debug!(
@@ -89,7 +116,14 @@ impl FilterPlugin for TaintToleration {
 
     fn remedies(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
         node.node()
-            .and_then(|n| find_untolerated(&n.taints, &pod.tolerations, &DO_NOT_SCHEDULE))
+            .and_then(|n| {
+                find_untolerated_with(
+                    &n.taints,
+                    &pod.tolerations,
+                    &DO_NOT_SCHEDULE,
+                    self.comparisons,
+                )
+            })
             .map(|t| Remedy::Toleration {
                 key: t.key.clone(),
                 value: t.value.clone(),
@@ -129,6 +163,7 @@ impl ScorePlugin for TaintToleration {
         Ok(count_intolerable_prefer_no_schedule(
             &n.taints,
             &s.tolerations,
+            self.comparisons,
         ))
     }
 
@@ -152,6 +187,7 @@ impl ScorePlugin for TaintToleration {
 /// Queue when the node changed from having an untolerated NoSchedule/NoExecute taint
 /// (or not existing) to having none.
 fn after_node_change(
+    comparisons: bool,
     pod: &PodInfo,
     old: Option<&EventObject>,
     new: Option<&EventObject>,
@@ -163,11 +199,13 @@ fn after_node_change(
         None => true,
         Some(o) => {
             let o = o.as_node().ok_or("expected a node as the old object")?;
-            find_untolerated(&o.taints, &pod.tolerations, &DO_NOT_SCHEDULE).is_some()
+            find_untolerated_with(&o.taints, &pod.tolerations, &DO_NOT_SCHEDULE, comparisons)
+                .is_some()
         }
     };
     let is_untolerated =
-        find_untolerated(&new.taints, &pod.tolerations, &DO_NOT_SCHEDULE).is_some();
+        find_untolerated_with(&new.taints, &pod.tolerations, &DO_NOT_SCHEDULE, comparisons)
+            .is_some();
     Ok(if was_untolerated && !is_untolerated {
         QueueingHint::Queue
     } else {
@@ -193,11 +231,12 @@ fn after_pod_toleration_change(
 
 impl EnqueueExtensions for TaintToleration {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let comparisons = self.comparisons;
         vec![
             ClusterEventWithHint::with_hint(
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT),
-                after_node_change,
+                move |pod, old, new| after_node_change(comparisons, pod, old, new),
             ),
             ClusterEventWithHint::with_hint(
                 EventResource::Pod,
@@ -212,6 +251,7 @@ impl EnqueueExtensions for TaintToleration {
 mod tests {
     use super::*;
     use kubesched_framework::model::TaintEffect::*;
+    use kubesched_framework::model::find_untolerated;
     use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_info};
 
     fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
@@ -231,7 +271,8 @@ mod tests {
             node = node.taint(k, v, e);
         }
         let info = pod.info();
-        let run = PluginHarness::new(TaintToleration).run(&info, &[node_info(node.clone(), &[])]);
+        let run = PluginHarness::new(TaintToleration::default())
+            .run(&info, &[node_info(node.clone(), &[])]);
         let status = run.filter_of("n1").expect("filter ran");
         let compiled = node_info(node, &[]);
         let found = find_untolerated(
@@ -248,6 +289,77 @@ mod tests {
                 assert_eq!(status.reasons, vec![ERR_REASON_UNTOLERATED.to_string()]);
             }
         }
+    }
+
+    #[test]
+    fn numeric_operators_behind_their_gate() {
+        // TaintTolerationComparisonOperators (KEP-5471): Gt tolerates a taint whose value
+        // is a greater integer, Lt a smaller one. Off (its default: v1.34 had no such
+        // operators, v1.35-v1.37 keep it alpha) the toleration tolerates nothing.
+        // (pod toleration operator and value, node taint value, tolerated with the gate on)
+        let rows = [
+            ("Gt", "5", "10", true),
+            ("Gt", "10", "10", false),
+            ("Gt", "10", "3", false),
+            ("Lt", "10", "3", true),
+            ("Lt", "3", "3", false),
+            ("Lt", "3", "10", false),
+            ("Gt", "-1", "0", true),
+            ("Gt", "5", "many", false),
+        ];
+        for (op, value, taint_value, want) in rows {
+            let pod = PodBuilder::new("p").toleration("capacity", op, value, "NoSchedule");
+            let node = || NodeBuilder::new("n1").taint("capacity", taint_value, "NoSchedule");
+            for (comparisons, want) in [(true, want), (false, false)] {
+                let run = PluginHarness::new(TaintToleration::with_comparisons(comparisons))
+                    .run(&pod.clone().info(), &[node_info(node(), &[])]);
+                let status = run.filter_of("n1").expect("filter ran");
+                if want {
+                    assert_eq!(status.code, "Success", "{op} {value} vs {taint_value}");
+                } else {
+                    assert_eq!(
+                        status.reasons,
+                        vec![ERR_REASON_UNTOLERATED.to_string()],
+                        "{op} {value} vs {taint_value}, gate {comparisons}"
+                    );
+                }
+            }
+        }
+        // Score counts a PreferNoSchedule taint a Gt toleration covers as tolerated.
+        let infos = [
+            node_info(
+                NodeBuilder::new("big").taint("capacity", "10", "PreferNoSchedule"),
+                &[],
+            ),
+            node_info(
+                NodeBuilder::new("small").taint("capacity", "2", "PreferNoSchedule"),
+                &[],
+            ),
+        ];
+        let pod = PodBuilder::new("p")
+            .toleration("capacity", "Gt", "5", "")
+            .info();
+        let run = PluginHarness::new(TaintToleration::with_comparisons(true)).run(&pod, &infos);
+        let raw: Vec<_> = run.nodes.iter().map(|n| n.score).collect();
+        assert_eq!(raw, vec![Some(0), Some(1)]);
+        // The registered factory reads the gate from the handle.
+        let on = kubesched_framework::FeatureGates::defaults()
+            .with(Feature::TaintTolerationComparisonOperators, true)
+            .expect("alpha gate");
+        let harness = PluginHarness::from_registry(
+            NAME,
+            None,
+            kubesched_framework::Handle::builder().features(on),
+        )
+        .expect("registered");
+        let run = harness.run(
+            &pod,
+            &[node_info(
+                NodeBuilder::new("big").taint("capacity", "10", "NoSchedule"),
+                &[],
+            )],
+        );
+        assert_eq!(run.filter_of("big").expect("filter").code, "Success");
     }
 
     #[test]
@@ -343,7 +455,7 @@ mod tests {
                 node_info(n, &[])
             })
             .collect();
-        let run = PluginHarness::new(TaintToleration).run(&pod.info(), &infos);
+        let run = PluginHarness::new(TaintToleration::default()).run(&pod.info(), &infos);
         assert_eq!(
             run.pre_score.as_ref().map(|s| s.code.as_str()),
             Some("Success")
@@ -417,7 +529,7 @@ mod tests {
     fn score_without_pre_score_is_an_error() {
         let pod = PodBuilder::new("p").info();
         let node = node_info(NodeBuilder::new("n1"), &[]);
-        let err = TaintToleration
+        let err = TaintToleration::default()
             .score(&CycleState::new(), &pod, &node)
             .expect_err("no state");
         assert!(err.is_error());
@@ -425,7 +537,7 @@ mod tests {
     }
 
     fn hints() -> Vec<ClusterEventWithHint> {
-        TaintToleration.events_to_register()
+        TaintToleration::default().events_to_register()
     }
 
     #[test]
@@ -492,7 +604,7 @@ mod tests {
     fn registered_with_its_points() {
         let desc = kubesched_framework::registry::find(NAME).expect("registered");
         assert_eq!(
-            kubesched_framework::implemented_points(&TaintToleration),
+            kubesched_framework::implemented_points(&TaintToleration::default()),
             desc.extension_points().to_vec()
         );
     }
@@ -533,7 +645,7 @@ mod tests {
         let pod = PodBuilder::new("web")
             .toleration("team", "Equal", "a", "")
             .info();
-        let run = PluginHarness::new(TaintToleration).run(&pod, &nodes);
+        let run = PluginHarness::new(TaintToleration::default()).run(&pod, &nodes);
         insta::assert_yaml_snapshot!(run);
     }
 
@@ -547,7 +659,8 @@ mod tests {
         let pod = PodBuilder::new("p")
             .toleration("tolerated", "Equal", "x", "NoSchedule")
             .info();
-        let got = PluginHarness::new(TaintToleration).remedies(&pod, &[node_info(node, &[])]);
+        let got =
+            PluginHarness::new(TaintToleration::default()).remedies(&pod, &[node_info(node, &[])]);
         assert_eq!(
             got,
             vec![(
@@ -556,7 +669,7 @@ mod tests {
             )]
         );
         let valued = NodeBuilder::new("n2").taint("dedicated", "ml", "NoExecute");
-        let got = PluginHarness::new(TaintToleration)
+        let got = PluginHarness::new(TaintToleration::default())
             .remedies(&PodBuilder::new("p").info(), &[node_info(valued, &[])]);
         assert_eq!(
             got[0].1,

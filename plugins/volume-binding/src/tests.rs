@@ -972,6 +972,8 @@ fn snapshots() {
     let handle = Handle::builder().objects(world.objects());
     let harness = PluginHarness::from_registry(NAME, None, handle).expect("registered");
     let nodes = node_infos(nodes(), &[]);
+    // v1.37: StorageCapacityScoring is on by default, so PreScore runs and n1 scores
+    // (v1.34 skipped; that case stays in pre_score_skips_without_the_gate_or_without_claims).
     insta::assert_yaml_snapshot!(
         "local_zonal_and_capacity",
         harness.run(&pod(&["db", "logs", "cache"]).info(), &nodes)
@@ -2060,7 +2062,22 @@ fn pre_score_skips_without_the_gate_or_without_claims() {
             Some(&[(ZONE, "a")]),
         ));
     let code = |r: &PluginRun| r.pre_score.as_ref().map(|s| s.code.clone());
-    assert_eq!(code(&run(&world, pod(&["data"]))), Some("Skip".into()));
+    // Without the gate (v1.34's default: alpha and off) PreScore skips.
+    let v1_34 = Handle::builder()
+        .objects(world.objects())
+        .client(Arc::new(kubesched_framework::NoopClient))
+        .features(kubesched_framework::FeatureGates::defaults_at(
+            kubesched_framework::Version::V1_34,
+        ))
+        .build();
+    let off = VolumeBinding::new(&VolumeBindingArgs::default(), &v1_34).expect("valid");
+    let r = PluginHarness::new(off).run(&pod(&["data"]).info(), &node_infos(nodes(), &[]));
+    assert_eq!(code(&r), Some("Skip".into()));
+    let off = plugin_with_gate(&world, &VolumeBindingArgs::default(), false).expect("valid");
+    let r = PluginHarness::new(off).run(&pod(&["data"]).info(), &node_infos(nodes(), &[]));
+    assert_eq!(code(&r), Some("Skip".into()));
+    // v1.37 turns StorageCapacityScoring on by default (beta): the default plugin scores.
+    assert_eq!(code(&run(&world, pod(&["data"]))), Some("Success".into()));
     assert_eq!(code(&run_scored(&world, pod(&[]))), Some("Skip".into()));
     assert_eq!(
         code(&run_scored(&world, pod(&["data"]))),

@@ -229,7 +229,7 @@ async fn serve(
         None => {}
     }
     if target.is_none() && method == Method::GET && path == "/version" {
-        let version = json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-kubesched-test"});
+        let version = json!({"major": "1", "minor": "37", "gitVersion": "v1.37.0-kubesched-test"});
         return (StatusCode::OK, axum::Json(version)).into_response();
     }
     let Some(t) = target else {
