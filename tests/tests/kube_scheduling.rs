@@ -121,7 +121,7 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
         let configz: Value = serde_json::from_str(&configz).expect("configz is JSON");
         assert_eq!(configz["componentconfig"]["profiles"][0]["schedulerName"], "default-scheduler");
         assert_eq!(configz["componentconfig"]["podMaxBackoffSeconds"], 1);
-        // The effective feature gates, v1.34's defaults here.
+        // The effective feature gates: v1.37's defaults (these two as in v1.34).
         assert_eq!(configz["featureGates"]["SchedulerAsyncPreemption"], true);
         assert_eq!(configz["featureGates"]["SchedulerAsyncAPICalls"], false);
 
