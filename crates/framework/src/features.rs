@@ -195,6 +195,10 @@ pub enum Feature {
     /// Tolerations may use the numeric operators `Gt` and `Lt` against a taint's value
     /// (KEP-5471, alpha from v1.35).
     TaintTolerationComparisonOperators,
+    /// NodeVolumeLimits keeps pods off nodes whose CSINode lacks a driver that asks for it
+    /// (`CSIDriver.spec.preventPodSchedulingIfMissing`; KEP-5030, alpha 1.35, beta and on
+    /// from v1.37).
+    VolumeLimitScaling,
 }
 
 impl Feature {
@@ -206,6 +210,7 @@ impl Feature {
             Self::SchedulerQueueingHints => "SchedulerQueueingHints",
             Self::StorageCapacityScoring => "StorageCapacityScoring",
             Self::TaintTolerationComparisonOperators => "TaintTolerationComparisonOperators",
+            Self::VolumeLimitScaling => "VolumeLimitScaling",
         }
     }
 }
@@ -371,10 +376,10 @@ pub const FEATURES: &[FeatureDef] = &[
     )),
     def("TopologyAwareWorkloadScheduling", &[at(36, false, Alpha)]),
     def("VolumeAttributesClass", &[at(34, true, Ga), ga_locked(36)]),
-    def(
+    honoured(def(
         "VolumeLimitScaling",
         &[at(35, false, Alpha), at(37, true, Beta)],
-    ),
+    )),
     removed(37, def("WorkloadAwarePreemption", &[at(36, false, Alpha)])),
 ];
 
@@ -872,7 +877,6 @@ mod tests {
                 "NominatedNodeNameForExpectation",
                 "OpportunisticBatching",
                 "PodLevelResources",
-                "VolumeLimitScaling",
             ]
         );
         // At v1.34 the same flag reaches v1.34's beta gates.

@@ -28,8 +28,8 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{PersistentVolumeCla
 use kubesched_framework::model::k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, ObjectStore, PluginError, PreFilterPlugin,
-    PreFilterResult, Status,
+    CycleState, EnqueueExtensions, Feature, FilterPlugin, Handle, ObjectStore, PluginError,
+    PreFilterPlugin, PreFilterResult, Status,
 };
 
 pub use translate::{CsiVolume, IN_TREE_PLUGINS, InTreePlugin};
@@ -38,6 +38,13 @@ pub use translate::{CsiVolume, IN_TREE_PLUGINS, InTreePlugin};
 pub const NAME: &str = "NodeVolumeLimits";
 /// Why a node was rejected: one of its CSI drivers would exceed its attach limit.
 pub const ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+
+/// Why a node was rejected (v1.35+, VolumeLimitScaling): its CSINode does not list a driver
+/// of the pod's volumes whose CSIDriver sets `preventPodSchedulingIfMissing`. Upstream's
+/// wording, the driver's name first.
+pub fn err_reason_driver_missing(driver: &str) -> String {
+    format!("{driver} CSI driver is not installed on the node")
+}
 
 /// The legacy annotation that names a claim's class (it wins over the spec field).
 const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
@@ -48,6 +55,9 @@ const UNBOUND_HANDLE_PREFIX: &str = "kubesched-unbound";
 #[derive(Debug)]
 pub struct NodeVolumeLimits {
     handle: Handle,
+    /// VolumeLimitScaling: a driver that opts in (`preventPodSchedulingIfMissing`) must be
+    /// registered in the node's CSINode.
+    volume_limit_scaling: bool,
     /// The last count of each node, by node name.
     counts: RwLock<FxHashMap<String, Arc<NodeCount>>>,
     /// The attachments by node, with the generations of the attachment and volume stores
@@ -61,6 +71,7 @@ impl NodeVolumeLimits {
     pub fn new(handle: &Handle) -> Result<Self, PluginError> {
         Ok(Self {
             handle: handle.clone(),
+            volume_limit_scaling: handle.features().enabled(Feature::VolumeLimitScaling),
             counts: RwLock::default(),
             attachments: Mutex::default(),
         })
@@ -108,6 +119,8 @@ struct NodeCount {
     pods: usize,
     stores: StoreGenerations,
     has_csi_node: bool,
+    /// The drivers the node's CSINode lists (registered on the node).
+    drivers: Vec<String>,
     /// Attach limit per driver (empty: nothing is limited, the rest is not computed); a
     /// node has a handful of drivers, so a list is searched.
     limits: Vec<(String, i64)>,
@@ -209,6 +222,15 @@ fn unique_name(driver: &str, handle: &str) -> String {
 impl NodeVolumeLimits {
     fn objects(&self) -> &ObjectStore {
         self.handle.objects()
+    }
+
+    /// Whether the driver's CSIDriver asks to keep pods off nodes without it
+    /// (`spec.preventPodSchedulingIfMissing`, off when unset or when there is no CSIDriver).
+    fn driver_required(&self, driver: &str) -> bool {
+        self.objects()
+            .csi_drivers
+            .get(None, driver)
+            .is_some_and(|d| d.spec.prevent_pod_scheduling_if_missing == Some(true))
     }
 
     /// Adds the attachable volumes of `pod` to `out`. For the pod being scheduled
@@ -401,6 +423,10 @@ impl NodeVolumeLimits {
     fn count_node(&self, node: &NodeInfo, stores: StoreGenerations) -> NodeCount {
         let csi_node = self.objects().csi_nodes.get(None, node.name());
         let has_csi_node = csi_node.is_some();
+        let drivers = csi_node
+            .iter()
+            .flat_map(|n| n.spec.drivers.iter().map(|d| d.name.clone()))
+            .collect();
         let limits: Vec<(String, i64)> = volume_limits(csi_node.as_deref())
             .into_iter()
             .map(|(driver, limit)| (driver.to_string(), limit))
@@ -416,6 +442,7 @@ impl NodeVolumeLimits {
             pods: node.pods.len(),
             stores,
             has_csi_node,
+            drivers,
             limits,
             in_use,
         }
@@ -536,6 +563,14 @@ impl FilterPlugin for NodeVolumeLimits {
             Ok(v) => v,
             Err(status) => return status.clone(),
         };
+        if self.volume_limit_scaling
+            && let Some(driver) = new_volumes
+                .iter()
+                .map(|(driver, _)| driver)
+                .find(|d| !count.drivers.contains(*d) && self.driver_required(d))
+        {
+            return Status::unschedulable(err_reason_driver_missing(driver));
+        }
         if new_volumes.is_empty() || count.limits.is_empty() {
             return Status::success();
         }
@@ -628,13 +663,25 @@ fn attachment_deleted_may_help(
 }
 
 /// Whether a CSINode update gave some driver more room (a higher limit, or none).
-fn csi_node_updated_may_help(old: &CSINode, new: &CSINode) -> QueueingHint {
+fn csi_node_updated_may_help(
+    old: &CSINode,
+    new: &CSINode,
+    volume_limit_scaling: bool,
+) -> QueueingHint {
     let before = volume_limits(Some(old));
     let after = volume_limits(Some(new));
     let more_room = before
         .iter()
         .any(|(driver, &limit)| after.get(driver).is_none_or(|&l| l > limit));
-    if more_room {
+    // With VolumeLimitScaling a driver newly registered on the node may be the one a
+    // rejected pod waited for.
+    let new_driver = volume_limit_scaling
+        && new
+            .spec
+            .drivers
+            .iter()
+            .any(|d| !old.spec.drivers.iter().any(|o| o.name == d.name));
+    if more_room || new_driver {
         QueueingHint::Queue
     } else {
         QueueingHint::Skip
@@ -644,20 +691,21 @@ fn csi_node_updated_may_help(old: &CSINode, new: &CSINode) -> QueueingHint {
 impl EnqueueExtensions for NodeVolumeLimits {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
         let objects = self.handle.objects().clone();
+        let volume_limit_scaling = self.volume_limit_scaling;
         vec![
             // Any new CSINode may bring room.
             ClusterEventWithHint::new(EventResource::CSINode, ActionType::ADD),
             ClusterEventWithHint::with_hint(
                 EventResource::CSINode,
                 ActionType::UPDATE,
-                |_pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
+                move |_pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
                     let old = old
                         .and_then(EventObject::downcast::<CSINode>)
                         .ok_or("expected the old CSINode")?;
                     let new = new
                         .and_then(EventObject::downcast::<CSINode>)
                         .ok_or("expected the new CSINode")?;
-                    Ok(csi_node_updated_may_help(old, new))
+                    Ok(csi_node_updated_may_help(old, new, volume_limit_scaling))
                 },
             ),
             ClusterEventWithHint::with_hint(

@@ -732,3 +732,104 @@ fn kept_counts_answer_as_a_fresh_plugin_would() {
         "{codes:?}"
     );
 }
+
+/// A CSIDriver named `name`, opting in to `preventPodSchedulingIfMissing` or not.
+fn csi_driver_object(
+    name: &str,
+    prevent: Option<bool>,
+) -> kubesched_framework::model::k8s_openapi::api::storage::v1::CSIDriver {
+    use kubesched_framework::model::k8s_openapi::api::storage::v1 as storage;
+    storage::CSIDriver {
+        metadata:
+            kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+        spec: storage::CSIDriverSpec {
+            prevent_pod_scheduling_if_missing: prevent,
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn a_driver_that_opts_in_must_be_on_the_node() {
+    // VolumeLimitScaling (beta and on in v1.37, #135012 / #137343): a CSIDriver with
+    // `preventPodSchedulingIfMissing: true` keeps pods using its volumes off nodes whose
+    // CSINode does not list it (or that have no CSINode). v1.34 let them in (no limit is
+    // known there); so does v1.37 for drivers that do not opt in.
+    let ebs0 = format!("{EBS}-0");
+    let missing = format!("Unschedulable: {}", err_reason_driver_missing(EBS));
+    assert_eq!(
+        missing,
+        "Unschedulable: ebs.csi.aws.com CSI driver is not installed on the node"
+    );
+    let cluster = |prevent: Option<bool>, csi_node_drivers: Option<&[(&str, Option<i32>)]>| {
+        let c = Cluster::new(&[EBS]);
+        if let Some(p) = prevent {
+            c.objects
+                .csi_drivers
+                .upsert(csi_driver_object(EBS, Some(p)));
+        }
+        match csi_node_drivers {
+            Some(drivers) => c.limits(drivers),
+            None => c,
+        }
+    };
+    let rows: Vec<(&str, Cluster, &str)> = vec![
+        (
+            "opted in, the node's CSINode lists another driver",
+            cluster(Some(true), Some(&[(PD, Some(10))])),
+            &missing,
+        ),
+        (
+            "opted in, no CSINode at all",
+            cluster(Some(true), None),
+            &missing,
+        ),
+        (
+            "opted in, the driver is registered without a limit",
+            cluster(Some(true), Some(&[(EBS, None)])),
+            FITS,
+        ),
+        (
+            "opted in, registered with room",
+            cluster(Some(true), Some(&[(EBS, Some(3))])),
+            FITS,
+        ),
+        (
+            "not opted in (false)",
+            cluster(Some(false), Some(&[(PD, Some(10))])),
+            FITS,
+        ),
+        ("no CSIDriver object", cluster(None, None), FITS),
+    ];
+    for (name, c, want) in rows {
+        assert_eq!(verdict(c, claims("p", &[&ebs0]), vec![]), want, "{name}");
+    }
+    // With the gate off (v1.36's default, alpha) the opt-in has no effect.
+    let c = cluster(Some(true), Some(&[(PD, Some(10))]));
+    let handle = Handle::builder().objects(Arc::new(c.objects)).features(
+        kubesched_framework::FeatureGates::defaults_at(kubesched_framework::Version::V1_36),
+    );
+    let harness = PluginHarness::from_registry(NAME, None, handle).expect("registered");
+    let run = harness.run(
+        &claims("p", &[&ebs0]).info(),
+        &[node_info(NodeBuilder::new(NODE), &[])],
+    );
+    assert_eq!(
+        run.nodes[0].filter.as_ref().map(|s| s.code.as_str()),
+        Some("Success")
+    );
+    // A CSINode that registers a new driver requeues such pods (with the gate).
+    let before = csi_node(NODE, &[(PD, Some(10))]);
+    let after = csi_node(NODE, &[(PD, Some(10)), (EBS, None)]);
+    assert_eq!(
+        csi_node_updated_may_help(&before, &after, true),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        csi_node_updated_may_help(&before, &after, false),
+        QueueingHint::Skip
+    );
+}

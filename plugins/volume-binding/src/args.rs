@@ -25,7 +25,7 @@ pub struct VolumeBindingArgs {
     pub bind_timeout_seconds: i64,
     /// The scoring function of StorageCapacityScoring: score (0..=10) by how much of the
     /// storage the pod's volumes would use on a node (0..=100 %), linear between points.
-    /// With the gate off (v1.34's default) a shape is refused when the plugin is built;
+    /// With the gate off (the default through v1.36) a shape is refused when the plugin is built;
     /// with it on an absent shape is [`default_shape`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<Vec<UtilizationShapePoint>>,
