@@ -20,6 +20,15 @@ fn run_gang_example() -> (SimReport, Simulation) {
     simulate(manifests)
 }
 
+/// A configuration and a cluster, each read as its own file; neither may have problems.
+fn config_and_cluster(config: &str, cluster: &str) -> Manifests {
+    let (mut manifests, mut problems) = (Manifests::default(), Vec::new());
+    load_text(config, "config.yaml", &mut manifests, &mut problems);
+    load_text(cluster, "cluster.yaml", &mut manifests, &mut problems);
+    assert!(problems.is_empty(), "{problems:?}");
+    manifests
+}
+
 /// Simulates manifests (with their KubeSchedulerConfiguration) until nothing moves.
 fn simulate(manifests: Manifests) -> (SimReport, Simulation) {
     let (file, text) = manifests
@@ -142,14 +151,7 @@ spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "3"}}}]}
 
 #[test]
 fn placed_pods_time_out_at_permit_together_when_the_group_cannot_be_completed() {
-    let (mut manifests, mut problems) = (Manifests::default(), Vec::new());
-    for (text, file) in [
-        (PERMIT_TIMEOUT_CONFIG, "config.yaml"),
-        (PERMIT_TIMEOUT_CLUSTER, "cluster.yaml"),
-    ] {
-        load_text(text, file, &mut manifests, &mut problems);
-    }
-    assert!(problems.is_empty(), "{problems:?}");
+    let manifests = config_and_cluster(PERMIT_TIMEOUT_CONFIG, PERMIT_TIMEOUT_CLUSTER);
     let (report, _sim) = simulate(manifests);
     for pod in &report.pods {
         assert_ne!(pod.status, PodState::Scheduled, "{}", pod.name);
@@ -219,14 +221,7 @@ profiles:
 
 #[test]
 fn a_gang_that_never_fits_does_not_retry_without_end() {
-    let (mut manifests, mut problems) = (Manifests::default(), Vec::new());
-    for (text, file) in [
-        (LIVELOCK_CONFIG, "config.yaml"),
-        (LIVELOCK_CLUSTER, "cluster.yaml"),
-    ] {
-        load_text(text, file, &mut manifests, &mut problems);
-    }
-    assert!(problems.is_empty(), "{problems:?}");
+    let manifests = config_and_cluster(LIVELOCK_CONFIG, LIVELOCK_CLUSTER);
     // Before the fix the run never ended (the rejected gang was placed and rejected again
     // some 2,000 times a second on a clock that never moved): bound it, so a regression
     // fails here instead of hanging the suite.
