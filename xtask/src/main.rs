@@ -216,17 +216,23 @@ fn stress(a: StressArgs) -> Result<(), Error> {
             .join(", "),
         logs.display()
     ));
-    // Copies, so that building the tests again meanwhile does not change what runs.
+    // Links of their own (copies where a hard link cannot be made), so that building the
+    // tests again meanwhile does not change what runs: the linker writes a new file rather
+    // than into the old one. A link costs no disk, which CI's machines have little of.
     let mut binaries = binaries;
     for binary in &mut binaries {
         let copy = bin.join(&binary.name);
-        std::fs::copy(&binary.path, &copy).map_err(|e| {
-            Error::new(format!(
-                "copying {} to {}: {e}",
-                binary.path,
-                copy.display()
-            ))
-        })?;
+        // A leftover of an earlier run would make the link fail; it is ours to replace.
+        let _ = std::fs::remove_file(&copy);
+        std::fs::hard_link(&binary.path, &copy)
+            .or_else(|_| std::fs::copy(&binary.path, &copy).map(|_| ()))
+            .map_err(|e| {
+                Error::new(format!(
+                    "copying {} to {}: {e}",
+                    binary.path,
+                    copy.display()
+                ))
+            })?;
         binary.path = copy.display().to_string();
     }
     let load = Load::start(&burner, processes)?;

@@ -1,6 +1,6 @@
 //! The scheduling loop's own behaviour on the in-memory cluster: node sampling and its
 //! rotating start, Permit wait/allow/reject, and binding failures going back to the queue.
-//! Two test plugins are registered in this binary next to the in-tree ones.
+//! Two test plugins are registered here next to the in-tree ones.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -47,7 +47,7 @@ fn report_data_of_the_example() {
         8,
         "the gated pod is never attempted, every other pod is explained"
     );
-    // The explanations themselves are snapshot by tests/tests/examples.rs.
+    // The explanations themselves are snapshot by tests/tests/sim/examples.rs.
     insta::assert_yaml_snapshot!(data, {
         ".summary.duration_seconds" => "[duration]",
         ".summary.pods_per_second" => "[rate]",

@@ -1,5 +1,5 @@
 //! A plugin built on a custom resource, in both modes: `GateKeeper` (defined here, compiled
-//! into this test binary only) declares the `Gate` kind (`tests.kubesched.io/v1`, namespaced,
+//! into the sim test binary only) declares the `Gate` kind (`tests.kubesched.io/v1`, namespaced,
 //! with a status) and admits a pod labelled `gate: NAME` only once the Gate `NAME` of its
 //! namespace is open. The Gate's changes requeue the pods waiting for it (a queueing hint on
 //! the kind's events), and PostBind counts the admitted pods in the Gate's status through an

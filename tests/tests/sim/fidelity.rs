@@ -1,6 +1,6 @@
 //! Behaviour kube-scheduler v1.34 has and kubesched must match, on the in-memory cluster:
 //! what goes back to the queue after a failed attempt, and what happens to a pod's
-//! nomination. One test plugin is registered in this binary next to the in-tree ones.
+//! nomination. One test plugin is registered here next to the in-tree ones.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 //! Every error names its file (or object) and, where there is one, the field.
 //!
 //! CI runs 96 cases per property. For a longer run set `PROPTEST_CASES`, e.g.
-//! `PROPTEST_CASES=20000 cargo test -p kubesched-tests --test bad_input`.
+//! `PROPTEST_CASES=20000 cargo test -p kubesched-tests --test sim bad_input`.
 
 use std::sync::Arc;
 
