@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kubesched_live::{RunError, Runner};
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
-    assert_rbac_covers, bounded, lease_holder, node, node_of, options, options_for, pod,
+    assert_rbac_covers, bounded, http_get, lease_holder, node, node_of, options, options_for, pod,
 };
 
 const CHILD_KUBECONFIG: &str = "KUBESCHED_TEST_CHILD_KUBECONFIG";
@@ -107,6 +107,14 @@ async fn only_the_leader_schedules_and_a_lost_lease_stops_it() {
         assert!(!b.is_leader());
         let b_metrics = b.scheduler().metrics().encode();
         assert!(!b_metrics.contains("result=\"scheduled\""), "the follower scheduled:\n{b_metrics}");
+        // Dashboards tell leader from follower by client-go's gauge, named as kube-scheduler
+        // names its elector.
+        for (runner, status) in [(&a, 1), (&b, 0)] {
+            let (code, text) = http_get(runner.http_addr().expect("served"), "/metrics").await;
+            assert_eq!(code, 200);
+            let line = format!("leader_election_master_status{{name=\"kube-scheduler\"}} {status}");
+            assert!(text.contains(&line), "{line} in:\n{text}");
+        }
         // The attempt is counted once the bind has returned, just after the API saw it.
         let scheduled = "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 4";
         assert!(

@@ -109,6 +109,15 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
             "scheduler_framework_extension_point_duration_seconds_bucket{",
             "scheduler_preemption_attempts_total",
             "scheduler_queue_incoming_pods_total{",
+            // What every component serves and dashboards key on: client-go's client
+            // families and the process collector.
+            "rest_client_requests_total{code=\"201\",",
+            "rest_client_request_duration_seconds_bucket{host=\"127.0.0.1:",
+            "rest_client_rate_limiter_duration_seconds_count{",
+            "\nprocess_cpu_seconds_total ",
+            "\nprocess_resident_memory_bytes ",
+            "\nprocess_start_time_seconds ",
+            "\nprocess_open_fds ",
         ] {
             assert!(metrics.contains(name), "metrics lack {name}:\n{metrics}");
         }
@@ -116,6 +125,8 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
         // (scheduler_plugin_execution_duration_seconds is sampled in 10 % of the cycles, as
         // upstream, so a handful of attempts may not show it.)
         assert!(!metrics.contains("# EOF"));
+        // Without leader election there is no elector to report on, as upstream.
+        assert!(!metrics.contains("leader_election_master_status"), "{metrics}");
         let (code, configz) = http_get(addr, "/configz").await;
         assert_eq!(code, 200);
         let configz: Value = serde_json::from_str(&configz).expect("configz is JSON");

@@ -24,6 +24,7 @@ pub mod error;
 pub mod events;
 pub mod lease;
 pub mod lenient;
+pub mod process;
 pub mod ratelimit;
 pub mod rbac;
 pub mod read;

@@ -285,7 +285,8 @@ struct Shared {
     requests: Arc<RequestCounts>,
     sync: Arc<SyncTracker>,
     stats: Arc<WatchStats>,
-    leading: AtomicBool,
+    /// Shared with /metrics' `leader_election_master_status`.
+    leading: Arc<AtomicBool>,
     identity: String,
     events: EventRecorder,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -398,18 +399,20 @@ impl Runner {
         let kinds = kinds_to_watch_for(enabled_plugins(loaded));
         let sync = Arc::new(SyncTracker::new(&kinds));
         let stats = Arc::new(WatchStats::default());
+        let leading = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             scheduler: scheduler.clone(),
             requests: clients.counts.clone(),
             sync: sync.clone(),
             stats: stats.clone(),
-            leading: AtomicBool::new(false),
+            leading: leading.clone(),
             identity: identity.clone(),
             events,
             tasks: Mutex::new(vec![events_task]),
             loop_task: Mutex::new(None),
         });
-        let server = serve_endpoints(&options, &clients, &scheduler, &sync).await?;
+        let leader_status = leader_election_on(&options).then(|| leading.clone());
+        let server = serve_endpoints(&options, &clients, &scheduler, &sync, leader_status).await?;
         let http_addr = server.as_ref().map(|s| s.addr);
         let watchers = WatcherSet {
             client: clients.main.clone(),
@@ -610,6 +613,7 @@ async fn serve_endpoints(
     clients: &Clients,
     scheduler: &Arc<Scheduler>,
     sync: &Arc<SyncTracker>,
+    leader_status: Option<Arc<AtomicBool>>,
 ) -> Result<Option<ServerHandle>, RunError> {
     let Some(serving) = &options.serving else {
         return Ok(None);
@@ -623,10 +627,18 @@ async fn serve_endpoints(
         scheduler.clone(),
         clients.counts.clone(),
         sync.clone(),
+        leader_status,
         configz,
         gate,
     );
     Ok(Some(crate::server::start(serving, router).await?))
+}
+
+/// Whether this instance elects a leader: the option overrides the configuration.
+fn leader_election_on(options: &RunOptions) -> bool {
+    options
+        .leader_elect
+        .unwrap_or(options.config.config.leader_election.leader_elect)
 }
 
 /// The Lease-based elector, when leader election is on (the option overrides the
@@ -637,10 +649,7 @@ fn leader_elector(
     identity: &str,
 ) -> Option<LeaderElector> {
     let cfg = &options.config.config;
-    let leader_elect = options
-        .leader_elect
-        .unwrap_or(cfg.leader_election.leader_elect);
-    leader_elect.then(|| {
+    leader_election_on(options).then(|| {
         let le = &cfg.leader_election;
         LeaderElector::new(
             clients.lease.clone(),

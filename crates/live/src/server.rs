@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -55,6 +56,8 @@ struct AppState {
     scheduler: Arc<Scheduler>,
     requests: Arc<crate::requests::RequestCounts>,
     sync: Arc<SyncTracker>,
+    /// Whether this instance leads, when it takes part in leader election.
+    leading: Option<Arc<AtomicBool>>,
     configz: Arc<serde_json::Value>,
 }
 
@@ -80,6 +83,7 @@ pub fn router(
     scheduler: Arc<Scheduler>,
     requests: Arc<crate::requests::RequestCounts>,
     sync: Arc<SyncTracker>,
+    leading: Option<Arc<AtomicBool>>,
     config: serde_json::Value,
     gate: Option<Arc<crate::auth::Gatekeeper>>,
 ) -> Router {
@@ -87,6 +91,7 @@ pub fn router(
         scheduler,
         requests,
         sync,
+        leading,
         configz: Arc::new(config),
     };
     let router = Router::new()
@@ -129,8 +134,8 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/openmetrics-text"));
     if wants_openmetrics {
-        // The client counters go before the closing `# EOF`.
-        let clients = s.requests.metrics_text(true);
+        // The client and process families go before the closing `# EOF`.
+        let clients = s.component_metrics(true);
         match text.rfind("# EOF") {
             Some(at) => text.insert_str(at, &clients),
             None => text.push_str(&clients),
@@ -149,9 +154,33 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            openmetrics_to_prometheus(&text) + &s.requests.metrics_text(false),
+            openmetrics_to_prometheus(&text) + &s.component_metrics(false),
         )
             .into_response()
+    }
+}
+
+/// The lease name client-go's elector reports under: kube-scheduler names its elector so,
+/// whatever the Lease object is called.
+const ELECTOR_NAME: &str = "kube-scheduler";
+
+impl AppState {
+    /// What every Kubernetes component serves beside its own metrics: client-go's client
+    /// families, the leader election gauge and the process collector.
+    fn component_metrics(&self, openmetrics: bool) -> String {
+        use std::fmt::Write as _;
+        let mut out = self.requests.metrics_text(openmetrics);
+        if let Some(leading) = &self.leading {
+            let _ = writeln!(
+                out,
+                "# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.\n# TYPE leader_election_master_status gauge\nleader_election_master_status{{name=\"{ELECTOR_NAME}\"}} {}",
+                u8::from(leading.load(Ordering::SeqCst))
+            );
+        }
+        if let Some(process) = crate::process::ProcessStats::of_self() {
+            out.push_str(&process.metrics_text(openmetrics));
+        }
+        out
     }
 }
 
