@@ -348,6 +348,15 @@ fn registers_node_and_pod_events() {
     );
 }
 
+/// (name, old node: None = added / Some(its declared list, None = no field), new node's
+/// list, want).
+type NodeCase<'a> = (
+    &'a str,
+    Option<Option<&'a [&'a str]>>,
+    Option<&'a [&'a str]>,
+    QueueingHint,
+);
+
 #[test]
 fn node_hint_table() {
     let events = NodeDeclaredFeatures::default().events_to_register();
@@ -360,7 +369,7 @@ fn node_hint_table() {
         };
         EventObject::Node(b.model())
     };
-    let cases: [(&str, Option<Option<&[&str]>>, Option<&[&str]>, QueueingHint); 5] = [
+    let cases: [NodeCase; 5] = [
         (
             "node added",
             None,
