@@ -369,7 +369,7 @@ fn node_hint_table() {
         };
         EventObject::Node(b.model())
     };
-    let cases: [NodeCase; 5] = [
+    let cases: [NodeCase<'_>; 5] = [
         (
             "node added",
             None,
