@@ -78,10 +78,12 @@ fn no_node_declaring_the_feature_gives_upstreams_message() {
     let report = simulate_text(&input, None, 1, None);
     let (state, _, msg) = placement(&report, "stuck");
     assert_eq!(state, PodState::Unschedulable);
-    // UnschedulableAndUnresolvable: preemption is not even tried on that node.
+    // UnschedulableAndUnresolvable: preemption is not even tried on that node. The default
+    // profile's PostFilter plugins speak in order (DynamicResources, then DefaultPreemption).
     assert_eq!(
         msg,
         "0/1 nodes are available: 1 node(s) didn't match Pod's required features. \
+         no new claims to deallocate, \
          preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
