@@ -46,6 +46,7 @@ pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
     ("NodeResourcesBalancedAllocation", Some(1)),
     ("ImageLocality", Some(1)),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 ];
 
 /// The feature that compiles plugin `name` in: `plugin-` and the kebab-case of the name. A

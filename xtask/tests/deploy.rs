@@ -22,6 +22,7 @@ use kubesched_plugin_hint_node as _;
 use kubesched_plugin_image_locality as _;
 use kubesched_plugin_inter_pod_affinity as _;
 use kubesched_plugin_node_affinity as _;
+use kubesched_plugin_node_declared_features as _;
 use kubesched_plugin_node_name as _;
 use kubesched_plugin_node_ports as _;
 use kubesched_plugin_node_resources_balanced_allocation as _;

@@ -226,20 +226,22 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Config { command } => match command {
-            ConfigCommand::Validate { file } => match kubesched_config::load_file(&file) {
-                Ok(loaded) => {
-                    report_absent(&loaded);
-                    report_warnings(&loaded);
-                    print(&format!(
-                        "{}: valid ({} profile{})\n",
-                        file.display(),
-                        loaded.profiles.len(),
-                        if loaded.profiles.len() == 1 { "" } else { "s" }
-                    ));
-                    ExitCode::SUCCESS
+            ConfigCommand::Validate { file } => {
+                match kubesched_config::load_file_with_gates(&file, &gates) {
+                    Ok(loaded) => {
+                        report_absent(&loaded);
+                        report_warnings(&loaded);
+                        print(&format!(
+                            "{}: valid ({} profile{})\n",
+                            file.display(),
+                            loaded.profiles.len(),
+                            if loaded.profiles.len() == 1 { "" } else { "s" }
+                        ));
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(&e.to_string()),
                 }
-                Err(e) => fail(&e.to_string()),
-            },
+            }
             ConfigCommand::Migrate { file } => {
                 let name = file.display().to_string();
                 match kubesched_config::input::read_text_file(
@@ -258,7 +260,7 @@ fn main() -> ExitCode {
                 }
             }
             ConfigCommand::Defaults => {
-                let loaded = kubesched_config::default_config();
+                let loaded = kubesched_config::default_config_with_gates(&gates);
                 report_absent(&loaded);
                 print(&gates_comment(&gates));
                 print(&kubesched_config::to_yaml(&loaded.config));
@@ -346,9 +348,9 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     let (manifests, problems) = load_paths(&args.paths);
     // A configuration found among the manifests is used unless --config names one.
     let loaded = match (&args.config, &manifests.config) {
-        (Some(path), _) => kubesched_config::load_file(path),
-        (None, Some((file, text))) => kubesched_config::load_str(text, file),
-        (None, None) => Ok(kubesched_config::default_config()),
+        (Some(path), _) => kubesched_config::load_file_with_gates(path, &gates),
+        (None, Some((file, text))) => kubesched_config::load_str_with_gates(text, file, &gates),
+        (None, None) => Ok(kubesched_config::default_config_with_gates(&gates)),
     };
     let loaded = match configured(loaded, gates) {
         Ok(l) => l,
@@ -559,8 +561,8 @@ struct ExplainArgs {
 fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
     let loaded = match configured(
         args.config.as_deref().map_or_else(
-            || Ok(kubesched_config::default_config()),
-            kubesched_config::load_file,
+            || Ok(kubesched_config::default_config_with_gates(&gates)),
+            |path| kubesched_config::load_file_with_gates(path, &gates),
         ),
         gates,
     ) {
@@ -952,8 +954,8 @@ struct RunArgs {
 fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
     let loaded = match configured(
         args.config.as_deref().map_or_else(
-            || Ok(kubesched_config::default_config()),
-            kubesched_config::load_file,
+            || Ok(kubesched_config::default_config_with_gates(&gates)),
+            |path| kubesched_config::load_file_with_gates(path, &gates),
         ),
         gates,
     ) {

@@ -24,6 +24,8 @@ use kubesched_plugin_image_locality as _;
 use kubesched_plugin_inter_pod_affinity as _;
 #[cfg(feature = "plugin-node-affinity")]
 use kubesched_plugin_node_affinity as _;
+#[cfg(feature = "plugin-node-declared-features")]
+use kubesched_plugin_node_declared_features as _;
 #[cfg(feature = "plugin-node-name")]
 use kubesched_plugin_node_name as _;
 #[cfg(feature = "plugin-node-ports")]

@@ -61,6 +61,15 @@ impl LoadedConfig {
 /// path that is not a regular file (`/dev/zero`, a pipe) or a file over
 /// [`input::MAX_CONFIG_BYTES`] is refused without being read.
 pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
+    load_file_with_gates(path, &FeatureGates::defaults())
+}
+
+/// [`load_file`] under the feature gates in effect: a default plugin upstream adds only
+/// under a gate (NodeDeclaredFeatures) is left out of the defaults when its gate is off.
+pub fn load_file_with_gates(
+    path: &Path,
+    gates: &FeatureGates,
+) -> Result<LoadedConfig, ConfigError> {
     let file = path.display().to_string();
     let text = input::read_text_file(path, input::MAX_CONFIG_BYTES).map_err(|source| {
         ConfigError::Read {
@@ -68,17 +77,26 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
             source,
         }
     })?;
-    load_str(&text, &file)
+    load_str_with_gates(&text, &file, gates)
 }
 
 /// Decodes, defaults and validates a configuration held in memory; `source` names it in
 /// errors (usually the file name). Every validation problem is reported, not just the first.
 pub fn load_str(text: &str, source: &str) -> Result<LoadedConfig, ConfigError> {
+    load_str_with_gates(text, source, &FeatureGates::defaults())
+}
+
+/// [`load_str`] under the feature gates in effect (see [`load_file_with_gates`]).
+pub fn load_str_with_gates(
+    text: &str,
+    source: &str,
+    gates: &FeatureGates,
+) -> Result<LoadedConfig, ConfigError> {
     let cfg = decode::decode(text).map_err(|error| ConfigError::Decode {
         file: source.to_string(),
         error,
     })?;
-    let (mut loaded, problems) = resolve(cfg);
+    let (mut loaded, problems) = resolve(cfg, gates);
     if problems.is_empty() {
         loaded.warnings = decode::warnings(text)
             .into_iter()
@@ -108,7 +126,12 @@ pub fn migrate_to_v1(text: &str, source: &str) -> Result<String, ConfigError> {
 /// Upstream's default configuration for this build: one profile `default-scheduler` with the
 /// upstream default plugins that are compiled in.
 pub fn default_config() -> LoadedConfig {
-    let (loaded, problems) = resolve(KubeSchedulerConfiguration::default());
+    default_config_with_gates(&FeatureGates::defaults())
+}
+
+/// [`default_config`] under the feature gates in effect (see [`load_file_with_gates`]).
+pub fn default_config_with_gates(gates: &FeatureGates) -> LoadedConfig {
+    let (loaded, problems) = resolve(KubeSchedulerConfiguration::default(), gates);
     // Only a plugin whose own default args do not decode can get here: say so, keep going.
     for p in problems {
         tracing::error!(problem = %p, "the default configuration has a problem");
@@ -124,7 +147,10 @@ pub fn to_yaml(config: &KubeSchedulerConfiguration) -> String {
 }
 
 /// Fills every default in, resolves the profiles and validates; returns the problems found.
-fn resolve(mut cfg: KubeSchedulerConfiguration) -> (LoadedConfig, Vec<FieldError>) {
+fn resolve(
+    mut cfg: KubeSchedulerConfiguration,
+    gates: &FeatureGates,
+) -> (LoadedConfig, Vec<FieldError>) {
     let mut problems = Vec::new();
     if cfg.api_version == API_VERSION_V1BETA3 {
         tracing::debug!("reading a v1beta3 configuration as v1");
@@ -143,7 +169,7 @@ fn resolve(mut cfg: KubeSchedulerConfiguration) -> (LoadedConfig, Vec<FieldError
     {
         only.scheduler_name = DEFAULT_SCHEDULER_NAME.to_string();
     }
-    let (defaults, absent) = plugins::default_multi_point();
+    let (defaults, absent) = plugins::default_multi_point(gates);
     let mut resolved_profiles = Vec::with_capacity(cfg.profiles.len());
     let mut specs = Vec::with_capacity(cfg.profiles.len());
     for (i, profile) in cfg.profiles.iter().enumerate() {
@@ -162,7 +188,7 @@ fn resolve(mut cfg: KubeSchedulerConfiguration) -> (LoadedConfig, Vec<FieldError
         config: cfg,
         profiles: specs,
         absent_default_plugins: absent,
-        feature_gates: FeatureGates::defaults(),
+        feature_gates: gates.clone(),
         warnings: Vec::new(),
     };
     (loaded, problems)

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kubesched_framework::registry;
-use kubesched_framework::{ExtensionPoint, PluginRef, PointSet, ProfileSpec};
+use kubesched_framework::{
+    ExtensionPoint, Feature, FeatureGates, PluginRef, PointSet, ProfileSpec,
+};
 
 use crate::error::FieldError;
 use crate::types::{PluginConfig, PluginEntry, PluginSet, Plugins, Profile, SetKey};
@@ -17,15 +19,33 @@ pub struct DefaultPlugin {
     pub name: &'static str,
     /// Its score weight in the default profile, if it sets one.
     pub weight: Option<i32>,
+    /// The feature gate upstream's `applyFeatureGates` adds it under, if any: off (as at
+    /// `--emulated-version` 1.34 or 1.35 for NodeDeclaredFeatures), the plugin is not a
+    /// default.
+    pub gate: Option<Feature>,
 }
 
 const fn plugin(name: &'static str, weight: Option<i32>) -> DefaultPlugin {
-    DefaultPlugin { name, weight }
+    DefaultPlugin {
+        name,
+        weight,
+        gate: None,
+    }
+}
+
+const fn gated(name: &'static str, gate: Feature) -> DefaultPlugin {
+    DefaultPlugin {
+        name,
+        weight: None,
+        gate: Some(gate),
+    }
 }
 
 /// Upstream v1's default `multiPoint` list, in order, with the plugins its default feature
 /// gates add (SchedulingGates first; DynamicResources just before DefaultPreemption, since
-/// DynamicResourceAllocation is on by default).
+/// DynamicResourceAllocation is on by default; NodeDeclaredFeatures appended after the
+/// list, under its gate, as v1.37's `applyFeatureGates` adds it before DynamicResources is
+/// inserted).
 pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
     plugin("SchedulingGates", None),
     plugin("PrioritySort", None),
@@ -46,6 +66,7 @@ pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
     plugin("NodeResourcesBalancedAllocation", Some(1)),
     plugin("ImageLocality", Some(1)),
     plugin("DefaultBinder", None),
+    gated("NodeDeclaredFeatures", Feature::NodeDeclaredFeatures),
 ];
 
 /// Plugins upstream removed; configurations naming them are refused as upstream does.
@@ -56,7 +77,8 @@ pub const REMOVED_PLUGINS: &[&str] = &[
     "GCEPDLimits",
 ];
 
-/// Every plugin of upstream kube-scheduler v1.34's in-tree registry.
+/// Every plugin of upstream kube-scheduler v1.34's in-tree registry, and NodeDeclaredFeatures
+/// (registered upstream from v1.35).
 pub const UPSTREAM_PLUGINS: &[&str] = &[
     "DefaultBinder",
     "DefaultPreemption",
@@ -64,6 +86,7 @@ pub const UPSTREAM_PLUGINS: &[&str] = &[
     "ImageLocality",
     "InterPodAffinity",
     "NodeAffinity",
+    "NodeDeclaredFeatures",
     "NodeName",
     "NodePorts",
     "NodeResourcesBalancedAllocation",
@@ -89,12 +112,15 @@ fn points_of(name: &str) -> Option<PointSet> {
     registry::find(name).map(|d| d.extension_points())
 }
 
-/// The default `multiPoint` set of this build (upstream's defaults that are compiled in) and
-/// the upstream defaults that are not.
-pub fn default_multi_point() -> (PluginSet, Vec<String>) {
+/// The default `multiPoint` set of this build under `gates` (upstream's defaults whose gate
+/// is on that are compiled in) and the upstream defaults that are not compiled in.
+pub fn default_multi_point(gates: &FeatureGates) -> (PluginSet, Vec<String>) {
     let mut set = PluginSet::default();
     let mut absent = Vec::new();
     for d in DEFAULT_PLUGINS {
+        if d.gate.is_some_and(|g| !gates.enabled(g)) {
+            continue;
+        }
         if registry::find(d.name).is_some() {
             set.enabled.push(PluginEntry {
                 name: d.name.to_string(),

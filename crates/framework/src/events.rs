@@ -118,10 +118,12 @@ impl ActionType {
     pub const UPDATE_OTHER: Self = Self(1 << 11);
     /// A pod's `status.resourceClaimStatuses` changed (its generated claims were named).
     pub const UPDATE_POD_GENERATED_RESOURCE_CLAIM: Self = Self(1 << 12);
+    /// A node's `status.declaredFeatures` changed (upstream's `UpdateNodeDeclaredFeature`).
+    pub const UPDATE_NODE_DECLARED_FEATURE: Self = Self(1 << 13);
     /// Every kind of update.
-    pub const UPDATE: Self = Self(((1 << 13) - 1) & !0b11);
+    pub const UPDATE: Self = Self(((1 << 14) - 1) & !0b11);
     /// Everything.
-    pub const ALL: Self = Self((1 << 13) - 1);
+    pub const ALL: Self = Self((1 << 14) - 1);
 
     /// Whether any bit is shared.
     pub fn intersects(&self, other: ActionType) -> bool {
@@ -138,7 +140,7 @@ impl ActionType {
         self.0 == 0
     }
 
-    const NAMES: [(ActionType, &'static str); 13] = [
+    const NAMES: [(ActionType, &'static str); 14] = [
         (Self::ADD, "Add"),
         (Self::DELETE, "Delete"),
         (Self::UPDATE_NODE_ALLOCATABLE, "UpdateNodeAllocatable"),
@@ -157,6 +159,10 @@ impl ActionType {
         (
             Self::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
             "UpdatePodGeneratedResourceClaim",
+        ),
+        (
+            Self::UPDATE_NODE_DECLARED_FEATURE,
+            "UpdateNodeDeclaredFeature",
         ),
     ];
 }

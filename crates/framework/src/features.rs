@@ -182,6 +182,10 @@ impl FeatureDef {
 /// The gates kubesched reads, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Feature {
+    /// The NodeDeclaredFeatures plugin is in the default profile and keeps pods off nodes
+    /// that do not declare the features the pod needs (KEP-5328; alpha 1.35, beta 1.36, GA
+    /// and locked from v1.37).
+    NodeDeclaredFeatures,
     /// Preemption deletes its victims outside the scheduling cycle; the preemptor waits at
     /// PreEnqueue until the deletions are sent.
     SchedulerAsyncPreemption,
@@ -205,6 +209,7 @@ impl Feature {
     /// Upstream's name.
     pub fn name(self) -> &'static str {
         match self {
+            Self::NodeDeclaredFeatures => "NodeDeclaredFeatures",
             Self::SchedulerAsyncPreemption => "SchedulerAsyncPreemption",
             Self::SchedulerPopFromBackoffQ => "SchedulerPopFromBackoffQ",
             Self::SchedulerQueueingHints => "SchedulerQueueingHints",
@@ -348,10 +353,10 @@ pub const FEATURES: &[FeatureDef] = &[
         "MatchLabelKeysInPodTopologySpreadSelectorMerge",
         &[at(34, true, Beta)],
     ),
-    def(
+    honoured(def(
         "NodeDeclaredFeatures",
         &[at(35, false, Alpha), at(36, true, Beta), ga_locked(37)],
-    ),
+    )),
     def("NodeInclusionPolicyInPodTopologySpread", &[ga_locked(33)]),
     def(
         "NominatedNodeNameForExpectation",

@@ -31,6 +31,9 @@ pub struct Node {
     pub allocatable: Resource,
     /// Images present on the node: every name of the image, and its size in bytes.
     pub images: Vec<(Vec<String>, i64)>,
+    /// `status.declaredFeatures`: the features the node's kubelet declares (KEP-5328),
+    /// sorted and de-duplicated here so lookups need not trust the object's order.
+    pub declared_features: Vec<String>,
 }
 
 impl Node {
@@ -77,8 +80,12 @@ impl Node {
                 )
             })
             .collect();
+        let mut declared_features = status.declared_features.clone().unwrap_or_default();
+        declared_features.sort_unstable();
+        declared_features.dedup();
         let labels = node.metadata.labels.clone().unwrap_or_default();
         Ok(Self {
+            declared_features,
             flat_labels: FlatLabels::new(&labels),
             labels,
             unschedulable: spec.unschedulable.unwrap_or(false),

@@ -68,6 +68,10 @@ pub fn node_update_actions(old: &api::Node, new: &api::Node) -> ActionType {
     if old.metadata.annotations != new.metadata.annotations {
         a = a.union(ActionType::UPDATE_NODE_ANNOTATION);
     }
+    let declared = |n: &api::Node| n.status.as_ref().and_then(|s| s.declared_features.clone());
+    if declared(old) != declared(new) {
+        a = a.union(ActionType::UPDATE_NODE_DECLARED_FEATURE);
+    }
     a
 }
 

@@ -259,6 +259,7 @@ macro_rules! register_upstream_defaults {
         fake_plugin!("NodeResourcesBalancedAllocation", [PreScore, Score]);
         fake_plugin!("ImageLocality", [Score]);
         fake_plugin!("DefaultBinder", [Bind]);
+        fake_plugin!("NodeDeclaredFeatures", [PreFilter, Filter, EnqueueExtensions]);
     };
 }
 

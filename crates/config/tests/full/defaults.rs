@@ -13,13 +13,14 @@ use serde_json::json;
 use crate::common::{HEADER, listing, load_ok};
 
 /// Upstream's default profile after multiPoint expansion (current upstream list: no cloud
-/// volume limit plugins, SchedulingGates and DynamicResources on; DefaultPreemption holds
-/// back pods whose asynchronous preemption runs, at PreEnqueue).
+/// volume limit plugins, SchedulingGates and DynamicResources on, NodeDeclaredFeatures
+/// appended under its gate; DefaultPreemption holds back pods whose asynchronous preemption
+/// runs, at PreEnqueue).
 const EXPANDED_DEFAULTS: &str = "\
 QueueSort: PrioritySort
 PreEnqueue: SchedulingGates, DynamicResources, DefaultPreemption
-PreFilter: NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources
-Filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources
+PreFilter: NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, NodeDeclaredFeatures
+Filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, NodeDeclaredFeatures
 PostFilter: DynamicResources, DefaultPreemption
 PreScore: TaintToleration, NodeAffinity, NodeResourcesFit, VolumeBinding, PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation
 Score: TaintToleration:3, NodeAffinity:2, NodeResourcesFit:1, VolumeBinding:1, PodTopologySpread:2, InterPodAffinity:2, NodeResourcesBalancedAllocation:1, ImageLocality:1
@@ -41,6 +42,49 @@ fn default_profile_is_upstreams_expanded_default() {
         with_args,
         ["DefaultPreemption", "InterPodAffinity", "NodeResourcesFit"]
     );
+}
+
+#[test]
+fn node_declared_features_is_a_default_only_under_its_gate() {
+    use kubesched_config::{FeatureGates, default_config_with_gates, load_str_with_gates};
+    use kubesched_framework::Version;
+    let names = |d: &kubesched_config::LoadedConfig| -> Vec<String> {
+        d.config.profiles[0]
+            .plugins
+            .as_ref()
+            .expect("defaulted plugins")
+            .multi_point
+            .enabled
+            .iter()
+            .map(|e| e.name.clone())
+            .collect()
+    };
+    let v137 = default_config_with_gates(&FeatureGates::defaults());
+    assert_eq!(
+        names(&v137).last().map(String::as_str),
+        Some("NodeDeclaredFeatures")
+    );
+    // Beta and on in v1.36; alpha and off in v1.35; not there at all in v1.34.
+    for (minor, want) in [(36, true), (35, false), (34, false)] {
+        let gates = FeatureGates::parse_at(Version::new(1, minor), std::iter::empty::<&str>())
+            .expect("gates");
+        let d = default_config_with_gates(&gates);
+        assert_eq!(
+            names(&d).iter().any(|n| n == "NodeDeclaredFeatures"),
+            want,
+            "v1.{minor}"
+        );
+        assert!(d.absent_default_plugins.is_empty(), "v1.{minor}");
+        assert_eq!(d.feature_gates.version(), Version::new(1, minor));
+        let spec = &d.profiles[0];
+        assert_eq!(spec.plugin_names().contains("NodeDeclaredFeatures"), want);
+        // A file read under the same gates gets the same defaults.
+        let loaded = load_str_with_gates(HEADER, "test", &gates).expect("loads");
+        assert_eq!(loaded.config, d.config, "v1.{minor}");
+    }
+    // v1.35 with the alpha gate turned on adds it again.
+    let on = FeatureGates::parse_at(Version::V1_35, ["NodeDeclaredFeatures=true"]).expect("gates");
+    assert!(names(&default_config_with_gates(&on)).contains(&"NodeDeclaredFeatures".to_string()));
 }
 
 #[test]

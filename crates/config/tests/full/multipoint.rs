@@ -346,7 +346,7 @@ fn disabling_a_default_at_one_point() {
             .any(|s| s.starts_with("ImageLocality"))
     );
     assert_eq!(at(spec, P::Score).len(), 7);
-    assert_eq!(at(spec, P::Filter).len(), 13);
+    assert_eq!(at(spec, P::Filter).len(), 14);
 }
 
 #[test]
@@ -361,7 +361,7 @@ fn disabling_all_defaults_at_one_point_then_enabling_one() {
     );
     let spec = &loaded.profiles[0];
     assert_eq!(at(spec, P::Filter), ["NodeName"]);
-    assert_eq!(at(spec, P::PreFilter).len(), 10);
+    assert_eq!(at(spec, P::PreFilter).len(), 11);
 }
 
 #[test]
@@ -369,7 +369,7 @@ fn disabling_a_default_everywhere() {
     let loaded = profile("multiPoint:\n  disabled:\n  - name: NodeResourcesFit\n");
     let spec = &loaded.profiles[0];
     assert!(!spec.plugin_names().contains("NodeResourcesFit"));
-    assert_eq!(at(spec, P::Filter).len(), 12);
+    assert_eq!(at(spec, P::Filter).len(), 13);
 }
 
 #[test]
