@@ -41,8 +41,10 @@ async fn start(args: &[String]) -> Runner {
     let matches = kube_flags::command()
         .try_get_matches_from(kube_flags::normalize(args.iter().cloned()))
         .unwrap_or_else(|e| panic!("{args:?} parse: {e}"));
-    let plan = kube_flags::plan(&matches, FeatureGates::defaults())
+    let mut warnings = Vec::new();
+    let plan = kube_flags::plan(&matches, FeatureGates::defaults(), &mut warnings)
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(warnings.is_empty(), "{warnings:?}");
     assert!(plan.write_config_to.is_none());
     let mut options = plan.options;
     options.serving = Some(Serving {
@@ -80,7 +82,11 @@ async fn a_tutorial_deployments_args_start_kubesched_and_it_schedules() {
             &server,
             "/data/app/config/scheduler.yaml",
             TUTORIAL_CONFIG,
-            &["--config=/data/app/config/scheduler.yaml", "--v=3", "--leader-elect=false"],
+            &[
+                "--config=/data/app/config/scheduler.yaml",
+                "--v=3",
+                "--leader-elect=false",
+            ],
         );
         let runner = start(&args).await;
         assert!(!runner.scheduler().metrics().encode().is_empty());

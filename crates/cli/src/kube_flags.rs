@@ -141,93 +141,561 @@ use Verdict::{Accepted, Deprecated, Refused, Removed};
 /// Every flag of kube-scheduler v1.37, then the flags earlier releases removed.
 pub const FLAGS: &[KubeFlag] = &[
     // Misc (cmd/kube-scheduler/app/options/options.go).
-    flag("config", Value, "", MISC, Accepted("the KubeSchedulerConfiguration file (YAML or JSON, v1 or v1beta3)")),
-    flag("master", Value, "", MISC, Accepted("the API server's address; overrides the server of the kubeconfig in use")),
-    flag("write-config-to", Value, "", MISC, Accepted("writes the configuration in effect (file, defaults and flags) to this file as YAML and exits")),
+    flag(
+        "config",
+        Value,
+        "",
+        MISC,
+        Accepted("the KubeSchedulerConfiguration file (YAML or JSON, v1 or v1beta3)"),
+    ),
+    flag(
+        "master",
+        Value,
+        "",
+        MISC,
+        Accepted("the API server's address; overrides the server of the kubeconfig in use"),
+    ),
+    flag(
+        "write-config-to",
+        Value,
+        "",
+        MISC,
+        Accepted(
+            "writes the configuration in effect (file, defaults and flags) to this file as YAML and exits",
+        ),
+    ),
     // Secure serving (apiserver's SecureServingOptions).
-    flag("bind-address", Value, "0.0.0.0", SERVING, Accepted("the address /healthz, /livez, /readyz, /metrics and /configz listen on")),
-    flag("cert-dir", Value, "", SERVING, Refused("kubesched keeps its self-signed serving certificate in memory and cannot write it to a directory yet; give --tls-cert-file and --tls-private-key-file")),
-    flag("http2-max-streams-per-connection", Value, "0", SERVING, Refused("kubesched's endpoints keep the HTTP/2 library's stream limit; it cannot be changed")),
-    flag("permit-address-sharing", Bool, "false", SERVING, Refused("kubesched binds its port without SO_REUSEADDR sharing")),
-    flag("permit-port-sharing", Bool, "false", SERVING, Refused("kubesched binds its port without SO_REUSEPORT, so two processes cannot share it")),
-    flag("secure-port", Value, "10259", SERVING, Accepted("the port of the endpoints; 0 serves none")),
-    flag("tls-cert-file", Value, "", SERVING, Accepted("the serving certificate (PEM); a self-signed one is made when absent")),
-    flag("tls-cipher-suites", Value, "", SERVING, Refused("kubesched's TLS library (rustls) offers only its own modern cipher suites; the list cannot be chosen")),
-    flag("tls-min-version", Value, "", SERVING, Accepted("VersionTLS12 (what kubesched always enforces: its TLS library speaks only TLS 1.2 and 1.3); other values are refused")),
-    flag("tls-private-key-file", Value, "", SERVING, Accepted("the serving certificate's private key (PEM)")),
-    flag("tls-sni-cert-key", Value, "", SERVING, Refused("kubesched serves one certificate; certificates chosen by SNI are not supported")),
+    flag(
+        "bind-address",
+        Value,
+        "0.0.0.0",
+        SERVING,
+        Accepted("the address /healthz, /livez, /readyz, /metrics and /configz listen on"),
+    ),
+    flag(
+        "cert-dir",
+        Value,
+        "",
+        SERVING,
+        Refused(
+            "kubesched keeps its self-signed serving certificate in memory and cannot write it to a directory yet; give --tls-cert-file and --tls-private-key-file",
+        ),
+    ),
+    flag(
+        "http2-max-streams-per-connection",
+        Value,
+        "0",
+        SERVING,
+        Refused(
+            "kubesched's endpoints keep the HTTP/2 library's stream limit; it cannot be changed",
+        ),
+    ),
+    flag(
+        "permit-address-sharing",
+        Bool,
+        "false",
+        SERVING,
+        Refused("kubesched binds its port without SO_REUSEADDR sharing"),
+    ),
+    flag(
+        "permit-port-sharing",
+        Bool,
+        "false",
+        SERVING,
+        Refused("kubesched binds its port without SO_REUSEPORT, so two processes cannot share it"),
+    ),
+    flag(
+        "secure-port",
+        Value,
+        "10259",
+        SERVING,
+        Accepted("the port of the endpoints; 0 serves none"),
+    ),
+    flag(
+        "tls-cert-file",
+        Value,
+        "",
+        SERVING,
+        Accepted("the serving certificate (PEM); a self-signed one is made when absent"),
+    ),
+    flag(
+        "tls-cipher-suites",
+        Value,
+        "",
+        SERVING,
+        Refused(
+            "kubesched's TLS library (rustls) offers only its own modern cipher suites; the list cannot be chosen",
+        ),
+    ),
+    flag(
+        "tls-min-version",
+        Value,
+        "",
+        SERVING,
+        Accepted(
+            "VersionTLS12 (what kubesched always enforces: its TLS library speaks only TLS 1.2 and 1.3); other values are refused",
+        ),
+    ),
+    flag(
+        "tls-private-key-file",
+        Value,
+        "",
+        SERVING,
+        Accepted("the serving certificate's private key (PEM)"),
+    ),
+    flag(
+        "tls-sni-cert-key",
+        Value,
+        "",
+        SERVING,
+        Refused("kubesched serves one certificate; certificates chosen by SNI are not supported"),
+    ),
     // Authentication (apiserver's DelegatingAuthenticationOptions).
-    flag("authentication-kubeconfig", Value, "", AUTHN, Accepted("where TokenReviews go; the in-cluster configuration when absent")),
-    flag("authentication-skip-lookup", Bool, "false", AUTHN, Refused(LOOKUP)),
-    flag("authentication-token-webhook-cache-ttl", Value, "10s", AUTHN, Accepted("how long token review answers are cached")),
-    flag("authentication-tolerate-lookup-failure", Bool, "true", AUTHN, Refused(LOOKUP)),
-    flag("client-ca-file", Value, "", AUTHN, Accepted("a client certificate signed by this CA authenticates as its CN, with its O fields as groups")),
-    flag("requestheader-allowed-names", Value, "", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-client-ca-file", Value, "", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-extra-headers-prefix", Value, "x-remote-extra-", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-group-headers", Value, "x-remote-group", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-uid-headers", Value, "", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-username-headers", Value, "x-remote-user", AUTHN, Refused(FRONT_PROXY)),
+    flag(
+        "authentication-kubeconfig",
+        Value,
+        "",
+        AUTHN,
+        Accepted("where TokenReviews go; the in-cluster configuration when absent"),
+    ),
+    flag(
+        "authentication-skip-lookup",
+        Bool,
+        "false",
+        AUTHN,
+        Refused(LOOKUP),
+    ),
+    flag(
+        "authentication-token-webhook-cache-ttl",
+        Value,
+        "10s",
+        AUTHN,
+        Accepted("how long token review answers are cached"),
+    ),
+    flag(
+        "authentication-tolerate-lookup-failure",
+        Bool,
+        "true",
+        AUTHN,
+        Refused(LOOKUP),
+    ),
+    flag(
+        "client-ca-file",
+        Value,
+        "",
+        AUTHN,
+        Accepted(
+            "a client certificate signed by this CA authenticates as its CN, with its O fields as groups",
+        ),
+    ),
+    flag(
+        "requestheader-allowed-names",
+        Value,
+        "",
+        AUTHN,
+        Refused(FRONT_PROXY),
+    ),
+    flag(
+        "requestheader-client-ca-file",
+        Value,
+        "",
+        AUTHN,
+        Refused(FRONT_PROXY),
+    ),
+    flag(
+        "requestheader-extra-headers-prefix",
+        Value,
+        "x-remote-extra-",
+        AUTHN,
+        Refused(FRONT_PROXY),
+    ),
+    flag(
+        "requestheader-group-headers",
+        Value,
+        "x-remote-group",
+        AUTHN,
+        Refused(FRONT_PROXY),
+    ),
+    flag(
+        "requestheader-uid-headers",
+        Value,
+        "",
+        AUTHN,
+        Refused(FRONT_PROXY),
+    ),
+    flag(
+        "requestheader-username-headers",
+        Value,
+        "x-remote-user",
+        AUTHN,
+        Refused(FRONT_PROXY),
+    ),
     // Authorization (apiserver's DelegatingAuthorizationOptions).
-    flag("authorization-always-allow-paths", Value, "/healthz,/readyz,/livez", AUTHZ, Accepted("paths served without authorization (a trailing * matches a prefix)")),
-    flag("authorization-kubeconfig", Value, "", AUTHZ, Accepted("where SubjectAccessReviews go; the in-cluster configuration when absent")),
-    flag("authorization-webhook-cache-authorized-ttl", Value, "10s", AUTHZ, Accepted("how long 'authorized' answers are cached")),
-    flag("authorization-webhook-cache-unauthorized-ttl", Value, "10s", AUTHZ, Accepted("how long 'unauthorized' answers are cached")),
+    flag(
+        "authorization-always-allow-paths",
+        Value,
+        "/healthz,/readyz,/livez",
+        AUTHZ,
+        Accepted("paths served without authorization (a trailing * matches a prefix)"),
+    ),
+    flag(
+        "authorization-kubeconfig",
+        Value,
+        "",
+        AUTHZ,
+        Accepted("where SubjectAccessReviews go; the in-cluster configuration when absent"),
+    ),
+    flag(
+        "authorization-webhook-cache-authorized-ttl",
+        Value,
+        "10s",
+        AUTHZ,
+        Accepted("how long 'authorized' answers are cached"),
+    ),
+    flag(
+        "authorization-webhook-cache-unauthorized-ttl",
+        Value,
+        "10s",
+        AUTHZ,
+        Accepted("how long 'unauthorized' answers are cached"),
+    ),
     // Deprecated (cmd/kube-scheduler/app/options/deprecated.go).
-    flag("contention-profiling", Bool, "true", DEPRECATED, Deprecated("enableContentionProfiling; ignored when --config is given")),
-    flag("kube-api-burst", Value, "100", DEPRECATED, Deprecated("clientConnection.burst; ignored when --config is given")),
-    flag("kube-api-content-type", Value, "application/vnd.kubernetes.protobuf", DEPRECATED, Deprecated("clientConnection.contentType (kubesched sends JSON whatever it says); ignored when --config is given")),
-    flag("kube-api-qps", Value, "50", DEPRECATED, Deprecated("clientConnection.qps; ignored when --config is given")),
-    flag("kubeconfig", Value, "", DEPRECATED, Deprecated("the kubeconfig of the cluster; kubesched lets it win over clientConnection.kubeconfig even with --config (kube-scheduler ignores it then)")),
-    flag("pod-max-in-unschedulable-pods-duration", Value, "5m0s", DEPRECATED, Deprecated("how long a pod may stay in unschedulablePods; kubesched keeps upstream's 5m0s and refuses other values")),
-    flag("profiling", Bool, "true", DEPRECATED, Deprecated("enableProfiling; ignored when --config is given")),
+    flag(
+        "contention-profiling",
+        Bool,
+        "true",
+        DEPRECATED,
+        Deprecated("enableContentionProfiling; ignored when --config is given"),
+    ),
+    flag(
+        "kube-api-burst",
+        Value,
+        "100",
+        DEPRECATED,
+        Deprecated("clientConnection.burst; ignored when --config is given"),
+    ),
+    flag(
+        "kube-api-content-type",
+        Value,
+        "application/vnd.kubernetes.protobuf",
+        DEPRECATED,
+        Deprecated(
+            "clientConnection.contentType (kubesched sends JSON whatever it says); ignored when --config is given",
+        ),
+    ),
+    flag(
+        "kube-api-qps",
+        Value,
+        "50",
+        DEPRECATED,
+        Deprecated("clientConnection.qps; ignored when --config is given"),
+    ),
+    flag(
+        "kubeconfig",
+        Value,
+        "",
+        DEPRECATED,
+        Deprecated(
+            "the kubeconfig of the cluster; kubesched lets it win over clientConnection.kubeconfig even with --config (kube-scheduler ignores it then)",
+        ),
+    ),
+    flag(
+        "pod-max-in-unschedulable-pods-duration",
+        Value,
+        "5m0s",
+        DEPRECATED,
+        Deprecated(
+            "how long a pod may stay in unschedulablePods; kubesched keeps upstream's 5m0s and refuses other values",
+        ),
+    ),
+    flag(
+        "profiling",
+        Bool,
+        "true",
+        DEPRECATED,
+        Deprecated("enableProfiling; ignored when --config is given"),
+    ),
     // Leader election (component-base's BindLeaderElectionFlags).
-    flag("leader-elect", Bool, "true", LEADER, Accepted("leaderElection.leaderElect")),
-    flag("leader-elect-lease-duration", Value, "15s", LEADER, Accepted("leaderElection.leaseDuration")),
-    flag("leader-elect-renew-deadline", Value, "10s", LEADER, Accepted("leaderElection.renewDeadline")),
-    flag("leader-elect-resource-lock", Value, "leases", LEADER, Accepted("leaderElection.resourceLock (leases, the only lock v1.37 has)")),
-    flag("leader-elect-resource-name", Value, "kube-scheduler", LEADER, Accepted("leaderElection.resourceName")),
-    flag("leader-elect-resource-namespace", Value, "kube-system", LEADER, Accepted("leaderElection.resourceNamespace")),
-    flag("leader-elect-retry-period", Value, "2s", LEADER, Accepted("leaderElection.retryPeriod")),
+    flag(
+        "leader-elect",
+        Bool,
+        "true",
+        LEADER,
+        Accepted("leaderElection.leaderElect"),
+    ),
+    flag(
+        "leader-elect-lease-duration",
+        Value,
+        "15s",
+        LEADER,
+        Accepted("leaderElection.leaseDuration"),
+    ),
+    flag(
+        "leader-elect-renew-deadline",
+        Value,
+        "10s",
+        LEADER,
+        Accepted("leaderElection.renewDeadline"),
+    ),
+    flag(
+        "leader-elect-resource-lock",
+        Value,
+        "leases",
+        LEADER,
+        Accepted("leaderElection.resourceLock (leases, the only lock v1.37 has)"),
+    ),
+    flag(
+        "leader-elect-resource-name",
+        Value,
+        "kube-scheduler",
+        LEADER,
+        Accepted("leaderElection.resourceName"),
+    ),
+    flag(
+        "leader-elect-resource-namespace",
+        Value,
+        "kube-system",
+        LEADER,
+        Accepted("leaderElection.resourceNamespace"),
+    ),
+    flag(
+        "leader-elect-retry-period",
+        Value,
+        "2s",
+        LEADER,
+        Accepted("leaderElection.retryPeriod"),
+    ),
     // Feature gates (component-base's compatibility registry).
-    flag("emulated-version", Value, "kube=1.37", GATES, Accepted("the release whose feature gates apply: 1.34 to 1.37, or kube=1.36")),
-    flag("feature-gates", Value, "", GATES, Accepted("Name=true,Other=false (or kube:Name=true), checked against --emulated-version")),
+    flag(
+        "emulated-version",
+        Value,
+        "kube=1.37",
+        GATES,
+        Accepted("the release whose feature gates apply: 1.34 to 1.37, or kube=1.36"),
+    ),
+    flag(
+        "feature-gates",
+        Value,
+        "",
+        GATES,
+        Accepted("Name=true,Other=false (or kube:Name=true), checked against --emulated-version"),
+    ),
     // Metrics (component-base's metrics options).
-    flag("allow-metric-labels", Value, "", METRICS, Refused(METRICS_REGISTRY)),
-    flag("allow-metric-labels-manifest", Value, "", METRICS, Refused(METRICS_REGISTRY)),
-    flag("disabled-metrics", Value, "", METRICS, Refused(METRICS_REGISTRY)),
-    flag("show-hidden-metrics-for-version", Value, "", METRICS, Refused(METRICS_REGISTRY)),
+    flag(
+        "allow-metric-labels",
+        Value,
+        "",
+        METRICS,
+        Refused(METRICS_REGISTRY),
+    ),
+    flag(
+        "allow-metric-labels-manifest",
+        Value,
+        "",
+        METRICS,
+        Refused(METRICS_REGISTRY),
+    ),
+    flag(
+        "disabled-metrics",
+        Value,
+        "",
+        METRICS,
+        Refused(METRICS_REGISTRY),
+    ),
+    flag(
+        "show-hidden-metrics-for-version",
+        Value,
+        "",
+        METRICS,
+        Refused(METRICS_REGISTRY),
+    ),
     // Logs (component-base's logs API).
-    flag("log-flush-frequency", Value, "5s", LOGS, Accepted("kubesched writes each line unbuffered, so no line waits longer than any flush frequency")),
-    flag("log-json-info-buffer-size", Value, "0", LOGS, Refused(SPLIT)),
+    flag(
+        "log-flush-frequency",
+        Value,
+        "5s",
+        LOGS,
+        Accepted(
+            "kubesched writes each line unbuffered, so no line waits longer than any flush frequency",
+        ),
+    ),
+    flag(
+        "log-json-info-buffer-size",
+        Value,
+        "0",
+        LOGS,
+        Refused(SPLIT),
+    ),
     flag("log-json-split-stream", Bool, "false", LOGS, Refused(SPLIT)),
-    flag("log-text-info-buffer-size", Value, "0", LOGS, Refused(SPLIT)),
+    flag(
+        "log-text-info-buffer-size",
+        Value,
+        "0",
+        LOGS,
+        Refused(SPLIT),
+    ),
     flag("log-text-split-stream", Bool, "false", LOGS, Refused(SPLIT)),
-    flag("logging-format", Value, "text", LOGS, Accepted("text (klog-like lines) or json (upstream's JSON lines: ts, caller, msg, v, keys)")),
-    flag("v", Value, "0", LOGS, Accepted("klog verbosity: 0-1 errors, warnings and info, 2-3 also the scheduling loop's per-pod lines, 4 debug, 5 and up trace")),
-    flag("vmodule", Value, "", LOGS, Refused("per-file verbosity names kube-scheduler's Go source files, which kubesched has not got; use KUBESCHED_LOG=target=level")),
+    flag(
+        "logging-format",
+        Value,
+        "text",
+        LOGS,
+        Accepted(
+            "text (klog-like lines) or json (upstream's JSON lines: ts, caller, msg, v, keys)",
+        ),
+    ),
+    flag(
+        "v",
+        Value,
+        "0",
+        LOGS,
+        Accepted(
+            "klog verbosity: 0-1 errors, warnings and info, 2-3 also the scheduling loop's per-pod lines, 4 debug, 5 and up trace",
+        ),
+    ),
+    flag(
+        "vmodule",
+        Value,
+        "",
+        LOGS,
+        Refused(
+            "per-file verbosity names kube-scheduler's Go source files, which kubesched has not got; use KUBESCHED_LOG=target=level",
+        ),
+    ),
     // Global (verflag and cobra).
-    flag("help", Bool, "false", GLOBAL_SECTION, Accepted("prints the help")),
-    flag("version", Value, "false", GLOBAL_SECTION, Accepted("--version prints the version and exits, --version=raw the same as JSON; --version=vX.Y.Z (setting the reported version) is refused")),
+    flag(
+        "help",
+        Bool,
+        "false",
+        GLOBAL_SECTION,
+        Accepted("prints the help"),
+    ),
+    flag(
+        "version",
+        Value,
+        "false",
+        GLOBAL_SECTION,
+        Accepted(
+            "--version prints the version and exits, --version=raw the same as JSON; --version=vX.Y.Z (setting the reported version) is refused",
+        ),
+    ),
     // Removed before v1.37.
-    flag("address", Value, "", REMOVED, Removed("removed with insecure serving in kube-scheduler v1.24: use --bind-address and --secure-port")),
-    flag("port", Value, "", REMOVED, Removed("removed with insecure serving in kube-scheduler v1.24: use --secure-port")),
-    flag("algorithm-provider", Value, "", REMOVED, Removed("removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file")),
-    flag("policy-config-file", Value, "", REMOVED, Removed("removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file")),
-    flag("policy-configmap", Value, "", REMOVED, Removed("removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file")),
-    flag("policy-configmap-namespace", Value, "", REMOVED, Removed("removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file")),
-    flag("use-legacy-policy-config", Bool, "", REMOVED, Removed("removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file")),
-    flag("hard-pod-affinity-symmetric-weight", Value, "", REMOVED, Removed("removed in kube-scheduler v1.22: set InterPodAffinityArgs.hardPodAffinityWeight in a --config file")),
-    flag("scheduler-name", Value, "", REMOVED, Removed("removed in kube-scheduler v1.22: set profiles[].schedulerName in a --config file")),
-    flag("lock-object-name", Value, "", REMOVED, Removed("removed in kube-scheduler v1.28: use --leader-elect-resource-name")),
-    flag("lock-object-namespace", Value, "", REMOVED, Removed("removed in kube-scheduler v1.28: use --leader-elect-resource-namespace")),
-    flag("experimental-logging-sanitization", Bool, "", REMOVED, Removed("removed from kube-scheduler with the log sanitization it switched on")),
+    flag(
+        "address",
+        Value,
+        "",
+        REMOVED,
+        Removed(
+            "removed with insecure serving in kube-scheduler v1.24: use --bind-address and --secure-port",
+        ),
+    ),
+    flag(
+        "port",
+        Value,
+        "",
+        REMOVED,
+        Removed("removed with insecure serving in kube-scheduler v1.24: use --secure-port"),
+    ),
+    flag(
+        "algorithm-provider",
+        Value,
+        "",
+        REMOVED,
+        Removed(
+            "removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file",
+        ),
+    ),
+    flag(
+        "policy-config-file",
+        Value,
+        "",
+        REMOVED,
+        Removed(
+            "removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file",
+        ),
+    ),
+    flag(
+        "policy-configmap",
+        Value,
+        "",
+        REMOVED,
+        Removed(
+            "removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file",
+        ),
+    ),
+    flag(
+        "policy-configmap-namespace",
+        Value,
+        "",
+        REMOVED,
+        Removed(
+            "removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file",
+        ),
+    ),
+    flag(
+        "use-legacy-policy-config",
+        Bool,
+        "",
+        REMOVED,
+        Removed(
+            "removed in kube-scheduler v1.23 with the Policy API: use profiles in a --config file",
+        ),
+    ),
+    flag(
+        "hard-pod-affinity-symmetric-weight",
+        Value,
+        "",
+        REMOVED,
+        Removed(
+            "removed in kube-scheduler v1.22: set InterPodAffinityArgs.hardPodAffinityWeight in a --config file",
+        ),
+    ),
+    flag(
+        "scheduler-name",
+        Value,
+        "",
+        REMOVED,
+        Removed("removed in kube-scheduler v1.22: set profiles[].schedulerName in a --config file"),
+    ),
+    flag(
+        "lock-object-name",
+        Value,
+        "",
+        REMOVED,
+        Removed("removed in kube-scheduler v1.28: use --leader-elect-resource-name"),
+    ),
+    flag(
+        "lock-object-namespace",
+        Value,
+        "",
+        REMOVED,
+        Removed("removed in kube-scheduler v1.28: use --leader-elect-resource-namespace"),
+    ),
+    flag(
+        "experimental-logging-sanitization",
+        Bool,
+        "",
+        REMOVED,
+        Removed("removed from kube-scheduler with the log sanitization it switched on"),
+    ),
     flag("add-dir-header", Bool, "", REMOVED, Removed(KLOG_REMOVED)),
     flag("alsologtostderr", Bool, "", REMOVED, Removed(KLOG_REMOVED)),
-    flag("log-backtrace-at", Value, "", REMOVED, Removed(KLOG_REMOVED)),
+    flag(
+        "log-backtrace-at",
+        Value,
+        "",
+        REMOVED,
+        Removed(KLOG_REMOVED),
+    ),
     flag("log-dir", Value, "", REMOVED, Removed(KLOG_REMOVED)),
     flag("log-file", Value, "", REMOVED, Removed(KLOG_REMOVED)),
-    flag("log-file-max-size", Value, "", REMOVED, Removed(KLOG_REMOVED)),
+    flag(
+        "log-file-max-size",
+        Value,
+        "",
+        REMOVED,
+        Removed(KLOG_REMOVED),
+    ),
     flag("logtostderr", Bool, "", REMOVED, Removed(KLOG_REMOVED)),
     flag("one-output", Bool, "", REMOVED, Removed(KLOG_REMOVED)),
     flag("skip-headers", Bool, "", REMOVED, Removed(KLOG_REMOVED)),
@@ -270,7 +738,11 @@ pub fn args() -> Vec<Arg> {
                 Value => arg.num_args(1).value_name("VALUE"),
             };
             if !f.default.is_empty() && f.accepted() {
-                arg = arg.long_help(format!("{} [kube-scheduler's default: {}]", f.text(), f.default));
+                arg = arg.long_help(format!(
+                    "{} [kube-scheduler's default: {}]",
+                    f.text(),
+                    f.default
+                ));
             }
             arg
         })
@@ -350,7 +822,10 @@ where
             i += 2;
             continue;
         }
-        if let Some(n) = a.strip_prefix("-v=").or_else(|| a.strip_prefix("-v").filter(|n| digits(n))) {
+        if let Some(n) = a
+            .strip_prefix("-v=")
+            .or_else(|| a.strip_prefix("-v").filter(|n| digits(n)))
+        {
             out.push(format!("--v={n}"));
             i += 1;
             continue;
@@ -380,14 +855,12 @@ pub fn parse_bool(text: &str) -> Option<bool> {
     }
 }
 
-/// What the flags amount to: the run options, what to say first, and where to write the
-/// configuration instead of running when `--write-config-to` is given.
+/// What the flags amount to: the run options, and where to write the configuration
+/// instead of running when `--write-config-to` is given.
 #[derive(Debug)]
 pub struct Plan {
     /// The options of `kubesched run`.
     pub options: kubesched_live::RunOptions,
-    /// Deprecation and "ignored" warnings, in flag order.
-    pub warnings: Vec<String>,
     /// `--write-config-to`.
     pub write_config_to: Option<PathBuf>,
 }
@@ -430,8 +903,13 @@ fn boolean(name: &str, text: &str) -> Result<bool, String> {
 }
 
 /// Maps the parsed flags (of [`args`]) onto the configuration and the run options, as
-/// upstream's options do; refused flags are errors, all of them named at once.
-pub fn plan(m: &ArgMatches, gates: FeatureGates) -> Result<Plan, String> {
+/// upstream's options do; refused flags are errors, all of them named at once. Deprecation
+/// and "ignored" warnings go to `warnings`, in flag order, also when an error follows.
+pub fn plan(
+    m: &ArgMatches,
+    gates: FeatureGates,
+    warnings: &mut Vec<String>,
+) -> Result<Plan, String> {
     let given = given(m);
     let refused: Vec<String> = given
         .iter()
@@ -444,14 +922,18 @@ pub fn plan(m: &ArgMatches, gates: FeatureGates) -> Result<Plan, String> {
     if !refused.is_empty() {
         return Err(refused.join("\n"));
     }
-    let get = |name: &str| given.iter().find(|(f, _)| f.name == name).map(|(_, v)| last(v));
+    let get = |name: &str| {
+        given
+            .iter()
+            .find(|(f, _)| f.name == name)
+            .map(|(_, v)| last(v))
+    };
     let config_path = get("config").map(PathBuf::from);
     let mut loaded: LoadedConfig = match &config_path {
         Some(p) => kubesched_config::load_file(p).map_err(|e| e.to_string())?,
         None => kubesched_config::default_config(),
     };
     loaded.feature_gates = gates;
-    let mut warnings: Vec<String> = Vec::new();
     let mut changed = false;
     let mut kubeconfig = None;
     for (f, values) in &given {
@@ -551,8 +1033,11 @@ pub fn plan(m: &ArgMatches, gates: FeatureGates) -> Result<Plan, String> {
         // Upstream validates the configuration after the flags are applied; so does this,
         // by loading what the flags made of it.
         let text = kubesched_config::to_yaml(&loaded.config);
-        kubesched_config::load_str(&text, "the configuration with the command-line flags applied")
-            .map_err(|e| e.to_string())?;
+        kubesched_config::load_str(
+            &text,
+            "the configuration with the command-line flags applied",
+        )
+        .map_err(|e| e.to_string())?;
     }
     if let Some(v) = get("tls-min-version")
         && !v.is_empty()
@@ -573,9 +1058,15 @@ pub fn plan(m: &ArgMatches, gates: FeatureGates) -> Result<Plan, String> {
     options.shutdown_timeout =
         Duration::from_secs(m.get_one::<u64>(SHUTDOWN_TIMEOUT).copied().unwrap_or(30));
     let plain_http = m.get_flag(PLAIN_HTTP);
-    let cert = get("tls-cert-file").filter(|s| !s.is_empty()).map(PathBuf::from);
-    let key = get("tls-private-key-file").filter(|s| !s.is_empty()).map(PathBuf::from);
-    let client_ca = get("client-ca-file").filter(|s| !s.is_empty()).map(PathBuf::from);
+    let cert = get("tls-cert-file")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    let key = get("tls-private-key-file")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    let client_ca = get("client-ca-file")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
     if plain_http && (cert.is_some() || key.is_some() || client_ca.is_some()) {
         return Err("--plain-http serves without TLS: it cannot go with --tls-cert-file, --tls-private-key-file or --client-ca-file".to_string());
     }
@@ -645,7 +1136,6 @@ pub fn plan(m: &ArgMatches, gates: FeatureGates) -> Result<Plan, String> {
     });
     Ok(Plan {
         options,
-        warnings,
         write_config_to: get("write-config-to")
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),

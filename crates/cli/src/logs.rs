@@ -112,10 +112,14 @@ impl FieldValue {
     fn json(&self) -> serde_json::Value {
         match self {
             FieldValue::Str(s) => serde_json::Value::String(s.clone()),
-            FieldValue::Int(i) => serde_json::Number::from_i128(*i)
-                .map_or_else(|| serde_json::Value::String(i.to_string()), serde_json::Value::Number),
-            FieldValue::Float(f) => serde_json::Number::from_f64(*f)
-                .map_or_else(|| serde_json::Value::String(f.to_string()), serde_json::Value::Number),
+            FieldValue::Int(i) => serde_json::Number::from_i128(*i).map_or_else(
+                || serde_json::Value::String(i.to_string()),
+                serde_json::Value::Number,
+            ),
+            FieldValue::Float(f) => serde_json::Number::from_f64(*f).map_or_else(
+                || serde_json::Value::String(f.to_string()),
+                serde_json::Value::Number,
+            ),
             FieldValue::Bool(b) => serde_json::Value::Bool(*b),
         }
     }
@@ -226,25 +230,28 @@ fn now() -> std::time::Duration {
         .unwrap_or_default()
 }
 
-/// A JSON line (without the newline).
+/// A JSON line (without the newline), keys in upstream's order: `ts`, `caller`, `msg`,
+/// `v`, then the line's own keys.
 fn json_line(line: &Line<'_>) -> String {
-    let mut map = serde_json::Map::new();
-    let ts = now().as_secs_f64();
-    map.insert(
-        "ts".into(),
-        serde_json::Number::from_f64(ts).map_or(serde_json::Value::Null, serde_json::Value::Number),
-    );
+    let mut out = String::from("{");
+    let ts = serde_json::Number::from_f64(now().as_secs_f64())
+        .map_or(serde_json::Value::Null, serde_json::Value::Number);
+    let _ = write!(out, "\"ts\":{ts}");
+    let key = |out: &mut String, k: &str, v: serde_json::Value| {
+        let _ = write!(out, ",{}:{v}", serde_json::Value::String(k.to_string()));
+    };
     if let Some(caller) = &line.caller {
-        map.insert("caller".into(), caller.clone().into());
+        key(&mut out, "caller", caller.clone().into());
     }
-    map.insert("msg".into(), line.message.into());
+    key(&mut out, "msg", line.message.into());
     if line.severity != Severity::Error {
-        map.insert("v".into(), line.v.into());
+        key(&mut out, "v", line.v.into());
     }
     for (k, v) in line.pairs {
-        map.insert(k.clone(), v.json());
+        key(&mut out, k, v.json());
     }
-    serde_json::Value::Object(map).to_string()
+    out.push('}');
+    out
 }
 
 /// The civil date and time (UTC) of seconds since the epoch: (month, day, h, m, s).
@@ -389,7 +396,11 @@ mod tests {
         assert!(shown(Verbosity::V(0), &Level::INFO, "x"));
         assert!(!shown(Verbosity::V(0), &Level::DEBUG, LOOP_TARGET));
         assert!(shown(Verbosity::V(2), &Level::DEBUG, LOOP_TARGET));
-        assert!(!shown(Verbosity::V(3), &Level::DEBUG, "kubesched_live::watch"));
+        assert!(!shown(
+            Verbosity::V(3),
+            &Level::DEBUG,
+            "kubesched_live::watch"
+        ));
         assert!(!shown(Verbosity::Quiet, &Level::INFO, "x"));
         assert!(shown(Verbosity::Quiet, &Level::WARN, "x"));
     }
@@ -411,14 +422,20 @@ mod tests {
             message: "command failed",
             pairs: &pairs,
         };
-        let v: serde_json::Value = serde_json::from_str(&json_line(&line)).expect("json");
+        let json = json_line(&line);
+        assert!(json.starts_with("{\"ts\":"), "{json}");
+        assert!(json.find("\"msg\"") < json.find("\"err\""), "{json}");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
         assert!(v["ts"].is_f64());
         assert_eq!(v["msg"], "command failed");
         assert_eq!(v["err"], "boom");
         assert!(v.get("v").is_none(), "error lines carry no v");
         let text = text_line(&line, false);
         assert!(text.starts_with('E'), "{text}");
-        assert!(text.ends_with("run.rs:1] \"command failed\" err=\"boom\""), "{text}");
+        assert!(
+            text.ends_with("run.rs:1] \"command failed\" err=\"boom\""),
+            "{text}"
+        );
         assert!(!text.contains('\x1b'));
     }
 }

@@ -41,7 +41,12 @@ struct Cli {
     #[arg(long = "v", value_name = "N", global = true)]
     klog_v: Option<u32>,
     /// Log format: `text` (klog-like lines) or `json` (kube-scheduler's JSON lines).
-    #[arg(long = "log-format", visible_alias = "logging-format", value_enum, global = true)]
+    #[arg(
+        long = "log-format",
+        visible_alias = "logging-format",
+        value_enum,
+        global = true
+    )]
     log_format: Option<logs::Format>,
     /// Feature gates as kube-scheduler takes them (`Name=true,Other=false`, or
     /// `kube:Name=true`; repeat or separate with commas), checked against the release of
@@ -319,9 +324,9 @@ fn main() -> ExitCode {
         .iter()
         .map(|v| kube_flags::strip_component_prefix(v))
         .collect();
-    let gates = match Version::parse_emulated(&cli.emulated_version).and_then(|version| {
-        FeatureGates::parse_at(version, gate_values.iter().map(String::as_str))
-    }) {
+    let gates = match Version::parse_emulated(&cli.emulated_version)
+        .and_then(|version| FeatureGates::parse_at(version, gate_values.iter().map(String::as_str)))
+    {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string()),
     };
@@ -336,7 +341,7 @@ fn main() -> ExitCode {
         ));
     }
     let top_level_flags = kube_flags::any_given(&matches);
-    let command = match cli.command {
+    let subcommand = match cli.command {
         None => return run(&matches, gates),
         Some(c) => c,
     };
@@ -345,7 +350,7 @@ fn main() -> ExitCode {
             "kube-scheduler's flags go after `run` or without a subcommand (`kubesched --config FILE` runs the scheduler)",
         );
     }
-    match command {
+    match subcommand {
         Command::Plugins => {
             print(&plugins_listing());
             ExitCode::SUCCESS
@@ -1055,19 +1060,24 @@ fn bench_progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
 /// `kubesched run` (or no subcommand): kube-scheduler's flags onto the configuration, then
 /// the scheduler until SIGTERM (or the configuration written, with `--write-config-to`).
 fn run(matches: &clap::ArgMatches, gates: FeatureGates) -> ExitCode {
-    let plan = match kube_flags::plan(matches, gates) {
+    let mut warnings = Vec::new();
+    let planned = kube_flags::plan(matches, gates, &mut warnings);
+    for w in &warnings {
+        warn(w);
+    }
+    let plan = match planned {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    for w in &plan.warnings {
-        warn(w);
-    }
     report_absent(&plan.options.config);
     report_warnings(&plan.options.config);
     if let Some(path) = &plan.write_config_to {
         let yaml = kubesched_config::to_yaml(&plan.options.config.config);
         if let Err(e) = std::fs::write(path, yaml) {
-            return fail(&format!("writing the configuration to {}: {e}", path.display()));
+            return fail(&format!(
+                "writing the configuration to {}: {e}",
+                path.display()
+            ));
         }
         tracing::info!(file = %path.display(), "Wrote configuration");
         return ExitCode::SUCCESS;

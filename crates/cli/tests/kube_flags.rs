@@ -68,10 +68,12 @@ fn sample(name: &str) -> String {
         "logging-format" => "json".into(),
         "emulated-version" => "kube=1.36".into(),
         "feature-gates" => "kube:OpportunisticBatching=true".into(),
-        "tls-cert-file" | "tls-private-key-file" | "client-ca-file" | "kubeconfig"
-        | "authentication-kubeconfig" | "authorization-kubeconfig" => {
-            tmp("some-file").display().to_string()
-        }
+        "tls-cert-file"
+        | "tls-private-key-file"
+        | "client-ca-file"
+        | "kubeconfig"
+        | "authentication-kubeconfig"
+        | "authorization-kubeconfig" => tmp("some-file").display().to_string(),
         _ => "x".into(),
     }
 }
@@ -111,7 +113,10 @@ fn every_upstream_flag_is_accepted_or_refused_with_its_reason() {
         // Flags that need a partner get it.
         let mut args = vec![arg.clone(), write_to.clone()];
         if f.name == "tls-cert-file" {
-            args.push(format!("--tls-private-key-file={}", sample("tls-private-key-file")));
+            args.push(format!(
+                "--tls-private-key-file={}",
+                sample("tls-private-key-file")
+            ));
         }
         if f.name == "tls-private-key-file" {
             args.push(format!("--tls-cert-file={}", sample("tls-cert-file")));
@@ -125,13 +130,21 @@ fn every_upstream_flag_is_accepted_or_refused_with_its_reason() {
         match f.verdict {
             Verdict::Accepted(_) | Verdict::Deprecated(_) => {
                 assert!(out.ok, "{arg} is accepted, but: {}", out.stderr);
-                let written = std::fs::read_to_string(&out_file)
-                    .unwrap_or_else(|e| panic!("{arg}: no configuration written ({e}): {}", out.stderr));
+                let written = std::fs::read_to_string(&out_file).unwrap_or_else(|e| {
+                    panic!("{arg}: no configuration written ({e}): {}", out.stderr)
+                });
                 if let Some(want) = expect_in_config(f.name) {
-                    assert!(written.contains(want), "{arg}: the configuration lacks {want:?}:\n{written}");
+                    assert!(
+                        written.contains(want),
+                        "{arg}: the configuration lacks {want:?}:\n{written}"
+                    );
                 }
                 if matches!(f.verdict, Verdict::Deprecated(_)) {
-                    assert!(out.stderr.contains("deprecated"), "{arg} warns: {}", out.stderr);
+                    assert!(
+                        out.stderr.contains("deprecated"),
+                        "{arg} warns: {}",
+                        out.stderr
+                    );
                 }
             }
             Verdict::Refused(reason) | Verdict::Removed(reason) => {
@@ -152,8 +165,14 @@ fn every_upstream_flag_is_accepted_or_refused_with_its_reason() {
 #[test]
 fn flags_take_both_value_forms_and_booleans_as_pflag_does() {
     for (args, want) in [
-        (vec!["--leader-elect-resource-name", "sched-a"], "resourceName: sched-a"),
-        (vec!["--leader-elect-resource-name=sched-b"], "resourceName: sched-b"),
+        (
+            vec!["--leader-elect-resource-name", "sched-a"],
+            "resourceName: sched-a",
+        ),
+        (
+            vec!["--leader-elect-resource-name=sched-b"],
+            "resourceName: sched-b",
+        ),
         (vec!["--leader-elect=false"], "leaderElect: false"),
         (vec!["--leader-elect", "false"], "leaderElect: false"),
         (vec!["--leader-elect=f"], "leaderElect: false"),
@@ -170,23 +189,38 @@ fn flags_take_both_value_forms_and_booleans_as_pflag_does() {
         assert!(written.contains(want), "{args:?} gives {want}:\n{written}");
     }
     let out = kubesched(&["--leader-elect=maybe", "--write-config-to=/dev/null"]);
-    assert!(!out.ok && out.stderr.contains("--leader-elect=maybe"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("--leader-elect=maybe"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
 fn run_takes_the_same_flags_and_the_top_level_means_run() {
     let a = tmp("run-a.yaml");
     let b = tmp("run-b.yaml");
-    let out = kubesched(&["run", "--kube-api-qps=9", &format!("--write-config-to={}", a.display())]);
+    let out = kubesched(&[
+        "run",
+        "--kube-api-qps=9",
+        &format!("--write-config-to={}", a.display()),
+    ]);
     assert!(out.ok, "{}", out.stderr);
-    let out = kubesched(&["--kube-api-qps=9", &format!("--write-config-to={}", b.display())]);
+    let out = kubesched(&[
+        "--kube-api-qps=9",
+        &format!("--write-config-to={}", b.display()),
+    ]);
     assert!(out.ok, "{}", out.stderr);
     assert_eq!(
         std::fs::read_to_string(a).expect("a"),
         std::fs::read_to_string(b).expect("b")
     );
     let out = kubesched(&["--kube-api-qps=9", "simulate", "x"]);
-    assert!(!out.ok && out.stderr.contains("after `run`"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("after `run`"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -207,21 +241,38 @@ fn deprecated_flags_are_ignored_with_config_as_upstream_says_and_leader_flags_ov
     ]);
     assert!(out.ok, "{}", out.stderr);
     let written = std::fs::read_to_string(&out_file).expect("written");
-    assert!(written.contains("qps: 33"), "the file's qps stays:\n{written}");
+    assert!(
+        written.contains("qps: 33"),
+        "the file's qps stays:\n{written}"
+    );
     assert!(written.contains("resourceName: from-flag"), "{written}");
     assert!(
-        out.stderr.contains("--kube-api-qps is deprecated and ignored because --config is given"),
+        out.stderr
+            .contains("--kube-api-qps is deprecated and ignored because --config is given"),
         "{}",
         out.stderr
     );
     // Validation runs after the flags, as upstream's.
-    let out = kubesched(&["--leader-elect-resource-lock=endpoints", "--write-config-to=/dev/null"]);
-    assert!(!out.ok && out.stderr.contains("resourceLock"), "{}", out.stderr);
+    let out = kubesched(&[
+        "--leader-elect-resource-lock=endpoints",
+        "--write-config-to=/dev/null",
+    ]);
+    assert!(
+        !out.ok && out.stderr.contains("resourceLock"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
 fn normalize_reads_klog_verbosity_forms() {
-    for form in [&["--v=3"][..], &["--v", "3"], &["-v=3"], &["-v3"], &["-v", "3"]] {
+    for form in [
+        &["--v=3"][..],
+        &["--v", "3"],
+        &["-v=3"],
+        &["-v3"],
+        &["-v", "3"],
+    ] {
         let mut args = vec!["kubesched".to_string()];
         args.extend(form.iter().map(|s| s.to_string()));
         assert_eq!(
@@ -246,10 +297,26 @@ fn logs_on_a_pipe_have_no_escape_codes_and_json_ends_with_a_json_error() {
     let out = kubesched(&["--config=/nonexistent/sched.yaml", "--v=2"]);
     assert!(!out.ok);
     assert!(!has_escape(&out.stderr), "{:?}", out.stderr);
-    assert!(out.stderr.trim_end().lines().last().is_some_and(|l| l.starts_with("error: ")), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .trim_end()
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("error: ")),
+        "{}",
+        out.stderr
+    );
     // JSON: every line is a JSON object, the last one the error.
+    let config = format!("--config={}", sample("config"));
     for fmt in ["--logging-format=json", "--log-format=json"] {
-        let out = kubesched(&[fmt, "--config=/nonexistent/sched.yaml", "--kube-api-qps=3"]);
+        // A warning (the ignored deprecated flag), then the error of the validation that
+        // follows the flags.
+        let out = kubesched(&[
+            fmt,
+            &config,
+            "--kube-api-qps=3",
+            "--leader-elect-resource-lock=endpoints",
+        ]);
         assert!(!out.ok);
         assert!(!has_escape(&out.stderr), "{:?}", out.stderr);
         let lines: Vec<serde_json::Value> = out
@@ -259,23 +326,41 @@ fn logs_on_a_pipe_have_no_escape_codes_and_json_ends_with_a_json_error() {
             .collect();
         let last = lines.last().expect("a line");
         assert_eq!(last["msg"], "command failed", "{last}");
-        assert!(last["err"].as_str().is_some_and(|e| e.contains("/nonexistent/sched.yaml")), "{last}");
+        assert!(
+            last["err"]
+                .as_str()
+                .is_some_and(|e| e.contains("resourceLock")),
+            "{last}"
+        );
         assert!(last["ts"].is_f64(), "{last}");
-        assert!(lines.iter().any(|l| l["msg"].as_str().is_some_and(|m| m.contains("deprecated"))));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["msg"].as_str().is_some_and(|m| m.contains("deprecated")))
+        );
     }
     // A command line clap refuses, in JSON too.
     let out = kubesched(&["--logging-format=json", "--no-such-flag"]);
     assert!(!out.ok);
     let last: serde_json::Value =
         serde_json::from_str(out.stderr.trim_end().lines().last().expect("line")).expect("json");
-    assert!(last["err"].as_str().is_some_and(|e| e.contains("--no-such-flag")), "{last}");
+    assert!(
+        last["err"]
+            .as_str()
+            .is_some_and(|e| e.contains("--no-such-flag")),
+        "{last}"
+    );
 }
 
 #[test]
 fn version_reports_commit_release_and_plugins() {
     let out = kubesched(&["version"]);
     assert!(out.ok, "{}", out.stderr);
-    assert!(out.stdout.contains("kube-scheduler reproduced: v1.37"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("kube-scheduler reproduced: v1.37"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("git commit: "), "{}", out.stdout);
     assert!(out.stdout.contains("NodeResourcesFit"), "{}", out.stdout);
     assert_eq!(kubesched(&["--version"]).stdout, out.stdout);
@@ -287,7 +372,11 @@ fn version_reports_commit_release_and_plugins() {
         serde_json::from_str(&kubesched(&["--version=raw"]).stdout).expect("json");
     assert_eq!(raw, json);
     let out = kubesched(&["--version=v1.99.0"]);
-    assert!(!out.ok && out.stderr.contains("reports its own version"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("reports its own version"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -296,15 +385,30 @@ fn completion_and_man_are_generated() {
     assert!(out.ok && out.stdout.contains("kubesched"), "{}", out.stderr);
     let script = tmp("kubesched.bash");
     std::fs::write(&script, &out.stdout).expect("write");
-    let check = Command::new("bash").arg("-n").arg(&script).output().expect("bash");
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
-    assert!(out.stdout.contains("--leader-elect"), "kube-scheduler's flags complete too");
+    let check = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .expect("bash");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(
+        out.stdout.contains("--leader-elect"),
+        "kube-scheduler's flags complete too"
+    );
     for shell in ["zsh", "fish"] {
         let out = kubesched(&["completion", shell]);
         assert!(out.ok && !out.stdout.is_empty(), "{shell}: {}", out.stderr);
     }
     let out = kubesched(&["man"]);
-    assert!(out.ok && out.stdout.contains(".TH kubesched"), "{}", out.stdout);
+    assert!(
+        out.ok && out.stdout.contains(".TH kubesched"),
+        "{}",
+        out.stdout
+    );
     let dir = tmp("man");
     let out = kubesched(&["man", "--dir", &dir.display().to_string()]);
     assert!(out.ok, "{}", out.stderr);
