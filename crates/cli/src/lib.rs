@@ -1,4 +1,4 @@
-//! The `kubesched` binary's library half: the plugin set of this build ([`plugins`]), the
+//! The `kubesched` binary's library half: the plugin set of this build (`plugins.rs`), the
 //! kube-scheduler v1.37 command line as data ([`kube_flags`]), the log output
 //! ([`logs`]) and the version report ([`version`]). It holds no scheduling code; the
 //! binary (src/main.rs) and the end-to-end tests share these pieces so that a test of
