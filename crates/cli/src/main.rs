@@ -1,11 +1,14 @@
 //! The `kubesched` binary: command-line parsing and reporting, nothing else. Scheduling
 //! lives in the library crates; the plugin set comes from this crate's Cargo features.
+//! kube-scheduler's own flags (src/kube_flags.rs) are accepted at the top level, where
+//! they mean `kubesched run`, and on `run`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use kubesched::framework::{FeatureGates, Version, registry};
+use kubesched::{kube_flags, logs, version};
 use kubesched_config::LoadedConfig;
 use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
 
@@ -21,37 +24,52 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(
     name = "kubesched",
-    version,
+    disable_version_flag = true,
     about = "A Kubernetes scheduler built on the kube-scheduler framework",
     long_about = "kubesched implements the kube-scheduler scheduling framework in Rust. \
                   `kubesched simulate` answers \"where would these pods go, and why?\" on an \
-                  in-memory cluster built from ordinary manifests."
+                  in-memory cluster built from ordinary manifests. Without a subcommand, \
+                  kubesched takes kube-scheduler v1.37's command line and runs as `kubesched run` \
+                  (`kubesched --config /etc/kubesched/scheduler.yaml`)."
 )]
 struct Cli {
     /// More logs on standard error (-v info, -vv debug, -vvv trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
-    log_format: LogFormat,
-    /// Feature gates as kube-scheduler takes them (`Name=true,Other=false`; repeat or
-    /// separate with commas), checked against the release of `--emulated-version`. Unknown
-    /// gates are refused; `kubesched config defaults` lists every gate with its value in
-    /// effect.
+    /// klog's verbosity, as kube-scheduler takes it (`--v=2`, `-v=4`): 0-1 errors,
+    /// warnings and info, 2-3 also the scheduling loop's per-pod lines, 4 debug, 5+ trace.
+    #[arg(long = "v", value_name = "N", global = true)]
+    klog_v: Option<u32>,
+    /// Log format: `text` (klog-like lines) or `json` (kube-scheduler's JSON lines).
+    #[arg(
+        long = "log-format",
+        visible_alias = "logging-format",
+        value_enum,
+        global = true
+    )]
+    log_format: Option<logs::Format>,
+    /// Feature gates as kube-scheduler takes them (`Name=true,Other=false`, or
+    /// `kube:Name=true`; repeat or separate with commas), checked against the release of
+    /// `--emulated-version`. Unknown gates are refused; `kubesched config defaults` lists
+    /// every gate with its value in effect.
     #[arg(long, value_name = "NAME=BOOL,...", global = true)]
     feature_gates: Vec<String>,
     /// The Kubernetes release whose feature gates (stages and defaults) apply, as
     /// kube-scheduler's `--emulated-version` takes it: `1.34` to `1.37` (or `kube=1.36`).
     #[arg(long, value_name = "VERSION", global = true, default_value = "1.37")]
     emulated_version: String,
+    /// Print the version, git commit, Kubernetes release and plugins, then exit
+    /// (`--version=raw`: as JSON).
+    #[arg(
+        long = "version",
+        value_name = "raw",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    version_flag: Option<String>,
     #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
+    command: Option<Command>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -80,8 +98,34 @@ enum Command {
     /// with the default profile and every plugin on.
     Bench(BenchArgs),
     /// Schedule a real cluster's pending pods of this scheduler's profiles through its API
-    /// server, with leader election and the health, metrics and configz endpoints.
-    Run(RunArgs),
+    /// server, with leader election and the health, metrics and configz endpoints. Takes
+    /// kube-scheduler v1.37's flags; with no subcommand, kubesched behaves as `run`.
+    Run,
+    /// Print the version, git commit, Kubernetes release reproduced and compiled-in plugins.
+    Version {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = VersionOutput::Text)]
+        output: VersionOutput,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on standard
+    /// output, e.g. `kubesched completion bash > /etc/bash_completion.d/kubesched`.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) generated from the command-line definitions, or with
+    /// `--dir` write one page per command there (kubesched.1, kubesched-run.1, ...).
+    Man {
+        /// Write every command's page into this folder instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum VersionOutput {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -164,49 +208,125 @@ struct SimulateArgs {
     scale_workload: Option<kubesched_sim::ScaleTarget>,
 }
 
-fn init_logs(verbose: u8, format: LogFormat) {
-    let level = match verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBESCHED_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 #[allow(clippy::print_stdout)]
 fn print(text: &str) {
     print!("{text}");
 }
 
-#[allow(clippy::print_stderr)]
 fn fail(message: &str) -> ExitCode {
-    eprintln!("error: {message}");
+    logs::error(message);
     ExitCode::FAILURE
 }
 
-#[allow(clippy::print_stderr)]
 fn warn(message: &str) {
-    eprintln!("warning: {message}");
+    logs::warning(message);
+}
+
+/// The whole command line: the derive definitions plus kube-scheduler's flags, at the top
+/// level (no subcommand means `run`) and on `run`.
+fn command() -> clap::Command {
+    Cli::command()
+        .args(kube_flags::args())
+        .mut_subcommand("run", |c| c.args(kube_flags::args()))
+}
+
+/// Whether the argument list asks for JSON logs (read before parsing, so that a parse error
+/// comes out in the format asked for).
+fn json_asked(args: &[String]) -> bool {
+    let mut json = false;
+    let mut it = args.iter().peekable();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        for name in ["--log-format", "--logging-format"] {
+            if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+                json = v == "json";
+            } else if a == name {
+                json = it.peek().is_some_and(|v| *v == "json");
+            }
+        }
+    }
+    json
+}
+
+/// Reports a command line clap refused (or help and version it printed), in the log
+/// format asked for.
+fn clap_failed(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) || !json
+    {
+        let _ = e.print();
+        return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    }
+    logs::init(logs::Format::Json, logs::Verbosity::Quiet);
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("invalid command line");
+    logs::error(first.strip_prefix("error: ").unwrap_or(first));
+    ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logs(cli.verbose, cli.log_format);
+    let args = kube_flags::normalize(std::env::args());
+    let json = json_asked(&args);
+    // A bare `kubesched` prints the help, unless it runs in a pod (as a kube-scheduler
+    // Deployment without arguments would run with the defaults).
+    if args.len() == 1 && std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
+        let _ = command().print_help();
+        return ExitCode::from(2);
+    }
+    let matches = match command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => return clap_failed(e, json),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return clap_failed(e, json),
+    };
+    let is_run = matches!(cli.command, None | Some(Command::Run));
+    let verbosity = match (cli.klog_v, cli.verbose) {
+        (Some(n), _) => logs::Verbosity::V(n),
+        (None, 0) if is_run => logs::Verbosity::V(0),
+        (None, 0) => logs::Verbosity::Quiet,
+        (None, 1) => logs::Verbosity::V(0),
+        (None, 2) => logs::Verbosity::V(4),
+        (None, _) => logs::Verbosity::V(5),
+    };
+    logs::init(cli.log_format.unwrap_or_default(), verbosity);
+    if let Some(v) = &cli.version_flag {
+        match (v.as_str(), kube_flags::parse_bool(v)) {
+            (_, Some(true)) => {
+                print(&version::text());
+                return ExitCode::SUCCESS;
+            }
+            ("raw", _) => {
+                print(&format!("{:#}\n", version::json()));
+                return ExitCode::SUCCESS;
+            }
+            (_, Some(false)) => {}
+            (other, None) => {
+                return fail(&format!(
+                    "--version={other} is not supported: kubesched reports its own version (use --version or --version=raw)"
+                ));
+            }
+        }
+    }
     if let Err(e) = registry::check_unique() {
         return fail(&e.to_string());
     }
-    let gates = match Version::parse_emulated(&cli.emulated_version).and_then(|version| {
-        FeatureGates::parse_at(version, cli.feature_gates.iter().map(String::as_str))
-    }) {
+    let gate_values: Vec<String> = cli
+        .feature_gates
+        .iter()
+        .map(|v| kube_flags::strip_component_prefix(v))
+        .collect();
+    let gates = match Version::parse_emulated(&cli.emulated_version)
+        .and_then(|version| FeatureGates::parse_at(version, gate_values.iter().map(String::as_str)))
+    {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string()),
     };
@@ -220,11 +340,35 @@ fn main() -> ExitCode {
             "feature gate {name} is set away from its default, but kubesched does not change its behaviour for it"
         ));
     }
-    match cli.command {
+    let top_level_flags = kube_flags::any_given(&matches);
+    let subcommand = match cli.command {
+        None => return run(&matches, gates),
+        Some(c) => c,
+    };
+    if top_level_flags {
+        return fail(
+            "kube-scheduler's flags go after `run` or without a subcommand (`kubesched --config FILE` runs the scheduler)",
+        );
+    }
+    match subcommand {
         Command::Plugins => {
             print(&plugins_listing());
             ExitCode::SUCCESS
         }
+        Command::Version { output } => {
+            match output {
+                VersionOutput::Text => print(&version::text()),
+                VersionOutput::Json => print(&format!("{:#}\n", version::json())),
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Completion { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command(), "kubesched", &mut out);
+            print(&String::from_utf8_lossy(&out));
+            ExitCode::SUCCESS
+        }
+        Command::Man { dir } => man(dir),
         Command::Config { command } => match command {
             ConfigCommand::Validate { file } => {
                 match kubesched_config::load_file_with_gates(&file, &gates) {
@@ -270,7 +414,32 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args, gates),
         Command::Explain(args) => explain(args, gates),
         Command::Bench(args) => bench(args),
-        Command::Run(args) => run(args, gates),
+        Command::Run => match matches.subcommand_matches("run") {
+            Some(m) => run(m, gates),
+            None => fail("the run subcommand's flags were not parsed (a bug in kubesched)"),
+        },
+    }
+}
+
+/// `kubesched man`: the top page on standard output, or every page into a folder.
+fn man(dir: Option<PathBuf>) -> ExitCode {
+    match dir {
+        Some(dir) => {
+            if let Err(e) = std::fs::create_dir_all(&dir)
+                .and_then(|()| clap_mangen::generate_to(command(), &dir))
+            {
+                return fail(&format!("writing the man pages to {}: {e}", dir.display()));
+            }
+            ExitCode::SUCCESS
+        }
+        None => {
+            let mut out = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(command()).render(&mut out) {
+                return fail(&format!("rendering the man page: {e}"));
+            }
+            print(&String::from_utf8_lossy(&out));
+            ExitCode::SUCCESS
+        }
     }
 }
 
@@ -871,9 +1040,8 @@ fn run_bench_child(
         .ok_or_else(|| "the child printed no result".to_string())
 }
 
-#[allow(clippy::print_stderr)]
 fn note(message: &str) {
-    eprintln!("{message}");
+    logs::note(message);
 }
 
 fn bench_progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
@@ -891,110 +1059,31 @@ fn bench_progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-#[derive(clap::Args)]
-struct RunArgs {
-    /// A KubeSchedulerConfiguration (every profile is scheduled); the defaults otherwise.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// The kubeconfig of the cluster (wins over clientConnection.kubeconfig); without
-    /// either, KUBECONFIG, ~/.kube/config, then the in-cluster configuration.
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// Address the endpoints listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    bind_address: std::net::IpAddr,
-    /// Port of /healthz, /livez, /readyz, /metrics and /configz (0: not served).
-    #[arg(long, default_value_t = kubesched_live::DEFAULT_SECURE_PORT)]
-    secure_port: u16,
-    /// TLS certificate (PEM) of the endpoints; a self-signed one is made when absent.
-    #[arg(long, requires = "tls_private_key_file")]
-    tls_cert_file: Option<PathBuf>,
-    /// TLS private key (PEM) of the endpoints.
-    #[arg(long, requires = "tls_cert_file")]
-    tls_private_key_file: Option<PathBuf>,
-    /// Serve the endpoints over plain HTTP without authentication or authorization (for
-    /// local use only; a warning says so).
-    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file", "client_ca_file"])]
-    plain_http: bool,
-    /// kubeconfig of the API server that reviews bearer tokens (TokenReview); the
-    /// in-cluster configuration when absent.
-    #[arg(long)]
-    authentication_kubeconfig: Option<PathBuf>,
-    /// kubeconfig of the API server that authorises requests (SubjectAccessReview); the
-    /// in-cluster configuration when absent.
-    #[arg(long)]
-    authorization_kubeconfig: Option<PathBuf>,
-    /// CA bundle (PEM): a client certificate signed by it authenticates as its CN, with
-    /// its O fields as groups.
-    #[arg(long)]
-    client_ca_file: Option<PathBuf>,
-    /// Paths served without authorization (comma-separated; a trailing * matches a prefix).
-    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
-    authorization_always_allow_paths: Vec<String>,
-    /// How long token review answers are cached.
-    #[arg(long, default_value = "10s", value_parser = kubesched_config::duration::parse)]
-    authentication_token_webhook_cache_ttl: std::time::Duration,
-    /// How long 'authorized' answers are cached.
-    #[arg(long, default_value = "10s", value_parser = kubesched_config::duration::parse)]
-    authorization_webhook_cache_authorized_ttl: std::time::Duration,
-    /// How long 'unauthorized' answers are cached.
-    #[arg(long, default_value = "10s", value_parser = kubesched_config::duration::parse)]
-    authorization_webhook_cache_unauthorized_ttl: std::time::Duration,
-    /// Overrides leaderElection.leaderElect.
-    #[arg(long)]
-    leader_elect: Option<bool>,
-    /// The leader election identity (default: the host name and a random suffix).
-    #[arg(long)]
-    identity: Option<String>,
-    /// Seconds bindings in flight may take to finish after SIGTERM.
-    #[arg(long, default_value_t = 30)]
-    shutdown_timeout: u64,
-}
-
-fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
-    let loaded = match configured(
-        args.config.as_deref().map_or_else(
-            || Ok(kubesched_config::default_config_with_gates(&gates)),
-            |path| kubesched_config::load_file_with_gates(path, &gates),
-        ),
-        gates,
-    ) {
-        Ok(l) => l,
-        Err(code) => return code,
+/// `kubesched run` (or no subcommand): kube-scheduler's flags onto the configuration, then
+/// the scheduler until SIGTERM (or the configuration written, with `--write-config-to`).
+fn run(matches: &clap::ArgMatches, gates: FeatureGates) -> ExitCode {
+    let mut warnings = Vec::new();
+    let planned = kube_flags::plan(matches, gates, &mut warnings);
+    for w in &warnings {
+        warn(w);
+    }
+    let plan = match planned {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
     };
-    let mut options = kubesched_live::RunOptions::new(loaded);
-    options.kubeconfig = args.kubeconfig;
-    options.identity = args.identity;
-    options.leader_elect = args.leader_elect;
-    options.shutdown_timeout = std::time::Duration::from_secs(args.shutdown_timeout);
-    let auth = (!args.plain_http).then(|| kubesched_live::DelegatedAuth {
-        authentication_kubeconfig: args.authentication_kubeconfig,
-        authorization_kubeconfig: args.authorization_kubeconfig,
-        client_ca_file: args.client_ca_file,
-        always_allow_paths: args
-            .authorization_always_allow_paths
-            .into_iter()
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect(),
-        authn_cache_ttl: args.authentication_token_webhook_cache_ttl,
-        authz_allowed_ttl: args.authorization_webhook_cache_authorized_ttl,
-        authz_denied_ttl: args.authorization_webhook_cache_unauthorized_ttl,
-        ..kubesched_live::DelegatedAuth::default()
-    });
-    options.serving = (args.secure_port != 0).then(|| kubesched_live::Serving {
-        auth,
-        addr: std::net::SocketAddr::new(args.bind_address, args.secure_port),
-        tls: match (
-            args.plain_http,
-            args.tls_cert_file,
-            args.tls_private_key_file,
-        ) {
-            (true, _, _) => kubesched_live::Tls::Plain,
-            (false, Some(cert), Some(key)) => kubesched_live::Tls::Files { cert, key },
-            _ => kubesched_live::Tls::SelfSigned,
-        },
-    });
+    report_absent(&plan.options.config);
+    report_warnings(&plan.options.config);
+    if let Some(path) = &plan.write_config_to {
+        let yaml = kubesched_config::to_yaml(&plan.options.config.config);
+        if let Err(e) = std::fs::write(path, yaml) {
+            return fail(&format!(
+                "writing the configuration to {}: {e}",
+                path.display()
+            ));
+        }
+        tracing::info!(file = %path.display(), "Wrote configuration");
+        return ExitCode::SUCCESS;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1003,7 +1092,7 @@ fn run(args: RunArgs, gates: FeatureGates) -> ExitCode {
         Err(e) => return fail(&format!("starting the async runtime: {e}")),
     };
     match runtime.block_on(kubesched_live::run(
-        options,
+        plan.options,
         kubesched_live::shutdown_signal(),
     )) {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,8 +6,6 @@
 //! is written (a test checks every crate under plugins/ has its feature and its line).
 //! It must hold nothing else.
 
-pub use kubesched_framework as framework;
-
 #[cfg(feature = "plugin-coscheduling")]
 use kubesched_plugin_coscheduling as _;
 #[cfg(feature = "plugin-default-binder")]

@@ -60,6 +60,9 @@ pub struct RunOptions {
     /// A kubeconfig file; wins over `clientConnection.kubeconfig`. Without either, the
     /// `KUBECONFIG` variable, then `~/.kube/config`, then the in-cluster configuration.
     pub kubeconfig: Option<PathBuf>,
+    /// The API server's address (kube-scheduler's `--master`): replaces the server of the
+    /// kubeconfig in use, credentials and CA kept.
+    pub master: Option<String>,
     /// The HTTP endpoints; None serves none.
     pub serving: Option<Serving>,
     /// The leader election identity; default `<hostname>_<random>`.
@@ -81,6 +84,7 @@ impl RunOptions {
         Self {
             config,
             kubeconfig: None,
+            master: None,
             serving: Some(Serving {
                 addr: SocketAddr::from(([0, 0, 0, 0], crate::DEFAULT_SECURE_PORT)),
                 tls: crate::server::Tls::SelfSigned,
@@ -352,7 +356,12 @@ impl Runner {
             let p = cfg.client_connection.kubeconfig.trim();
             (!p.is_empty()).then(|| PathBuf::from(p))
         });
-        let kube_config = client_config(kubeconfig.as_deref()).await?;
+        let mut kube_config = client_config(kubeconfig.as_deref()).await?;
+        if let Some(master) = options.master.as_deref() {
+            kube_config.cluster_url = master
+                .parse()
+                .map_err(|e| RunError::ClientConfig(format!("--master {master}: {e}")))?;
+        }
         let clients = Clients::build(
             kube_config,
             cfg.client_connection.qps,

@@ -1755,13 +1755,13 @@ fn registered_events_match_upstream() {
     assert_eq!(
         events,
         [
-            "StorageClassAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim hint=true",
-            "PersistentVolumeClaimAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim hint=true",
-            "PersistentVolumeAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim hint=false",
+            "StorageClassAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim|UpdateNodeDeclaredFeature hint=true",
+            "PersistentVolumeClaimAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim|UpdateNodeDeclaredFeature hint=true",
+            "PersistentVolumeAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim|UpdateNodeDeclaredFeature hint=false",
             "NodeAdd|UpdateNodeLabel hint=false",
-            "CSINodeAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim hint=true",
+            "CSINodeAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim|UpdateNodeDeclaredFeature hint=true",
             "CSIDriverUpdate hint=true",
-            "CSIStorageCapacityAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim hint=true",
+            "CSIStorageCapacityAdd|UpdateNodeAllocatable|UpdateNodeLabel|UpdateNodeTaint|UpdateNodeCondition|UpdateNodeAnnotation|UpdatePodLabel|UpdatePodScaleDown|UpdatePodToleration|UpdatePodSchedulingGatesEliminated|Update|UpdatePodGeneratedResourceClaim|UpdateNodeDeclaredFeature hint=true",
         ]
     );
 }

@@ -1,5 +1,5 @@
 //! The in-memory cluster's tests, one binary: each module was its own test binary once, and
-//! linking twelve copies of the whole scheduler cost minutes of a cold build and gigabytes of
+//! linking a dozen copies of the whole scheduler cost minutes of a cold build and gigabytes of
 //! disk. Test plugins registered by a module (fidelity's, scheduling_loop's, plugin_kinds')
 //! are linked into every module here, but no profile names them except their own tests'.
 //!
@@ -14,6 +14,7 @@ mod examples;
 mod extenders;
 mod fidelity;
 mod html_report;
+mod node_declared_features;
 mod plugin_kinds;
 mod preemption_report;
 mod scenarios;

@@ -49,7 +49,7 @@ fn placement(report: &SimReport, name: &str) -> (PodState, Option<String>, Strin
         .find(|p| p.name == name)
         .expect("pod in the report");
     (
-        p.status.clone(),
+        p.status,
         p.node.clone(),
         p.message.clone().unwrap_or_default(),
     )
