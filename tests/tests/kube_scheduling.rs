@@ -118,6 +118,9 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
             "\nprocess_resident_memory_bytes ",
             "\nprocess_start_time_seconds ",
             "\nprocess_open_fds ",
+            // VolumeBinding's own families, described before anything counts into them.
+            "# TYPE scheduler_volume_scheduling_stage_error_total counter\n",
+            "# TYPE scheduler_volume_binder_cache_requests_total counter\n",
         ] {
             assert!(metrics.contains(name), "metrics lack {name}:\n{metrics}");
         }

@@ -16,7 +16,6 @@ pub(crate) const JSON: &str = "application/json";
 #[serde(rename_all = "camelCase", default)]
 struct Explicit {
     api_version: Option<String>,
-    enable_profiling: Option<bool>,
     enable_contention_profiling: Option<bool>,
     client_connection: Option<ExplicitClient>,
 }
@@ -41,12 +40,6 @@ pub(crate) fn warnings(text: &str) -> Vec<FieldError> {
             format!(
                 "{API_VERSION_V1BETA3} was removed in Kubernetes v1.29 and kube-scheduler v1.34 refuses it; kubesched still reads it as {API_VERSION_V1} (`kubesched config migrate FILE` prints the {API_VERSION_V1} file)"
             ),
-        ));
-    }
-    if explicit.enable_profiling == Some(true) {
-        out.push(FieldError::new(
-            "enableProfiling",
-            "kubesched serves no profiling handlers (/debug/pprof): the setting has no effect",
         ));
     }
     if explicit.enable_contention_profiling == Some(true) {

@@ -10,6 +10,7 @@ use crate::client::{ClusterClient, NoopClient};
 use crate::clock::{Clock, RealClock};
 use crate::extender::Extender;
 use crate::features::FeatureGates;
+use crate::metrics::PluginMetrics;
 use crate::nominator::Nominator;
 use crate::objects::ObjectStore;
 use crate::parallel::Parallelizer;
@@ -60,6 +61,7 @@ struct HandleInner {
     /// The async runtime the scheduler was built on, where background work runs whichever
     /// thread starts it.
     runtime: Option<tokio::runtime::Handle>,
+    plugin_metrics: Arc<PluginMetrics>,
 }
 
 /// Shared access to the cluster view and the scheduler's services. Cheap to clone.
@@ -145,6 +147,11 @@ impl Handle {
         &self.inner.features
     }
 
+    /// Where plugins register counters under their own metric names (see [`PluginMetrics`]).
+    pub fn plugin_metrics(&self) -> &Arc<PluginMetrics> {
+        &self.inner.plugin_metrics
+    }
+
     /// Runs `work` on the async runtime outside the scheduling cycle, counted in
     /// [`Handle::background_tasks`] until it ends (a simulation waits for it).
     ///
@@ -217,6 +224,7 @@ pub struct HandleBuilder {
     extenders: Vec<Arc<dyn Extender>>,
     features: FeatureGates,
     runtime: Option<tokio::runtime::Handle>,
+    plugin_metrics: Arc<PluginMetrics>,
 }
 
 impl Default for HandleBuilder {
@@ -234,6 +242,7 @@ impl Default for HandleBuilder {
             extenders: Vec::new(),
             features: FeatureGates::defaults(),
             runtime: None,
+            plugin_metrics: Arc::default(),
         }
     }
 }
@@ -301,6 +310,11 @@ impl HandleBuilder {
         self.runtime = Some(runtime);
         self
     }
+    /// The registry of plugins' own counters (the scheduler shares it with its /metrics).
+    pub fn plugin_metrics(mut self, plugin_metrics: Arc<PluginMetrics>) -> Self {
+        self.plugin_metrics = plugin_metrics;
+        self
+    }
     /// The handle, for plugins and tests that never install a snapshot or an activator.
     pub fn build(self) -> Handle {
         self.build_with_control().handle
@@ -331,6 +345,7 @@ impl HandleBuilder {
                 runtime: self
                     .runtime
                     .or_else(|| tokio::runtime::Handle::try_current().ok()),
+                plugin_metrics: self.plugin_metrics,
             }),
         };
         HandleControl { handle }

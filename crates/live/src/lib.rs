@@ -25,6 +25,8 @@ pub mod events;
 pub mod lease;
 pub mod lenient;
 pub mod process;
+#[cfg(feature = "profiling")]
+pub mod profile;
 pub mod ratelimit;
 pub mod rbac;
 pub mod read;

@@ -627,7 +627,15 @@ async fn serve_endpoints(
     let Some(serving) = &options.serving else {
         return Ok(None);
     };
-    let configz = serde_json::to_value(&options.config.config).unwrap_or(serde_json::Value::Null);
+    let mut configz =
+        serde_json::to_value(&options.config.config).unwrap_or(serde_json::Value::Null);
+    if !cfg!(feature = "profiling") && options.config.config.enable_profiling {
+        // /configz tells what is served, not what was asked for.
+        tracing::warn!(
+            "enableProfiling is on, but this build has no profiling handlers (the `profiling` feature): /debug/pprof is not served"
+        );
+        configz["enableProfiling"] = serde_json::Value::Bool(false);
+    }
     let gate = match &serving.auth {
         Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
         None => None,

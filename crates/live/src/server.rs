@@ -99,8 +99,19 @@ pub fn router(
         .route("/livez", get(ok))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/configz", get(configz))
-        .with_state(state);
+        .route("/configz", get(configz));
+    // Upstream serves its profiling handlers on the secure port when enableProfiling is
+    // on, behind the same authentication and authorization as every other path.
+    #[cfg(feature = "profiling")]
+    let router = if profiling_asked(&state.configz) {
+        router
+            .route("/debug/pprof/", get(crate::profile::index))
+            .route("/debug/pprof/profile", get(crate::profile::handler))
+            .route("/debug/pprof/{name}", get(crate::profile::unknown))
+    } else {
+        router
+    };
+    let router = router.with_state(state);
     match gate {
         Some(gate) => router.layer(axum::middleware::from_fn_with_state(
             gate,
@@ -108,6 +119,15 @@ pub fn router(
         )),
         None => router,
     }
+}
+
+/// Whether the configuration (as /configz shows it) asks for the profiling handlers.
+#[cfg(feature = "profiling")]
+fn profiling_asked(configz: &serde_json::Value) -> bool {
+    configz
+        .get("enableProfiling")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
 }
 
 async fn ok() -> &'static str {

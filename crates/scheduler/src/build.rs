@@ -77,6 +77,7 @@ pub fn build_scheduler(
         .clock(parts.clock.clone())
         .extenders(extenders)
         .features(loaded.feature_gates.clone())
+        .plugin_metrics(metrics.plugin_metrics().clone())
         .build_with_control();
     let mut profiles = BTreeMap::new();
     for spec in &specs {

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use kubesched_framework::metrics::MetricsSink;
+use std::sync::Arc;
+
+use kubesched_framework::metrics::{MetricsSink, PluginMetrics};
 use kubesched_framework::{Code, ExtensionPoint};
 use parking_lot::RwLock;
 use prometheus_client::encoding::text::encode;
@@ -186,6 +188,8 @@ impl<M: Clone> ByLabel<M> {
 #[derive(Debug)]
 pub struct SchedulerMetrics {
     registry: Registry,
+    /// Plugins' own counters (given to the framework handle), encoded with the rest.
+    plugin_metrics: Arc<PluginMetrics>,
     schedule_attempts: Family<Labels, Counter>,
     attempt_duration: Family<Labels, Histogram, fn() -> Histogram>,
     algorithm_duration: Histogram,
@@ -382,6 +386,7 @@ impl SchedulerMetrics {
         );
         Self {
             registry,
+            plugin_metrics: Arc::default(),
             schedule_attempts,
             attempt_duration,
             algorithm_duration,
@@ -503,11 +508,21 @@ impl SchedulerMetrics {
         parse_plugin_totals(&self.encode())
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The registry plugins count into under their own names (the handle's).
+    pub fn plugin_metrics(&self) -> &Arc<PluginMetrics> {
+        &self.plugin_metrics
+    }
+
+    /// The OpenMetrics text of every metric, plugins' own counters included.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             out.clear();
+        }
+        let plugins = self.plugin_metrics.encode_openmetrics();
+        match out.rfind("# EOF") {
+            Some(at) => out.insert_str(at, &plugins),
+            None => out.push_str(&plugins),
         }
         out
     }

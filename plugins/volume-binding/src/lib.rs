@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubesched_framework::events::{ActionType, ClusterEventWithHint, EventResource};
+use kubesched_framework::metrics::CounterFamily;
 use kubesched_framework::model::k8s_openapi::api::core::v1::Pod;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
@@ -81,6 +82,9 @@ pub struct VolumeBinding {
     handle: Handle,
     caches: Arc<Caches>,
     bind_timeout: Duration,
+    /// `scheduler_volume_scheduling_stage_error_total{operation}`: finding (`predicate`),
+    /// assuming (`assume`) or binding (`bind`) a pod's volumes failed with an error.
+    stage_errors: Arc<CounterFamily>,
     /// Built from `shape` when StorageCapacityScoring is on; None: PreScore Skips.
     scorer: Option<Scorer>,
 }
@@ -103,7 +107,21 @@ impl VolumeBinding {
         let shape = args
             .scoring_shape(handle.features().enabled(Feature::StorageCapacityScoring))
             .map_err(|e| PluginError(format!("{NAME}: invalid VolumeBindingArgs: {e}")))?;
+        let metrics = handle.plugin_metrics();
+        let stage_errors = metrics.counter_family(
+            "scheduler_volume_scheduling_stage_error",
+            "Volume scheduling stage error count",
+            "operation",
+        );
+        // Upstream still registers the binder cache's counter, though nothing has counted
+        // into it since its pod binding cache went; described here so the name is known.
+        metrics.counter_family(
+            "scheduler_volume_binder_cache_requests",
+            "Total number for request volume binding cache",
+            "operation",
+        );
         Ok(Self {
+            stage_errors,
             scorer: shape.as_deref().map(Scorer::new),
             handle: handle.clone(),
             caches: Arc::new(Caches::new(handle.objects())),
@@ -244,7 +262,10 @@ impl FilterPlugin for VolumeBinding {
         };
         let (volumes, conflicts) = match data.0.claims.find_pod_volumes(&n.name, &n.labels) {
             Ok(found) => found,
-            Err(e) => return Status::error(e),
+            Err(e) => {
+                self.stage_errors.inc("predicate");
+                return Status::error(e);
+            }
         };
         if !conflicts.none() {
             return Status::new(Code::UnschedulableAndUnresolvable, conflicts.reasons());
@@ -331,7 +352,10 @@ impl ReservePlugin for VolumeBinding {
             Some(v) if !all_bound(&pod.pod, &pod.namespace, &self.caches.pvcs) => {
                 match self.caches.assume(&data.0.claims, &v, node_name) {
                     Ok(r) => r,
-                    Err(e) => return Status::error(e),
+                    Err(e) => {
+                        self.stage_errors.inc("assume");
+                        return Status::error(e);
+                    }
                 }
             }
             _ => Reserved {
@@ -388,6 +412,7 @@ impl PreBindPlugin for VolumeBinding {
             }
             Err(e) => {
                 tracing::debug!(pod = %pod.key(), error = %e, "binding volumes failed");
+                self.stage_errors.inc("bind");
                 Status::error(e)
             }
         }

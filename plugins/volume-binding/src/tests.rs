@@ -1384,6 +1384,7 @@ async fn pre_bind_binds_a_static_volume() {
     assert_eq!(r.name.as_deref(), Some("data"));
     // The API now has what was assumed: the assumption is superseded.
     assert!(!pl.caches.pvs.is_assumed("pv1"));
+    assert_eq!(pl.stage_errors.get("bind"), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1411,6 +1412,12 @@ async fn pre_bind_times_out_with_upstreams_error() {
     assert_eq!(s.code(), Code::Error);
     assert_eq!(s.reasons(), [ERR_BIND_TIMEOUT]);
     assert_eq!(start.elapsed(), Duration::from_secs(30));
+    // Counted as a bind stage error, nothing else.
+    assert_eq!(pl.stage_errors.get("bind"), 1);
+    assert_eq!(
+        pl.stage_errors.get("predicate") + pl.stage_errors.get("assume"),
+        0
+    );
     // The selected node was written; Unreserve dropped the assumption.
     let pvc = objects
         .persistent_volume_claims
@@ -1464,6 +1471,16 @@ async fn pre_bind_passes_the_api_error_on_and_drops_the_assumption() {
         "{s:?}"
     );
     assert!(!pl.caches.pvs.is_assumed("pv1"));
+    // On /metrics as upstream's VolumeBinding counts it.
+    let text = handle.plugin_metrics().encode_openmetrics();
+    assert!(
+        text.contains("scheduler_volume_scheduling_stage_error_total{operation=\"bind\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE scheduler_volume_binder_cache_requests counter\n"),
+        "{text}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

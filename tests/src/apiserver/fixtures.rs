@@ -196,6 +196,37 @@ pub async fn http_get_with(addr: SocketAddr, path: &str, token: Option<&str>) ->
     (code, dechunk(&body))
 }
 
+/// GET `path` (with a bearer token if given) and the answer as it came: status code,
+/// header block and body bytes (for binary bodies such as a CPU profile, sent with a
+/// Content-Length, never chunked).
+pub async fn http_get_bytes(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String, Vec<u8>) {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connecting");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("writing");
+    let mut buf = Vec::new();
+    stream.read_to_end(&mut buf).await.expect("reading");
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(buf.len(), |at| at + 4);
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, head, buf[split..].to_vec())
+}
+
 /// Removes HTTP/1.1 chunked framing, if any.
 fn dechunk(body: &str) -> String {
     let mut out = String::new();

@@ -443,15 +443,15 @@ clientConnection:
     assert_eq!(
         loaded.warnings,
         [
-            "sched.yaml: enableProfiling: kubesched serves no profiling handlers (/debug/pprof): the setting has no effect",
             "sched.yaml: enableContentionProfiling: kubesched has no lock contention profiling: the setting has no effect",
             "sched.yaml: clientConnection.contentType: kubesched sends application/json to the API server: \"application/vnd.kubernetes.protobuf\" has no effect",
             "sched.yaml: clientConnection.acceptContentTypes: kubesched accepts only application/json from the API server: \"application/vnd.kubernetes.protobuf,application/json\" has no effect",
         ]
     );
-    // What kubesched does anyway draws nothing; neither do the defaults.
+    // What kubesched does anyway draws nothing (it serves /debug/pprof/profile when
+    // profiling is on); neither do the defaults.
     let fine = load_ok(&format!(
-        "{HEADER}enableProfiling: false
+        "{HEADER}enableProfiling: true
 clientConnection:
   contentType: application/json
   acceptContentTypes: application/json
