@@ -8,7 +8,8 @@ use std::time::Duration;
 use kubesched_live::{DelegatedAuth, Runner};
 use kubesched_tests::apiserver::TestApiServer;
 use kubesched_tests::apiserver::fixtures::{
-    assert_rbac_covers, bounded, http_get, http_get_bytes, http_get_with, options, requests_to,
+    TestCa, assert_rbac_covers, bounded, http_get, http_get_bytes, http_get_with, https_get,
+    options, requests_to,
 };
 
 fn secured(server: &TestApiServer, anonymous: bool) -> kubesched_live::RunOptions {
@@ -171,6 +172,116 @@ async fn a_cpu_profile_for_the_authorised_when_profiling_is_on() {
         );
         runner.stop();
         runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+/// `secured`, over TLS with the self-signed certificate (client certificates need TLS).
+fn secured_tls(server: &TestApiServer) -> kubesched_live::RunOptions {
+    let mut o = secured(server, true);
+    if let Some(serving) = o.serving.as_mut() {
+        serving.tls = kubesched_live::Tls::SelfSigned;
+    }
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_ca_and_front_proxies_come_from_the_configmap() {
+    bounded(60, "extension-apiserver-authentication", async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let server = TestApiServer::start().await;
+        let clients = TestCa::new("client-ca");
+        let proxies = TestCa::new("front-proxy-ca");
+        // What kube-apiserver publishes for delegated authentication.
+        server.create(
+            "configmaps",
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+                "data": {
+                    "client-ca-file": clients.pem,
+                    "requestheader-client-ca-file": proxies.pem,
+                    "requestheader-allowed-names": "[\"front-proxy-client\"]",
+                    "requestheader-username-headers": "[\"X-Remote-User\"]",
+                    "requestheader-group-headers": "[\"X-Remote-Group\"]",
+                    "requestheader-extra-headers-prefix": "[\"X-Remote-Extra-\"]",
+                },
+            }),
+        );
+        server.grant_non_resource("monitoring", "get", "/metrics");
+        let runner = Runner::start(secured_tls(&server)).await.expect("start");
+        let addr = runner.http_addr().expect("served");
+
+        // A client certificate the ConfigMap's client CA signed: its O is the group.
+        let scraper = clients.client("prometheus", &["monitoring"]);
+        let (code, body) = https_get(addr, "/metrics", Some(scraper), &[]).await;
+        assert_eq!(code, 200, "{body}");
+        // A front proxy (the API server's aggregator) speaking for a user in its headers.
+        let proxy = proxies.client("front-proxy-client", &[]);
+        let (code, body) = https_get(
+            addr,
+            "/metrics",
+            Some((proxy.0.clone(), proxy.1.clone_key())),
+            &[("X-Remote-User", "jane"), ("X-Remote-Group", "monitoring")],
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+        // The same proxy speaking for a user without the group: that user, forbidden.
+        let (code, body) = https_get(addr, "/metrics", Some(proxy), &[("X-Remote-User", "joe")]).await;
+        assert_eq!(code, 403, "{body}");
+        assert!(body.contains(r#"User \"joe\" cannot get path \"/metrics\""#), "{body}");
+        // A proxy certificate with a name not allowed: not authenticated at all.
+        let impostor = proxies.client("someone-else", &[]);
+        let (code, _) = https_get(addr, "/metrics", Some(impostor), &[("X-Remote-User", "jane")]).await;
+        assert_eq!(code, 401);
+        // Client certificates authenticate users; the proxy CA's do not.
+        let (code, _) = https_get(addr, "/metrics", Some(proxies.client("x", &["monitoring"])), &[]).await;
+        assert_eq!(code, 401);
+        // Without a certificate: anonymous, forbidden.
+        assert_eq!(https_get(addr, "/metrics", None, &[]).await.0, 403);
+        // Read with the access the deploy manifests grant (the bound reader Role).
+        assert_eq!(
+            requests_to(&server, "GET", "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication").len(),
+            1
+        );
+        assert_rbac_covers(&server);
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+
+        // --authentication-skip-lookup: the ConfigMap is not read, certificates mean nothing.
+        let mut skip = secured_tls(&server);
+        if let Some(auth) = skip.serving.as_mut().and_then(|s| s.auth.as_mut()) {
+            auth.skip_lookup = true;
+        }
+        let runner = Runner::start(skip).await.expect("start");
+        let addr = runner.http_addr().expect("served");
+        let scraper = clients.client("prometheus", &["monitoring"]);
+        assert_eq!(https_get(addr, "/metrics", Some(scraper), &[]).await.0, 403);
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_configmap_is_tolerated_unless_told_otherwise() {
+    bounded(60, "lookup failure", async {
+        let server = TestApiServer::start().await;
+        // No ConfigMap: a warning, and tokens still work.
+        let runner = Runner::start(secured(&server, true))
+            .await
+            .expect("tolerated");
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+        let mut strict = secured(&server, true);
+        if let Some(auth) = strict.serving.as_mut().and_then(|s| s.auth.as_mut()) {
+            auth.tolerate_lookup_failure = false;
+        }
+        let e = Runner::start(strict).await.expect_err("not tolerated");
+        assert!(
+            e.to_string().contains("extension-apiserver-authentication"),
+            "{e}"
+        );
     })
     .await;
 }

@@ -107,11 +107,6 @@ const LOGS: &str = "Logs flags";
 const GLOBAL_SECTION: &str = "Global flags";
 const REMOVED: &str = "Removed flags";
 
-const FRONT_PROXY: &str = "kubesched does not authenticate requests by front-proxy headers: \
-     the request-header authenticator (and its settings from the \
-     extension-apiserver-authentication ConfigMap) is not built in yet";
-const LOOKUP: &str = "kubesched does not look up the extension-apiserver-authentication \
-     ConfigMap yet: its client CA is --client-ca-file only";
 const METRICS_REGISTRY: &str = "kubesched's metrics registry serves every metric it has: it \
      has no label allow-lists, no disabled metrics and no hidden metrics to show";
 const SPLIT: &str = "kubesched writes every log line to standard error as it happens: \
@@ -147,7 +142,7 @@ pub const FLAGS: &[KubeFlag] = &[
     flag("write-config-to", Value, "", MISC, Accepted("writes the configuration in effect (file, defaults and flags) to this file as YAML and exits")),
     // Secure serving (apiserver's SecureServingOptions).
     flag("bind-address", Value, "0.0.0.0", SERVING, Accepted("the address /healthz, /livez, /readyz, /metrics and /configz listen on")),
-    flag("cert-dir", Value, "", SERVING, Refused("kubesched keeps its self-signed serving certificate in memory and cannot write it to a directory yet; give --tls-cert-file and --tls-private-key-file")),
+    flag("cert-dir", Value, "", SERVING, Accepted("where the self-signed pair is kept (kube-scheduler.crt and .key, reused when present) when no --tls-cert-file is given; in memory when empty")),
     flag("http2-max-streams-per-connection", Value, "0", SERVING, Refused("kubesched's endpoints keep the HTTP/2 library's stream limit; it cannot be changed")),
     flag("permit-address-sharing", Bool, "false", SERVING, Refused("kubesched binds its port without SO_REUSEADDR sharing")),
     flag("permit-port-sharing", Bool, "false", SERVING, Refused("kubesched binds its port without SO_REUSEPORT, so two processes cannot share it")),
@@ -159,16 +154,16 @@ pub const FLAGS: &[KubeFlag] = &[
     flag("tls-sni-cert-key", Value, "", SERVING, Refused("kubesched serves one certificate; certificates chosen by SNI are not supported")),
     // Authentication (apiserver's DelegatingAuthenticationOptions).
     flag("authentication-kubeconfig", Value, "", AUTHN, Accepted("where TokenReviews go; the in-cluster configuration when absent")),
-    flag("authentication-skip-lookup", Bool, "false", AUTHN, Refused(LOOKUP)),
+    flag("authentication-skip-lookup", Bool, "false", AUTHN, Accepted("do not look up the client CA and request-header settings the flags leave unset in the extension-apiserver-authentication ConfigMap")),
     flag("authentication-token-webhook-cache-ttl", Value, "10s", AUTHN, Accepted("how long token review answers are cached")),
-    flag("authentication-tolerate-lookup-failure", Bool, "true", AUTHN, Refused(LOOKUP)),
+    flag("authentication-tolerate-lookup-failure", Bool, "true", AUTHN, Accepted("go on (with a warning) when that ConfigMap cannot be read")),
     flag("client-ca-file", Value, "", AUTHN, Accepted("a client certificate signed by this CA authenticates as its CN, with its O fields as groups")),
-    flag("requestheader-allowed-names", Value, "", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-client-ca-file", Value, "", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-extra-headers-prefix", Value, "x-remote-extra-", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-group-headers", Value, "x-remote-group", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-uid-headers", Value, "", AUTHN, Refused(FRONT_PROXY)),
-    flag("requestheader-username-headers", Value, "x-remote-user", AUTHN, Refused(FRONT_PROXY)),
+    flag("requestheader-allowed-names", Value, "", AUTHN, Accepted("common names a front proxy's certificate may have (comma-separated); any when empty")),
+    flag("requestheader-client-ca-file", Value, "", AUTHN, Accepted("the CA of front proxies whose request headers name the user; from the ConfigMap when empty")),
+    flag("requestheader-extra-headers-prefix", Value, "x-remote-extra-", AUTHN, Accepted("header prefixes of the user's extra attributes")),
+    flag("requestheader-group-headers", Value, "x-remote-group", AUTHN, Accepted("headers holding the user's groups")),
+    flag("requestheader-uid-headers", Value, "", AUTHN, Accepted("headers holding the user's UID")),
+    flag("requestheader-username-headers", Value, "x-remote-user", AUTHN, Accepted("headers holding the user name; the first one set wins")),
     // Authorization (apiserver's DelegatingAuthorizationOptions).
     flag("authorization-always-allow-paths", Value, "/healthz,/readyz,/livez", AUTHZ, Accepted("paths served without authorization (a trailing * matches a prefix)")),
     flag("authorization-kubeconfig", Value, "", AUTHZ, Accepted("where SubjectAccessReviews go; the in-cluster configuration when absent")),
@@ -604,10 +599,14 @@ pub fn plan(
     if plain_http && (cert.is_some() || key.is_some() || client_ca.is_some()) {
         return Err("--plain-http serves without TLS: it cannot go with --tls-cert-file, --tls-private-key-file or --client-ca-file".to_string());
     }
+    let cert_dir = get("cert-dir").filter(|s| !s.is_empty()).map(PathBuf::from);
     let tls = match (plain_http, cert, key) {
         (true, _, _) => kubesched_live::Tls::Plain,
         (false, Some(cert), Some(key)) => kubesched_live::Tls::Files { cert, key },
-        (false, None, None) => kubesched_live::Tls::SelfSigned,
+        (false, None, None) => match cert_dir {
+            Some(dir) => kubesched_live::Tls::SelfSignedIn { dir },
+            None => kubesched_live::Tls::SelfSigned,
+        },
         (false, Some(_), None) => {
             return Err("--tls-cert-file needs --tls-private-key-file".to_string());
         }
@@ -645,6 +644,34 @@ pub fn plan(
             .map(|p| p.to_string())
             .collect(),
     };
+    // pflag's string slices: comma-separated, and a repeated flag adds to the list.
+    let list = |name: &str, default: &[&str]| -> Vec<String> {
+        match given.iter().find(|(f, _)| f.name == name) {
+            Some((_, values)) => values
+                .iter()
+                .flat_map(|v| v.split(','))
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect(),
+            None => default.iter().map(|d| d.to_string()).collect(),
+        }
+    };
+    let request_header = kubesched_live::auth_sources::RequestHeaderOptions {
+        client_ca_file: get("requestheader-client-ca-file")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        allowed_names: list("requestheader-allowed-names", &[]),
+        username_headers: list("requestheader-username-headers", &["x-remote-user"]),
+        uid_headers: list("requestheader-uid-headers", &[]),
+        group_headers: list("requestheader-group-headers", &["x-remote-group"]),
+        extra_headers_prefixes: list("requestheader-extra-headers-prefix", &["x-remote-extra-"]),
+    };
+    let skip_lookup = get("authentication-skip-lookup")
+        .map_or(Ok(false), |v| boolean("authentication-skip-lookup", v))?;
+    let tolerate_lookup_failure = get("authentication-tolerate-lookup-failure")
+        .map_or(Ok(true), |v| {
+            boolean("authentication-tolerate-lookup-failure", v)
+        })?;
     let auth = (!plain_http)
         .then(|| -> Result<kubesched_live::DelegatedAuth, String> {
             Ok(kubesched_live::DelegatedAuth {
@@ -659,6 +686,9 @@ pub fn plan(
                 authn_cache_ttl: ttl("authentication-token-webhook-cache-ttl")?,
                 authz_allowed_ttl: ttl("authorization-webhook-cache-authorized-ttl")?,
                 authz_denied_ttl: ttl("authorization-webhook-cache-unauthorized-ttl")?,
+                request_header,
+                skip_lookup,
+                tolerate_lookup_failure,
                 ..kubesched_live::DelegatedAuth::default()
             })
         })

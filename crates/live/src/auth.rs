@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -29,7 +29,10 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use parking_lot::Mutex;
 
+use crate::auth_sources::{AuthnSources, RequestHeaderConfig, RequestHeaderOptions};
 use crate::error::RunError;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::ClientCertVerifier;
 
 /// Paths served to anyone by default (upstream's `--authorization-always-allow-paths`).
 pub const DEFAULT_ALWAYS_ALLOW_PATHS: &[&str] = &["/healthz", "/readyz", "/livez"];
@@ -74,6 +77,13 @@ pub struct DelegatedAuth {
     pub authz_allowed_ttl: Duration,
     /// How long a denied decision is reused.
     pub authz_denied_ttl: Duration,
+    /// The front-proxy authenticator's flags (`--requestheader-*`).
+    pub request_header: RequestHeaderOptions,
+    /// Do not look up what the flags leave unset in the extension-apiserver-authentication
+    /// ConfigMap (`--authentication-skip-lookup`).
+    pub skip_lookup: bool,
+    /// Go on without it when that lookup fails (`--authentication-tolerate-lookup-failure`).
+    pub tolerate_lookup_failure: bool,
 }
 
 impl Default for DelegatedAuth {
@@ -94,6 +104,9 @@ impl Default for DelegatedAuth {
             authn_cache_ttl: DEFAULT_AUTHN_CACHE_TTL,
             authz_allowed_ttl: DEFAULT_AUTHZ_ALLOWED_TTL,
             authz_denied_ttl: DEFAULT_AUTHZ_DENIED_TTL,
+            request_header: RequestHeaderOptions::default(),
+            skip_lookup: false,
+            tolerate_lookup_failure: true,
         }
     }
 }
@@ -201,6 +214,12 @@ impl<K: Eq + std::hash::Hash + Clone, V: Clone> AnswerCache<K, V> {
 /// The authenticator and authorizer of the endpoints.
 pub struct Gatekeeper {
     options: DelegatedAuth,
+    /// The CAs and front-proxy settings in effect (flags, then the ConfigMap).
+    sources: AuthnSources,
+    /// Verifies client certificates against the client CA (`None`: no such CA).
+    client_verifier: Option<Arc<dyn ClientCertVerifier>>,
+    /// Verifies front proxies' certificates against the request-header CA.
+    proxy_verifier: Option<Arc<dyn ClientCertVerifier>>,
     token_reviews: Option<Api<TokenReview>>,
     access_reviews: Option<Api<SubjectAccessReview>>,
     /// Token reviews' answers: the user, or why not.
@@ -251,6 +270,10 @@ impl Gatekeeper {
     /// Builds the review clients from the options. A missing kubeconfig outside a cluster
     /// is not an error (as upstream, where they are optional): tokens are then refused and
     /// only always-allowed paths and groups get through.
+    ///
+    /// The client CA and the front-proxy settings the flags leave unset are looked up in
+    /// the extension-apiserver-authentication ConfigMap through the authentication client
+    /// (see [`crate::auth_sources`]).
     pub async fn new(options: DelegatedAuth) -> Result<Self, RunError> {
         let authn = review_client(
             options.authentication_kubeconfig.as_deref(),
@@ -259,23 +282,63 @@ impl Gatekeeper {
         .await;
         let authz =
             review_client(options.authorization_kubeconfig.as_deref(), "authorization").await;
-        Ok(Self::with_clients(options, authn, authz))
+        let sources = AuthnSources::resolve(
+            options.client_ca_file.as_deref(),
+            &options.request_header,
+            options.skip_lookup,
+            options.tolerate_lookup_failure,
+            authn.as_ref(),
+        )
+        .await?;
+        Self::with_sources(options, authn, authz, sources)
     }
 
-    /// A gatekeeper reviewing through these clients.
+    /// A gatekeeper reviewing through these clients, with the CAs of the options' files
+    /// only (no lookup).
     pub fn with_clients(
         options: DelegatedAuth,
         authn: Option<Client>,
         authz: Option<Client>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, RunError> {
+        let sources =
+            AuthnSources::from_files(options.client_ca_file.as_deref(), &options.request_header)?;
+        Self::with_sources(options, authn, authz, sources)
+    }
+
+    /// A gatekeeper with these clients and these CAs.
+    pub fn with_sources(
+        options: DelegatedAuth,
+        authn: Option<Client>,
+        authz: Option<Client>,
+        sources: AuthnSources,
+    ) -> Result<Self, RunError> {
+        let client_verifier = verifier(&sources.client_ca, &sources.client_ca_source)?;
+        let proxy_verifier = match &sources.request_header {
+            Some(rh) => verifier(&rh.ca, &rh.source)?,
+            None => None,
+        };
+        if !sources.client_ca.is_empty() {
+            tracing::info!(source = %sources.client_ca_source, "client certificates authenticate");
+        }
+        if let Some(rh) = &sources.request_header {
+            tracing::info!(source = %rh.source, "front-proxy request headers authenticate");
+        }
+        Ok(Self {
             options,
+            sources,
+            client_verifier,
+            proxy_verifier,
             token_reviews: authn.map(Api::all),
             access_reviews: authz.map(Api::all),
             tokens: Mutex::new(AnswerCache::new(ANSWER_CACHE_CAPACITY)),
             decisions: Mutex::new(AnswerCache::new(ANSWER_CACHE_CAPACITY)),
             counts: ReviewCounts::default(),
-        }
+        })
+    }
+
+    /// The CAs and front-proxy settings in effect.
+    pub fn sources(&self) -> &AuthnSources {
+        &self.sources
     }
 
     /// The options.
@@ -327,25 +390,69 @@ impl Gatekeeper {
         answer.map_err(AuthnError::Refused)
     }
 
-    /// Who made the request: a verified client certificate first, then a bearer token,
-    /// then anonymous (when allowed).
+    /// Who made the request, as upstream's delegated authenticator asks: a front proxy's
+    /// certificate with the user in its request headers, a client certificate, a bearer
+    /// token; the first that knows the user wins. When none does and one of them failed
+    /// (a certificate no CA of its kind signed, a proxy name not allowed, a refused token)
+    /// the request is refused, else it is anonymous (when allowed).
+    ///
+    /// `chain` is the verified peer chain, end entity first (the TLS layer accepts any of
+    /// [`AuthnSources::all_roots`]; here it is checked against each kind's own CA).
     pub async fn authenticate(
         &self,
-        client_cert: Option<&[u8]>,
-        authorization: Option<&HeaderValue>,
+        chain: &[Vec<u8>],
+        headers: &HeaderMap,
     ) -> Result<UserInfo, AuthnError> {
-        if let Some(user) = client_cert.and_then(user_of_certificate) {
-            return Ok(user.with_authenticated_group());
+        let mut failures = Vec::new();
+        if let Some((end, intermediates)) = chain.split_first() {
+            let end = CertificateDer::from(end.as_slice());
+            let intermediates: Vec<CertificateDer<'_>> = intermediates
+                .iter()
+                .map(|c| CertificateDer::from(c.as_slice()))
+                .collect();
+            if let (Some(v), Some(rh)) = (&self.proxy_verifier, &self.sources.request_header) {
+                match verified(v.as_ref(), &end, &intermediates) {
+                    Err(e) => {
+                        failures.push(format!("verifying the front proxy's certificate: {e}"))
+                    }
+                    Ok(()) => match proxy_user(rh, end.as_ref(), headers) {
+                        Ok(Some(user)) => return Ok(user.with_authenticated_group()),
+                        Ok(None) => {}
+                        Err(e) => failures.push(e),
+                    },
+                }
+            }
+            if let Some(v) = &self.client_verifier {
+                match verified(v.as_ref(), &end, &intermediates) {
+                    Err(e) => failures.push(format!("verifying the client certificate: {e}")),
+                    Ok(()) => {
+                        if let Some(user) = user_of_certificate(end.as_ref()) {
+                            return Ok(user.with_authenticated_group());
+                        }
+                    }
+                }
+            }
         }
-        let token = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
-            let (scheme, rest) = v.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| rest.trim())
-                .filter(|t| !t.is_empty())
-        });
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, rest) = v.trim().split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| rest.trim())
+                    .filter(|t| !t.is_empty())
+            });
         match token {
-            Some(t) => self.review_token(t).await,
+            Some(t) => match self.review_token(t).await {
+                Ok(user) => Ok(user),
+                Err(e) if failures.is_empty() => Err(e),
+                Err(e) => {
+                    failures.push(e.to_string());
+                    Err(AuthnError::Refused(failures.join("; ")))
+                }
+            },
+            None if !failures.is_empty() => Err(AuthnError::Refused(failures.join("; "))),
             None if self.options.anonymous => Ok(UserInfo::anonymous()),
             None => Err(AuthnError::NoCredentials),
         }
@@ -457,6 +564,125 @@ pub fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
     })
 }
 
+/// A verifier of certificates chaining to `roots` (None when there are none).
+fn verifier(
+    roots: &[CertificateDer<'static>],
+    source: &str,
+) -> Result<Option<Arc<dyn ClientCertVerifier>>, RunError> {
+    if roots.is_empty() {
+        return Ok(None);
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for c in roots {
+        store
+            .add(c.clone())
+            .map_err(|e| RunError::Serving(format!("{source}: {e}")))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider)
+        .build()
+        .map(Some)
+        .map_err(|e| RunError::Serving(format!("{source}: {e}")))
+}
+
+fn verified(
+    v: &dyn ClientCertVerifier,
+    end: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+) -> Result<(), String> {
+    v.verify_client_cert(end, intermediates, UnixTime::now())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The user a verified front proxy names in its headers (None: no user header set, so
+/// this authenticator does not know the request), after its common name is checked.
+fn proxy_user(
+    rh: &RequestHeaderConfig,
+    end_der: &[u8],
+    headers: &HeaderMap,
+) -> Result<Option<UserInfo>, String> {
+    if !rh.allowed_names.is_empty() {
+        let cn = user_of_certificate(end_der)
+            .map(|u| u.name)
+            .unwrap_or_default();
+        if !rh.allowed_names.iter().any(|n| *n == cn) {
+            return Err(format!(
+                "x509: subject with cn={cn} is not in the allowed list"
+            ));
+        }
+    }
+    let first = |names: &[String]| {
+        names
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .flat_map(|n| headers.get_all(n).iter())
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let Some(name) = first(&rh.username_headers) else {
+        return Ok(None);
+    };
+    let groups = rh
+        .group_headers
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .flat_map(|n| headers.get_all(n).iter())
+        .filter_map(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect();
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (header_name, value) in headers {
+        let lower = header_name.as_str().to_ascii_lowercase();
+        let Some(key) = rh
+            .extra_headers_prefixes
+            .iter()
+            .map(|p| p.trim().to_ascii_lowercase())
+            .filter(|p| !p.is_empty())
+            .find_map(|p| lower.strip_prefix(p.as_str()).map(str::to_string))
+        else {
+            continue;
+        };
+        if let Ok(v) = value.to_str() {
+            extra
+                .entry(percent_decode(&key))
+                .or_default()
+                .push(v.to_string());
+        }
+    }
+    Ok(Some(UserInfo {
+        name,
+        uid: first(&rh.uid_headers).unwrap_or_default(),
+        groups,
+        extra,
+    }))
+}
+
+/// `%XX` escapes decoded (extra keys are escaped by the proxy: `X-Remote-Extra-Acme.com%2Fproject`).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn status_response(code: StatusCode, reason: &str, message: &str) -> Response {
     let body = serde_json::json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -476,14 +702,12 @@ pub async fn guard(
     req: Request<Body>,
     next: Next,
 ) -> Response {
-    let cert = req
+    let chain = req
         .extensions()
         .get::<Arc<axum_server::tls::TlsInfo>>()
-        .and_then(|info| info.peer_certificates.first().cloned());
-    let user = match gate
-        .authenticate(cert.as_deref(), req.headers().get(header::AUTHORIZATION))
-        .await
-    {
+        .map(|info| info.peer_certificates.clone())
+        .unwrap_or_default();
+    let user = match gate.authenticate(&chain, req.headers()).await {
         Ok(u) => u,
         Err(e) => {
             tracing::debug!(path = %req.uri().path(), error = %e, "unauthenticated request");
@@ -540,13 +764,17 @@ mod tests {
     }
 
     fn gate(options: DelegatedAuth) -> Gatekeeper {
-        Gatekeeper::with_clients(options, None, None)
+        Gatekeeper::with_clients(options, None, None).expect("gatekeeper")
+    }
+
+    fn no_headers() -> HeaderMap {
+        HeaderMap::new()
     }
 
     #[tokio::test]
     async fn without_review_clients_only_the_always_allowed_get_through() {
         let g = gate(DelegatedAuth::default());
-        let anon = g.authenticate(None, None).await.expect("anonymous");
+        let anon = g.authenticate(&[], &no_headers()).await.expect("anonymous");
         assert_eq!(anon.name, ANONYMOUS_USER);
         assert_eq!(anon.groups, [UNAUTHENTICATED_GROUP]);
         for path in ["/healthz", "/readyz", "/livez"] {
@@ -562,9 +790,10 @@ mod tests {
         };
         assert_eq!(g.authorize(&admin, "get", "/configz").await, Ok(()));
         // A token cannot be reviewed without a client: refused, never anonymous.
-        let bearer = HeaderValue::from_static("Bearer abc");
+        let mut bearer = HeaderMap::new();
+        bearer.insert(header::AUTHORIZATION, "Bearer abc".parse().expect("header"));
         assert!(matches!(
-            g.authenticate(None, Some(&bearer)).await,
+            g.authenticate(&[], &bearer).await,
             Err(AuthnError::ReviewFailed(_))
         ));
     }
@@ -577,7 +806,7 @@ mod tests {
             ..DelegatedAuth::default()
         });
         assert_eq!(
-            g.authenticate(None, None).await,
+            g.authenticate(&[], &no_headers()).await,
             Err(AuthnError::NoCredentials)
         );
         let user = UserInfo::anonymous();
@@ -600,5 +829,103 @@ mod tests {
         assert_eq!(user.name, "prometheus");
         assert_eq!(user.groups, ["monitoring"]);
         assert!(user_of_certificate(b"not a certificate").is_none());
+    }
+
+    /// A CA and a certificate it signed for `cn` (DER).
+    fn ca_and_leaf(cn: &str) -> (rustls::pki_types::CertificateDer<'static>, Vec<u8>) {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("{cn}-ca"));
+        let ca = ca_params.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let mut leaf = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        leaf.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let leaf_key = rcgen::KeyPair::generate().expect("key");
+        let leaf = leaf.signed_by(&leaf_key, &issuer).expect("leaf");
+        (ca.der().clone(), leaf.der().to_vec())
+    }
+
+    fn proxy_gate(ca: rustls::pki_types::CertificateDer<'static>, allowed: &[&str]) -> Gatekeeper {
+        let sources = AuthnSources {
+            request_header: Some(RequestHeaderConfig {
+                ca: vec![ca],
+                allowed_names: allowed.iter().map(|s| s.to_string()).collect(),
+                username_headers: vec!["X-Remote-User".into()],
+                uid_headers: vec!["X-Remote-Uid".into()],
+                group_headers: vec!["X-Remote-Group".into()],
+                extra_headers_prefixes: vec!["X-Remote-Extra-".into()],
+                source: "test".into(),
+            }),
+            ..AuthnSources::default()
+        };
+        Gatekeeper::with_sources(DelegatedAuth::default(), None, None, sources).expect("gate")
+    }
+
+    fn proxy_headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().expect("value"));
+        }
+        h
+    }
+
+    #[tokio::test]
+    async fn a_front_proxy_names_the_user_in_its_headers() {
+        let (ca, proxy) = ca_and_leaf("front-proxy-client");
+        let g = proxy_gate(ca, &["front-proxy-client"]);
+        let headers = proxy_headers(&[
+            ("x-remote-user", "jane"),
+            ("x-remote-uid", "42"),
+            ("x-remote-group", "devs"),
+            ("x-remote-group", "ops"),
+            ("x-remote-extra-acme.com%2Fproject", "blue"),
+            ("x-remote-extra-scopes", "a"),
+            ("x-remote-extra-scopes", "b"),
+        ]);
+        let user = g
+            .authenticate(std::slice::from_ref(&proxy), &headers)
+            .await
+            .expect("authenticated");
+        assert_eq!(user.name, "jane");
+        assert_eq!(user.uid, "42");
+        assert_eq!(user.groups, ["devs", "ops", AUTHENTICATED_GROUP]);
+        assert_eq!(user.extra["acme.com/project"], ["blue"]);
+        assert_eq!(user.extra["scopes"], ["a", "b"]);
+        // No user header: this authenticator does not know the request, and with no
+        // other credentials and no client CA it is anonymous.
+        let anon = g
+            .authenticate(std::slice::from_ref(&proxy), &no_headers())
+            .await
+            .expect("anonymous");
+        assert_eq!(anon.name, ANONYMOUS_USER);
+    }
+
+    #[tokio::test]
+    async fn a_proxy_not_allowed_or_not_signed_is_refused() {
+        let (ca, proxy) = ca_and_leaf("front-proxy-client");
+        let headers = proxy_headers(&[("x-remote-user", "jane")]);
+        let g = proxy_gate(ca.clone(), &["aggregator"]);
+        assert_eq!(
+            g.authenticate(std::slice::from_ref(&proxy), &headers).await,
+            Err(AuthnError::Refused(
+                "x509: subject with cn=front-proxy-client is not in the allowed list".into()
+            ))
+        );
+        // A certificate some other CA signed is no proxy's.
+        let (_, stranger) = ca_and_leaf("front-proxy-client");
+        let g = proxy_gate(ca, &[]);
+        assert!(matches!(
+            g.authenticate(&[stranger], &headers).await,
+            Err(AuthnError::Refused(m)) if m.starts_with("verifying the front proxy's certificate")
+        ));
+        // Any name when the list is empty.
+        assert_eq!(
+            g.authenticate(&[proxy], &headers).await.map(|u| u.name),
+            Ok("jane".to_string())
+        );
     }
 }

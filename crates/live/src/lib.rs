@@ -18,6 +18,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod auth_sources;
 pub mod client;
 pub mod connect;
 pub mod error;

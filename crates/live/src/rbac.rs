@@ -34,6 +34,30 @@ pub const RULES: &[Rule] = &[
     Rule { api_group: "authorization.k8s.io", resource: "subjectaccessreviews", verbs: &["create"] },
 ];
 
+/// A built-in Role of one namespace the ServiceAccount is bound to, and what it grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundRole {
+    /// The Role's namespace.
+    pub namespace: &'static str,
+    /// The Role's name.
+    pub role: &'static str,
+    /// What the Role grants there (for the tests' coverage check).
+    pub grants: Rule,
+}
+
+/// Built-in namespaced Roles the ServiceAccount is bound to, as kube-scheduler is:
+/// `extension-apiserver-authentication-reader` reads the ConfigMap delegated
+/// authentication takes the client CA and front-proxy settings from.
+pub const BOUND_ROLES: &[BoundRole] = &[BoundRole {
+    namespace: "kube-system",
+    role: "extension-apiserver-authentication-reader",
+    grants: Rule {
+        api_group: "",
+        resource: "configmaps",
+        verbs: &["get", "list", "watch"],
+    },
+}];
+
 /// Cluster roles the ServiceAccount is bound to besides its own: `system:auth-delegator`
 /// grants what delegated authentication and authorization need, as kube-scheduler has it.
 pub const BOUND_CLUSTER_ROLES: &[&str] = &["system:auth-delegator"];

@@ -640,6 +640,10 @@ async fn serve_endpoints(
         Some(auth) => Some(Arc::new(crate::auth::Gatekeeper::new(auth.clone()).await?)),
         None => None,
     };
+    let client_roots = gate
+        .as_ref()
+        .map(|g| g.sources().all_roots())
+        .unwrap_or_default();
     let router = crate::server::router(
         scheduler.clone(),
         clients.counts.clone(),
@@ -648,7 +652,9 @@ async fn serve_endpoints(
         configz,
         gate,
     );
-    Ok(Some(crate::server::start(serving, router).await?))
+    Ok(Some(
+        crate::server::start(serving, router, &client_roots).await?,
+    ))
 }
 
 /// Whether this instance elects a leader: the option overrides the configuration.

@@ -28,6 +28,13 @@ use crate::watch::SyncTracker;
 pub enum Tls {
     /// A self-signed certificate generated at start-up (upstream's default).
     SelfSigned,
+    /// A self-signed pair kept in this directory as `kube-scheduler.crt` and
+    /// `kube-scheduler.key` (`--cert-dir`): reused when both are there, else generated
+    /// and written, as upstream does.
+    SelfSignedIn {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// A certificate and key from PEM files.
     Files {
         /// The certificate chain.
@@ -260,59 +267,100 @@ fn read_pem_files(cert: &Path, key: &Path) -> Result<CertAndKey, RunError> {
     let chain = rustls::pki_types::CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| RunError::Serving(format!("reading {}: {e}", cert.display())))?;
+    if chain.is_empty() {
+        return Err(RunError::Serving(format!(
+            "{}: no PEM certificate in the file",
+            cert.display()
+        )));
+    }
     let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key)
         .map_err(|e| RunError::Serving(format!("reading {}: {e}", key.display())))?;
     Ok((chain, key))
 }
 
-fn self_signed() -> Result<CertAndKey, RunError> {
+fn generate_self_signed() -> Result<(Vec<String>, rcgen::CertifiedKey<rcgen::KeyPair>), RunError> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     let host = crate::run::hostname();
     if !host.is_empty() && !names.contains(&host) {
         names.push(host);
     }
-    let ck = rcgen::generate_simple_self_signed(names)
+    let ck = rcgen::generate_simple_self_signed(names.clone())
         .map_err(|e| RunError::Serving(format!("generating a self-signed certificate: {e}")))?;
+    Ok((names, ck))
+}
+
+fn self_signed() -> Result<CertAndKey, RunError> {
+    let (_, ck) = generate_self_signed()?;
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
     Ok((vec![ck.cert.der().clone()], key))
 }
 
-/// The TLS configuration: the server's certificate, and when `client_ca` is given a
-/// verifier that accepts (but does not require) client certificates chaining to it.
-async fn tls_config(tls: &Tls, client_ca: Option<&Path>) -> Result<Option<RustlsConfig>, RunError> {
-    use rustls::pki_types::pem::PemObject;
+/// The pair's base name in `--cert-dir`, kube-scheduler's.
+const PAIR_NAME: &str = "kube-scheduler";
+
+/// The self-signed pair of `--cert-dir`: read when both files are there, else made and
+/// written (the key readable by the owner only).
+fn self_signed_in(dir: &Path) -> Result<CertAndKey, RunError> {
+    let cert = dir.join(format!("{PAIR_NAME}.crt"));
+    let key = dir.join(format!("{PAIR_NAME}.key"));
+    if cert.is_file() && key.is_file() {
+        return read_pem_files(&cert, &key);
+    }
+    let (names, ck) = generate_self_signed()?;
+    let write = |path: &Path, text: &str, mode: u32| -> Result<(), RunError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(|e| RunError::Serving(format!("writing {}: {e}", path.display())))
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| RunError::Serving(format!("creating {}: {e}", dir.display())))?;
+    write(&cert, &ck.cert.pem(), 0o644)?;
+    write(&key, &ck.signing_key.serialize_pem(), 0o600)?;
+    tracing::info!(cert = %cert.display(), names = ?names, "generated a self-signed serving certificate");
+    read_pem_files(&cert, &key)
+}
+
+/// The TLS configuration: the server's certificate, and when `client_roots` are given a
+/// verifier that accepts (but does not require) client certificates chaining to one of
+/// them (the gatekeeper tells which authenticator a certificate belongs to).
+async fn tls_config(
+    tls: &Tls,
+    client_roots: &[rustls::pki_types::CertificateDer<'static>],
+) -> Result<Option<RustlsConfig>, RunError> {
     // kube and rustls may both be built with a provider; pick ring for the server.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (chain, key) = match tls {
         Tls::Plain => return Ok(None),
         Tls::Files { cert, key } => read_pem_files(cert, key)?,
         Tls::SelfSigned => self_signed()?,
+        Tls::SelfSignedIn { dir } => self_signed_in(dir)?,
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| RunError::Serving(format!("TLS configuration: {e}")))?;
-    let builder = match client_ca {
-        None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| RunError::Serving(format!("reading {}: {e}", ca.display())))?;
-            for c in certs {
-                roots
-                    .add(c)
-                    .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| RunError::Serving(format!("{}: {e}", ca.display())))?;
-            builder.with_client_cert_verifier(verifier)
+    let builder = if client_roots.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in client_roots {
+            roots
+                .add(c.clone())
+                .map_err(|e| RunError::Serving(format!("a client CA certificate: {e}")))?;
         }
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| RunError::Serving(format!("the client CAs: {e}")))?;
+        builder.with_client_cert_verifier(verifier)
     };
     let mut config = builder
         .with_single_cert(chain, key)
@@ -321,13 +369,14 @@ async fn tls_config(tls: &Tls, client_ca: Option<&Path>) -> Result<Option<Rustls
     Ok(Some(RustlsConfig::from_config(Arc::new(config))))
 }
 
-/// Binds and starts serving `router`.
-pub async fn start(serving: &Serving, router: Router) -> Result<ServerHandle, RunError> {
-    let client_ca = serving
-        .auth
-        .as_ref()
-        .and_then(|a| a.client_ca_file.as_deref());
-    let tls = tls_config(&serving.tls, client_ca).await?;
+/// Binds and starts serving `router`, asking TLS clients for certificates chaining to
+/// `client_roots` (the gatekeeper's [`AuthnSources::all_roots`](crate::auth_sources::AuthnSources::all_roots)).
+pub async fn start(
+    serving: &Serving,
+    router: Router,
+    client_roots: &[rustls::pki_types::CertificateDer<'static>],
+) -> Result<ServerHandle, RunError> {
+    let tls = tls_config(&serving.tls, client_roots).await?;
     let listener = std::net::TcpListener::bind(serving.addr)
         .map_err(|e| RunError::Serving(format!("listening on {}: {e}", serving.addr)))?;
     listener
@@ -418,7 +467,7 @@ mod tests {
             tls: Tls::SelfSigned,
             auth: None,
         };
-        let server = start(&serving, router).await.expect("serving");
+        let server = start(&serving, router, &[]).await.expect("serving");
         let addr = server.addr;
         let reply = tokio::task::spawn_blocking(move || {
             let config = rustls::ClientConfig::builder()
@@ -520,11 +569,10 @@ mod tests {
             client_ca_file: Some(ca_file),
             ..crate::auth::DelegatedAuth::default()
         };
-        let gate = Arc::new(crate::auth::Gatekeeper::with_clients(
-            auth.clone(),
-            None,
-            None,
-        ));
+        let gate = Arc::new(
+            crate::auth::Gatekeeper::with_clients(auth.clone(), None, None).expect("gatekeeper"),
+        );
+        let roots = gate.sources().all_roots();
         let router = Router::new()
             .route("/healthz", get(ok))
             .route("/metrics", get(ok))
@@ -537,7 +585,7 @@ mod tests {
             tls: Tls::SelfSigned,
             auth: Some(auth),
         };
-        let server = start(&serving, router).await.expect("serving");
+        let server = start(&serving, router, &roots).await.expect("serving");
         let addr = server.addr;
         let replies = tokio::task::spawn_blocking(move || {
             (
@@ -560,6 +608,27 @@ mod tests {
         // system:masters from the certificate's O: allowed without a review.
         assert!(replies.2.starts_with("HTTP/1.1 200"), "{}", replies.2);
         server.stop(Duration::from_millis(100)).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_cert_dir_pair_is_written_once_and_reused() {
+        let dir = std::env::temp_dir().join(format!("kubesched-cert-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = self_signed_in(&dir).expect("generated");
+        let cert = dir.join("kube-scheduler.crt");
+        let key = dir.join("kube-scheduler.key");
+        assert!(cert.is_file() && key.is_file());
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key).expect("key").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the key is the owner's only: {mode:o}");
+        // A restart serves the same certificate (clients that pinned it keep working).
+        let second = self_signed_in(&dir).expect("read back");
+        assert_eq!(first.0, second.0);
+        // A broken file is an error naming it, never a silent new pair.
+        std::fs::write(&cert, "garbage").expect("write");
+        let e = self_signed_in(&dir).expect_err("broken");
+        assert!(e.to_string().contains("kube-scheduler.crt"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -227,6 +227,142 @@ pub async fn http_get_bytes(
     (code, head, buf[split..].to_vec())
 }
 
+/// A CA (its PEM) and certificates it signs for client authentication.
+pub struct TestCa {
+    /// The CA certificate, PEM.
+    pub pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+/// A client identity: certificate chain and key.
+pub type ClientIdentity = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+impl TestCa {
+    /// A new self-signed CA named `name`.
+    pub fn new(name: &str) -> Self {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let pem = params.self_signed(&key).expect("ca").pem();
+        Self {
+            pem,
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A client certificate with this common name and organizations (groups).
+    pub fn client(&self, cn: &str, orgs: &[&str]) -> ClientIdentity {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        for o in orgs {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, *o);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &self.issuer).expect("signed");
+        (
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+    }
+}
+
+/// Accepts the server's certificate whatever it is: the tests check who the server lets
+/// in, not who it is (its certificate is self-signed).
+#[derive(Debug)]
+struct AnyServerCert;
+
+impl rustls::client::danger::ServerCertVerifier for AnyServerCert {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// GET `path` over HTTPS, with a client certificate if given and these extra headers;
+/// the status code and body.
+pub async fn https_get(
+    addr: SocketAddr,
+    path: &str,
+    identity: Option<ClientIdentity>,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyServerCert));
+    let config = match identity {
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).expect("identity"),
+        None => builder.with_no_client_auth(),
+    };
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connecting");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = connector.connect(name, tcp).await.expect("TLS handshake");
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n");
+    tls.write_all(req.as_bytes()).await.expect("writing");
+    let mut buf = Vec::new();
+    // A server that closes without TLS close_notify ends the read with an error after the
+    // answer: what was read is the answer.
+    let _ = tls.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, dechunk(&body))
+}
+
 /// Removes HTTP/1.1 chunked framing, if any.
 fn dechunk(body: &str) -> String {
     let mut out = String::new();
@@ -272,7 +408,13 @@ pub fn assert_rbac_covers(server: &TestApiServer) {
             .rbac
             .clone()
             .unwrap_or_else(|| panic!("a request to an unknown resource: {} {}", r.method, r.path));
-        let granted = kubesched_live::access::grants(&rules, &group, &resource, &verb);
+        let granted = kubesched_live::access::grants(&rules, &group, &resource, &verb)
+            || kubesched_live::rbac::BOUND_ROLES.iter().any(|b| {
+                r.path.contains(&format!("/namespaces/{}/", b.namespace))
+                    && b.grants.api_group == group
+                    && b.grants.resource == resource
+                    && b.grants.verbs.contains(&verb.as_str())
+            });
         assert!(
             granted,
             "{verb} {group}/{resource} is not in the RBAC table ({} {})",

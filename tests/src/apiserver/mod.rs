@@ -111,6 +111,7 @@ pub const RESOURCES: &[ResourceDef] = &[
     ),
     res!("", "v1", "namespaces", "Namespace", false),
     res!("", "v1", "services", "Service", true),
+    res!("", "v1", "configmaps", "ConfigMap", true),
     res!(
         "",
         "v1",
