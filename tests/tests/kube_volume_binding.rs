@@ -147,6 +147,22 @@ async fn wait_for_first_consumer_claim_is_provisioned_for_the_chosen_node() {
             1
         );
 
+        // NominatedNodeNameForExpectation (on from v1.35): PreBind has work, so the
+        // binding cycle told the API where the pod is going before starting it.
+        let nominated = |s: &TestApiServer| {
+            s.get("pods", "default", "web-0").and_then(|p| {
+                p["status"]["nominatedNodeName"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+        };
+        assert!(
+            server
+                .wait_until(Duration::from_secs(20), |s| nominated(s).is_some())
+                .await
+        );
+        assert_eq!(nominated(&server).as_deref(), Some("n2"));
+
         provision(&server, "data-web-0");
         assert!(
             server
@@ -155,6 +171,8 @@ async fn wait_for_first_consumer_claim_is_provisioned_for_the_chosen_node() {
             "the pod binds once its claim is bound"
         );
         assert_eq!(node_of(&server, "web-0").as_deref(), Some("n2"));
+        // The API server clears the nomination when it binds the pod (v1.35+).
+        assert_eq!(nominated(&server), None);
         assert!(events_of(&server, "FailedScheduling", "web-0").is_empty());
         assert_rbac_covers(&server);
         runner.stop();

@@ -186,6 +186,10 @@ pub enum Feature {
     /// that do not declare the features the pod needs (KEP-5328; alpha 1.35, beta 1.36, GA
     /// and locked from v1.37).
     NodeDeclaredFeatures,
+    /// The binding cycle writes the chosen node to `nominatedNodeName` before it waits at
+    /// Permit or runs PreBind plugins that have work (KEP-5278; alpha 1.34, beta and on
+    /// from v1.35), so autoscalers see where the pod is going.
+    NominatedNodeNameForExpectation,
     /// Preemption deletes its victims outside the scheduling cycle; the preemptor waits at
     /// PreEnqueue until the deletions are sent.
     SchedulerAsyncPreemption,
@@ -210,6 +214,7 @@ impl Feature {
     pub fn name(self) -> &'static str {
         match self {
             Self::NodeDeclaredFeatures => "NodeDeclaredFeatures",
+            Self::NominatedNodeNameForExpectation => "NominatedNodeNameForExpectation",
             Self::SchedulerAsyncPreemption => "SchedulerAsyncPreemption",
             Self::SchedulerPopFromBackoffQ => "SchedulerPopFromBackoffQ",
             Self::SchedulerQueueingHints => "SchedulerQueueingHints",
@@ -358,10 +363,10 @@ pub const FEATURES: &[FeatureDef] = &[
         &[at(35, false, Alpha), at(36, true, Beta), ga_locked(37)],
     )),
     def("NodeInclusionPolicyInPodTopologySpread", &[ga_locked(33)]),
-    def(
+    honoured(def(
         "NominatedNodeNameForExpectation",
         &[at(34, false, Alpha), at(35, true, Beta)],
-    ),
+    )),
     def("OpportunisticBatching", &[at(35, true, Beta)]),
     def("PodGroupPreemptionPolicy", &[at(37, false, Alpha)]),
     def("PodLevelResources", &[at(34, true, Beta)]),
@@ -879,7 +884,6 @@ mod tests {
                 "InPlacePodLevelResourcesVerticalScaling",
                 "MatchLabelKeysInPodTopologySpread",
                 "MatchLabelKeysInPodTopologySpreadSelectorMerge",
-                "NominatedNodeNameForExpectation",
                 "OpportunisticBatching",
                 "PodLevelResources",
             ]

@@ -446,6 +446,15 @@ pub trait PermitPlugin: Send + Sync {
 pub trait PreBindPlugin: Send + Sync {
     /// Skip when there is nothing to do for this pod.
     async fn pre_bind(&self, state: &CycleState, pod: &PodInfo, node_name: &str) -> Status;
+
+    /// Whether PreBind will have work for this pod on this node (upstream's
+    /// PreBindPreFlight, asked first when NominatedNodeNameForExpectation is on): Success
+    /// if it will, Skip if not (PreBind is then not called for the pod), Error if it
+    /// cannot tell. Any other code is an error. The default says it will: at worst a
+    /// `nominatedNodeName` the pod did not need.
+    fn pre_bind_pre_flight(&self, _state: &CycleState, _pod: &PodInfo, _node_name: &str) -> Status {
+        Status::success()
+    }
 }
 
 /// Binds a pod to a node.

@@ -1,7 +1,7 @@
 //! `Framework`: one profile's plugins, run at each extension point with upstream's rules.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -1362,6 +1362,9 @@ impl Framework {
         let mut status = Status::success();
         for p in &self.pre_bind {
             let Some(pb) = p.as_pre_bind() else { continue };
+            if state.skip_pre_bind_plugins.contains(p.name()) {
+                continue;
+            }
             let s = pb.pre_bind(state, pod, node_name).await;
             if s.is_success() || s.is_skip() {
                 continue;
@@ -1371,6 +1374,50 @@ impl Framework {
         }
         self.point_done(ExtensionPoint::PreBind, &status, start);
         status
+    }
+
+    /// PreBindPreFlight of every PreBind plugin: Success when one or more will have work,
+    /// Skip when none will (those that said Skip are left out of PreBind), an error at the
+    /// first plugin that fails or answers anything but Success, Skip or Error.
+    pub fn run_pre_bind_pre_flights(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node_name: &str,
+    ) -> Status {
+        let mut result = Status::skip();
+        let mut skipped = HashSet::new();
+        for p in &self.pre_bind {
+            let Some(pb) = p.as_pre_bind() else { continue };
+            let s = pb.pre_bind_pre_flight(state, pod, node_name);
+            match s.code() {
+                Code::Success => result = Status::success(),
+                Code::Skip => {
+                    skipped.insert(p.name().to_string());
+                }
+                Code::Error => {
+                    return Status::error(format!(
+                        "running PreBindPreFlight {:?}: {}",
+                        p.name(),
+                        s.message()
+                    ));
+                }
+                other => {
+                    return Status::error(format!(
+                        "PreBindPreFlight {} returned {:?}, which is unsupported. It is supposed to return Success, Skip, or Error status",
+                        p.name(),
+                        other.as_str()
+                    ));
+                }
+            }
+        }
+        state.skip_pre_bind_plugins = skipped;
+        result
+    }
+
+    /// Whether the pod waits at Permit (a Permit plugin said Wait and nothing decided yet).
+    pub fn will_wait_on_permit(&self, pod: &PodInfo) -> bool {
+        self.handle.waiting_pods().get(&pod.uid).is_some()
     }
 
     /// Bind: plugins in order until one does not Skip. Skip from all (or none enabled)

@@ -29,6 +29,8 @@ struct Fake {
     reserve: Option<Status>,
     permit: Option<(Status, Duration)>,
     pre_bind: Option<Status>,
+    /// PreBindPreFlight's answer; None: Success.
+    pre_flight: Option<Status>,
     bind: Option<Status>,
     post_filter: Option<(Option<PostFilterResult>, Status)>,
     post_bind: bool,
@@ -158,6 +160,10 @@ impl PreBindPlugin for Fake {
     async fn pre_bind(&self, _: &CycleState, _: &PodInfo, _: &str) -> Status {
         self.note("PreBind");
         self.pre_bind.clone().unwrap_or_default()
+    }
+    fn pre_bind_pre_flight(&self, _: &CycleState, _: &PodInfo, _: &str) -> Status {
+        self.note("PreBindPreFlight");
+        self.pre_flight.clone().unwrap_or_default()
     }
 }
 
@@ -721,6 +727,71 @@ async fn bind_tries_plugins_until_one_does_not_skip_then_post_bind() {
     };
     let fw = framework(vec![only_skip], &[], Handle::default());
     assert!(fw.run_bind_plugins(&state, &pod, "n1").await.is_skip());
+}
+
+#[tokio::test]
+async fn pre_flights_say_whether_pre_bind_has_work_and_skipped_plugins_are_left_out() {
+    let l = log();
+    let works = Fake {
+        pre_bind: Some(Status::success()),
+        pre_flight: Some(Status::success()),
+        ..Fake::new("W", &l)
+    };
+    let idle = Fake {
+        pre_bind: Some(Status::error("never called: its pre-flight said Skip")),
+        pre_flight: Some(Status::skip()),
+        ..Fake::new("I", &l)
+    };
+    let fw = framework(vec![works, idle], &[], Handle::default());
+    let pod = PodBuilder::new("p").info();
+    let mut state = CycleState::new();
+    assert!(
+        fw.run_pre_bind_pre_flights(&mut state, &pod, "n1")
+            .is_success()
+    );
+    assert!(
+        fw.run_pre_bind_plugins(&state, &pod, "n1")
+            .await
+            .is_success()
+    );
+    assert_eq!(
+        *l.lock(),
+        vec!["W:PreBindPreFlight", "I:PreBindPreFlight", "W:PreBind"]
+    );
+
+    // All Skip: Skip. An error, or a code other than Success/Skip/Error: an error naming
+    // the plugin, as upstream words it.
+    let idle_only = Fake {
+        pre_bind: Some(Status::success()),
+        pre_flight: Some(Status::skip()),
+        ..Fake::new("I", &l)
+    };
+    let fw = framework(vec![idle_only], &[], Handle::default());
+    assert!(
+        fw.run_pre_bind_pre_flights(&mut CycleState::new(), &pod, "n1")
+            .is_skip()
+    );
+    let failing = Fake {
+        pre_bind: Some(Status::success()),
+        pre_flight: Some(Status::error("no state")),
+        ..Fake::new("F", &l)
+    };
+    let fw = framework(vec![failing], &[], Handle::default());
+    let s = fw.run_pre_bind_pre_flights(&mut CycleState::new(), &pod, "n1");
+    assert_eq!(s.code(), Code::Error);
+    assert_eq!(s.message(), "running PreBindPreFlight \"F\": no state");
+    let odd = Fake {
+        pre_bind: Some(Status::success()),
+        pre_flight: Some(Status::unschedulable("no")),
+        ..Fake::new("U", &l)
+    };
+    let fw = framework(vec![odd], &[], Handle::default());
+    let s = fw.run_pre_bind_pre_flights(&mut CycleState::new(), &pod, "n1");
+    assert_eq!(s.code(), Code::Error);
+    assert_eq!(
+        s.message(),
+        "PreBindPreFlight U returned \"Unschedulable\", which is unsupported. It is supposed to return Success, Skip, or Error status"
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use kubesched_cache::Cache;
 use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventResource};
 use kubesched_framework::model::{Node, NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, EXTENDER_NAME, Event, EventType, Framework, Handle, HandleControl,
+    Code, CycleState, EXTENDER_NAME, Event, EventType, Feature, Framework, Handle, HandleControl,
     NodeToStatus, ObjectRef, PodScheduledCondition, PodStatusUpdate, PreemptionExplainer,
     QueuedPodInfo, ScoreTable, Snapshot, Status,
 };
@@ -32,11 +32,12 @@ pub const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
 /// Longest event note upstream allows (`validation.NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
 
-/// The nomination outcome of a failure that is not PostFilter's: leave the pod's
-/// nominatedNodeName as it is. v1.34 stopped clearing it after no-nodes, internal, assume,
-/// Reserve, Permit and binding failures (kubernetes#133276: autoscalers may own the field);
-/// only preemption that finds no candidate still clears it.
-const KEEP_NOMINATION: Option<Option<String>> = None;
+/// The nomination outcome of a failure that is not PostFilter's: clear the pod's
+/// nominatedNodeName (upstream's `clearNominatedNode`). v1.34 had stopped clearing it
+/// (kubernetes#133276); v1.35 brought the clearing back after scheduling and binding
+/// failures (kubernetes#135007), also when a profile has no PostFilter plugins. The
+/// status patch clears it only where the pod, as the attempt saw it, had one.
+const CLEAR_NOMINATION: Option<Option<String>> = Some(None);
 
 /// Nodes Filter rejected: each one's index in the filtered list, with its status.
 type Rejected = Vec<(usize, Status)>;
@@ -606,14 +607,14 @@ impl Scheduler {
             Err(CycleError::NoNodes) => Err((
                 Status::unresolvable(NO_NODES_AVAILABLE),
                 None,
-                KEEP_NOMINATION,
+                CLEAR_NOMINATION,
             )),
-            Err(CycleError::Internal(s)) => Err((s, None, KEEP_NOMINATION)),
+            Err(CycleError::Internal(s)) => Err((s, None, CLEAR_NOMINATION)),
             Err(CycleError::Fit(mut fit)) => {
-                // Without PostFilter plugins nothing decided about a nomination: an existing
-                // nominatedNodeName is left alone (set by someone else, or by a profile
-                // that had preemption).
-                let mut nominated = None;
+                // Without PostFilter plugins no preemption can have nominated the pod:
+                // cleared, as upstream (kubernetes#135007). With them, PostFilter's result
+                // decides (none: left as it is).
+                let mut nominated = CLEAR_NOMINATION;
                 if fw.has_post_filter_plugins() {
                     self.metrics.preemption_attempt();
                     let explainer = explanation.as_ref().map(|_| {
@@ -1056,7 +1057,7 @@ impl Scheduler {
         let assumed = Arc::new(assumed);
         if let Err(e) = self.cache.assume_pod(assumed.clone()) {
             let s = Status::error(format!("assuming pod: {e}"));
-            self.handle_failure(&fw, qpi, s, None, KEEP_NOMINATION, start, pod_cycle);
+            self.handle_failure(&fw, qpi, s, None, CLEAR_NOMINATION, start, pod_cycle);
             return;
         }
         self.handle.nominator().remove(&assumed.uid);
@@ -1067,7 +1068,7 @@ impl Scheduler {
             let _ = self.cache.forget_pod(&assumed.uid);
             let diag = rejection_diagnosis(&host, &reserve);
             let s = rejection_status(reserve, &host);
-            self.handle_failure(&fw, qpi, s, diag, KEEP_NOMINATION, start, pod_cycle);
+            self.handle_failure(&fw, qpi, s, diag, CLEAR_NOMINATION, start, pod_cycle);
             return;
         }
         let permit = fw.run_permit_plugins(&state, &assumed, &host);
@@ -1076,7 +1077,7 @@ impl Scheduler {
             let _ = self.cache.forget_pod(&assumed.uid);
             let diag = rejection_diagnosis(&host, &permit);
             let s = rejection_status(permit, &host);
-            self.handle_failure(&fw, qpi, s, diag, KEEP_NOMINATION, start, pod_cycle);
+            self.handle_failure(&fw, qpi, s, diag, CLEAR_NOMINATION, start, pod_cycle);
             return;
         }
 
@@ -1103,6 +1104,36 @@ impl Scheduler {
         start: Instant,
         pod_cycle: u64,
     ) {
+        if self
+            .handle
+            .features()
+            .enabled(Feature::NominatedNodeNameForExpectation)
+        {
+            let flight = fw.run_pre_bind_pre_flights(&mut state, &assumed, &host);
+            if flight.code() == Code::Error || flight.is_rejected() {
+                self.binding_failed(fw, state, qpi, assumed, host, flight, start, pod_cycle);
+                return;
+            }
+            if flight.is_success() || fw.will_wait_on_permit(&assumed) {
+                // Autoscalers read where the pod is about to go while Permit or PreBind
+                // take their time; a failure to say so does not stop the binding.
+                let update = PodStatusUpdate {
+                    condition: None,
+                    nominated_node_name: (assumed.nominated_node_name.as_deref()
+                        != Some(host.as_str()))
+                    .then(|| Some(host.clone())),
+                };
+                if update.nominated_node_name.is_some()
+                    && let Err(e) = self
+                        .handle
+                        .client()
+                        .update_pod_status(&assumed, &update)
+                        .await
+                {
+                    tracing::error!(pod = %assumed.key(), node = %host, error = %e, "failed to update the nominated node name in the binding cycle");
+                }
+            }
+        }
         let permit = fw.wait_on_permit(&assumed).await;
         let status = if !permit.is_success() {
             permit
@@ -1170,7 +1201,23 @@ impl Scheduler {
             tracing::debug!(pod = %assumed.key(), node = %host, "bound pod");
             return;
         }
-        // Failure: release what was reserved and give the pod back to the queue.
+        self.binding_failed(fw, state, qpi, assumed, host, status, start, pod_cycle);
+    }
+
+    /// A binding cycle failed: release what was reserved and give the pod back to the
+    /// queue, as upstream's handleBindingCycleError.
+    #[allow(clippy::too_many_arguments)]
+    fn binding_failed(
+        &self,
+        fw: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        assumed: Arc<PodInfo>,
+        host: String,
+        status: Status,
+        start: Instant,
+        pod_cycle: u64,
+    ) {
         fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
         let forgotten = self.cache.forget_pod(&assumed.uid).is_ok();
         let rejected = status.is_rejected();
@@ -1185,7 +1232,7 @@ impl Scheduler {
             self.queue
                 .move_all_to_active_or_backoff(event, Some(&freed), None);
         }
-        self.handle_failure(&fw, qpi, s, diag, KEEP_NOMINATION, start, pod_cycle);
+        self.handle_failure(&fw, qpi, s, diag, CLEAR_NOMINATION, start, pod_cycle);
         if forgotten && rejected {
             // As upstream, after the failure is handled and never for the pod itself: it was
             // rejected, so the room it frees cannot help it.

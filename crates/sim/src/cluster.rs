@@ -557,6 +557,9 @@ impl SimCluster {
         let started = self.now_time();
         let status = new.status.get_or_insert_with(Default::default);
         set_condition(status, "PodScheduled", "True", None, None);
+        // As kube-apiserver v1.35+ (ClearingNominatedNodeNameAfterBinding): binding clears
+        // the nomination.
+        status.nominated_node_name = None;
         // The kubelet starts it at once: the preemption tie-break reads this.
         status.start_time.get_or_insert(started);
         let new = Arc::new(new);

@@ -105,7 +105,8 @@ pub struct PodResult {
     pub message: Option<String>,
     /// Scheduling attempts.
     pub attempts: u32,
-    /// `status.nominatedNodeName`: where preemption made room for it, or null.
+    /// `status.nominatedNodeName`: where preemption made room for it, or null. A bound
+    /// pod (binding clears the field) shows the last nomination it had before binding.
     pub nominated_node: Option<String>,
     /// `namespace/name` of each pod preempted on its behalf, in eviction order.
     pub victims: Vec<String>,

@@ -969,6 +969,17 @@ impl Simulation {
             if tracked {
                 tracked_rows += 1;
             }
+            // Binding clears the field (as kube-apiserver v1.35+ does): a bound pod shows
+            // the nomination it was bound under, from its last attempts.
+            let nominated_node = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty())
+                .or_else(|| {
+                    node.as_ref()?;
+                    history.iter().rev().find_map(|a| a.nominated_node.clone())
+                });
             pods.push(PodResult {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
@@ -976,11 +987,7 @@ impl Simulation {
                 status: state,
                 message,
                 attempts: history.len() as u32,
-                nominated_node: pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.nominated_node_name.clone())
-                    .filter(|n| !n.is_empty()),
+                nominated_node,
                 victims: victims_of.remove(key).unwrap_or_default(),
                 preempted_by: eviction.and_then(|(by, _)| by.clone()),
                 history,

@@ -668,6 +668,15 @@ impl PreBindPlugin for DynamicResources {
         }
         Status::success()
     }
+
+    /// Work to do whenever the pod has claims (even ones already reserved for it: PreBind
+    /// looks at each), as upstream's PreBindPreFlight.
+    fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &PodInfo, _node_name: &str) -> Status {
+        match state.read::<DraState>() {
+            Some(DraState(s)) if !s.claims.lock().is_empty() => Status::success(),
+            _ => Status::skip(),
+        }
+    }
 }
 
 /// Upstream's `isSchedulableAfterClaimChange`.

@@ -417,6 +417,19 @@ impl PreBindPlugin for VolumeBinding {
             }
         }
     }
+
+    /// Work only when Reserve found claims still to bind or provision.
+    fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &PodInfo, node_name: &str) -> Status {
+        let Some(data) = state.read::<CycleData>() else {
+            // The pod has no claims.
+            return Status::skip();
+        };
+        match data.0.reserved.lock().as_ref() {
+            None => Status::error(format!("no pod volumes found for node {node_name:?}")),
+            Some(r) if r.all_bound => Status::skip(),
+            Some(_) => Status::success(),
+        }
+    }
 }
 
 impl EnqueueExtensions for VolumeBinding {

@@ -626,6 +626,11 @@ fn bind(state: &Shared, t: &Target, name: &str, binding: &Value) -> Result<Value
             pod["status"] = json!({});
         }
         super::patch::apply(&mut pod["status"], &json!({"conditions": [condition]}), true);
+        // kube-apiserver v1.35+ (ClearingNominatedNodeNameAfterBinding, beta and on): the
+        // nomination has served its purpose once the pod is bound.
+        if let Some(status) = pod["status"].as_object_mut() {
+            status.remove("nominatedNodeName");
+        }
         Ok(())
     })?;
     st.record_binding(def, ns(t), name);

@@ -71,6 +71,11 @@ profiles:
     postFilter:
       disabled:
       - name: DefaultPreemption
+- schedulerName: no-post-filter
+  plugins:
+    postFilter:
+      disabled:
+      - name: '*'
 ";
 
 /// Loads `manifests`, lets `before` act on the simulation, settles, and hands the
@@ -207,10 +212,10 @@ fn preemption_without_a_candidate_clears_the_nomination_at_once() {
 }
 
 #[test]
-fn a_failure_outside_post_filter_keeps_the_nomination() {
-    // v1.34 (kubernetes#133276) stopped clearing nominatedNodeName when an attempt fails
-    // for another reason than preemption finding no candidate: here there is no node at
-    // all. Before v1.34 (and again from v1.35) the field was cleared.
+fn a_failure_outside_post_filter_clears_the_nomination() {
+    // v1.34 (kubernetes#133276) stopped clearing nominatedNodeName when an attempt failed
+    // for another reason than preemption finding no candidate; v1.35 brought the clearing
+    // back (kubernetes#135007). Here there is no node at all.
     let input = pod("keep", "waiting", "1", "", "nominatedNodeName: n1");
     run(
         &input,
@@ -219,28 +224,53 @@ fn a_failure_outside_post_filter_keeps_the_nomination() {
             assert_eq!(state_of(&report, "waiting"), PodState::Unschedulable);
             let cluster_pod = sim.cluster().pod("keep/waiting").expect("pod");
             let status = cluster_pod.status.as_ref().expect("status");
+            assert_eq!(status.nominated_node_name, None, "cleared in status");
             assert_eq!(
-                status.nominated_node_name.as_deref(),
-                Some("n1"),
-                "kept in status"
-            );
-            assert_eq!(
-                sim.scheduler()
-                    .handle()
-                    .nominator()
-                    .node_of("keep-waiting")
-                    .as_deref(),
-                Some("n1"),
-                "kept in memory"
+                sim.scheduler().handle().nominator().node_of("keep-waiting"),
+                None,
+                "cleared in memory"
             );
         },
     );
 }
 
 #[test]
-fn without_post_filter_plugins_an_existing_nomination_is_left_alone() {
-    // Someone else (an autoscaler, or another profile's preemption) nominated the pod;
-    // a profile without PostFilter plugins has nothing to say about it.
+fn without_any_post_filter_plugin_the_nomination_is_cleared() {
+    // No PostFilter plugin, so no preemption of this profile nominated the pod: upstream
+    // clears it like any other failure's (kubernetes#135007 made this case clear too).
+    let input = format!(
+        "{}{}",
+        node("n1", "1", ""),
+        pod(
+            "keep",
+            "big",
+            "2",
+            ", schedulerName: no-post-filter",
+            "nominatedNodeName: n1"
+        )
+    );
+    run(
+        &input,
+        |_| {},
+        |sim, report| {
+            assert_eq!(state_of(&report, "big"), PodState::Unschedulable);
+            let cluster_pod = sim.cluster().pod("keep/big").expect("pod");
+            let status = cluster_pod.status.as_ref().expect("status");
+            assert_eq!(status.nominated_node_name, None);
+            assert_eq!(
+                sim.scheduler().handle().nominator().node_of("keep-big"),
+                None
+            );
+        },
+    );
+}
+
+#[test]
+fn post_filter_plugins_that_nominate_nothing_leave_the_nomination_alone() {
+    // Someone else (an autoscaler, or another profile's preemption) nominated the pod.
+    // This profile's only PostFilter plugin is DynamicResources, which has no claims to
+    // free here and returns no result: nothing decided about a nomination, so upstream
+    // leaves it as it is.
     let input = format!(
         "{}{}",
         node("n1", "1", ""),
