@@ -1343,12 +1343,10 @@ impl Framework {
         if is_rejection(s.code()) {
             return s;
         }
+        // A pod preempted while it waited ends here (v1.36, kubernetes#135719): an error,
+        // so it goes to backoffQ rather than waiting for an event.
         let plugin = s.plugin().unwrap_or_default().to_string();
-        Status::error(format!(
-            "error while waiting on permit for pod {:?}: {s}",
-            pod.name
-        ))
-        .with_plugin(&plugin)
+        Status::error(format!("waiting on permit for pod: {}", s.message())).with_plugin(&plugin)
     }
 
     /// PreBind: Skip is fine; anything else but Success stops.

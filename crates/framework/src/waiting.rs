@@ -85,6 +85,20 @@ impl WaitingPod {
         }
     }
 
+    /// Preemption takes the pod off its node while it waits (upstream's `Preempt`, v1.36):
+    /// it ends with an error rather than a rejection, so the pod is retried after its
+    /// backoff instead of waiting for a cluster event, and nothing is deleted. False when
+    /// the pod no longer waits (allowed or rejected already): the caller deletes it then.
+    pub fn preempt(&self, plugin: &str, message: &str) -> bool {
+        match self.state.lock().done.take() {
+            Some(tx) => {
+                let _ = tx.send(Status::error(message).with_plugin(plugin));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The earliest deadline and the plugin it belongs to.
     fn next_deadline(&self) -> Option<(Instant, String, Duration)> {
         self.state

@@ -672,8 +672,9 @@ pub(crate) async fn prepare_candidate(
     Ok(())
 }
 
-/// Evicts one victim: a pod waiting at Permit is rejected there, any other is deleted
-/// through the client (which marks it `DisruptionTarget` first); then a `Preempted` event.
+/// Evicts one victim: a pod waiting at Permit is preempted there (it goes back to the
+/// queue's backoff, nothing is deleted), any other is deleted through the client (which
+/// marks it `DisruptionTarget` first); then a `Preempted` event.
 pub(crate) async fn preempt_victim(
     handle: &Handle,
     node: &str,
@@ -685,9 +686,11 @@ pub(crate) async fn preempt_victim(
         return Ok(());
     }
     let client = handle.client();
-    if let Some(waiting) = handle.waiting_pods().get(&victim.uid) {
-        waiting.reject(NAME, "preempted");
-    } else {
+    let preempted_in_memory = handle
+        .waiting_pods()
+        .get(&victim.uid)
+        .is_some_and(|w| w.preempt(NAME, "preempted"));
+    if !preempted_in_memory {
         match client.delete_pod(victim).await {
             Ok(()) => {}
             Err(ClientError::NotFound(_)) => {

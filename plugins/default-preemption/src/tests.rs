@@ -434,10 +434,11 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         let s = tokio::time::timeout(Duration::from_millis(50), wp.wait()).await;
         if let Ok(s) = s {
             rejected_waiting.push(format!(
-                "{} by {}: {}",
+                "{} by {}: {} ({})",
                 wp.pod().name,
                 s.plugin().unwrap_or_default(),
-                s.message()
+                s.message(),
+                s.code().as_str()
             ));
         }
     }
@@ -878,7 +879,7 @@ async fn victims_get_an_event_and_lower_nominations_are_cleared() {
 }
 
 #[tokio::test]
-async fn waiting_victims_are_rejected_terminating_ones_left_alone() {
+async fn waiting_victims_are_preempted_in_memory_terminating_ones_left_alone() {
     let env = Env {
         waiting: vec!["waiting"],
         ..Env::new(
@@ -897,11 +898,12 @@ async fn waiting_victims_are_rejected_terminating_ones_left_alone() {
     assert_eq!(out.nominated, nominated("node1"));
     assert_eq!(out.code, "Success");
     // Both LOW pods are victims; the terminating one needs no call, the waiting one is
-    // rejected at Permit instead of deleted.
+    // preempted at Permit instead of deleted: an error, not a rejection, so it goes to
+    // backoffQ (v1.36, kubernetes#135719).
     assert!(out.deleted.is_empty(), "{:?}", out.deleted);
     assert_eq!(
         out.rejected_waiting,
-        vec![format!("waiting by {NAME}: preempted")]
+        vec![format!("waiting by {NAME}: preempted (Error)")]
     );
     assert_eq!(out.events.len(), 1);
     assert!(out.events[0].starts_with("waiting Normal Preempted/Preempting"));
