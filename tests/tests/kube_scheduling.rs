@@ -108,6 +108,7 @@ async fn pods_are_bound_events_written_and_endpoints_answer() {
             "scheduler_pending_pods{",
             "scheduler_framework_extension_point_duration_seconds_bucket{",
             "scheduler_preemption_attempts_total",
+            "\nscheduler_pod_scheduled_after_flush_total 0\n",
             "scheduler_queue_incoming_pods_total{",
             // What every component serves and dashboards key on: client-go's client
             // families and the process collector.

@@ -46,6 +46,10 @@ pub struct QueuedPodInfo {
     pub gated: bool,
     /// The PreEnqueue plugin that holds it back.
     pub gating_plugin: Option<String>,
+    /// Whether the pod last left unschedulablePods only because it waited there too long
+    /// (the periodic flush), not for an event: if it then schedules, some event it needed
+    /// went unnoticed (`scheduler_pod_scheduled_after_flush_total`).
+    pub flushed_from_unschedulable: bool,
 }
 
 impl QueuedPodInfo {
@@ -60,6 +64,7 @@ impl QueuedPodInfo {
             pending_plugins: BTreeSet::new(),
             gated: false,
             gating_plugin: None,
+            flushed_from_unschedulable: false,
         }
     }
 }

@@ -1285,7 +1285,8 @@ impl SchedulingQueue {
                 tracing::trace!(pod = %uid, event = label, "event does not make the pod schedulable");
                 continue;
             }
-            if let Some(info) = self.take_unschedulable(st, &uid) {
+            if let Some(mut info) = self.take_unschedulable(st, &uid) {
+                info.flushed_from_unschedulable = label == internal::UNSCHEDULABLE_TIMEOUT;
                 self.requeue(st, info, strategy, label, false);
             }
         }

@@ -849,6 +849,23 @@ fn five_minute_flush_sends_unschedulable_pods_back() {
         e.incoming(),
         [("active".into(), "UnschedulableTimeout".into())]
     );
+    // The pod remembers it came back by the flush (for
+    // scheduler_pod_scheduled_after_flush_total) ...
+    let mut again = e.q.pop().expect("p");
+    assert!(again.flushed_from_unschedulable);
+    // ... and forgets it when an event brings it back the next time.
+    let cycle = e.q.scheduling_cycle();
+    again.unschedulable_plugins = BTreeSet::from([SILENT.to_string()]);
+    e.q.add_unschedulable_if_not_present(again, cycle)
+        .expect("queued");
+    e.q.move_all_to_active_or_backoff(
+        ClusterEvent::new(EventResource::PersistentVolume, ActionType::ADD),
+        None,
+        Some(&EventObject::Other),
+    );
+    e.clock.advance(Duration::from_secs(10));
+    e.q.flush_backoff_completed();
+    assert!(!e.q.pop().expect("p again").flushed_from_unschedulable);
 }
 
 // ---- in flight and the move-request cycle -------------------------------------------------

@@ -195,6 +195,7 @@ pub struct SchedulerMetrics {
     algorithm_duration: Histogram,
     preemption_victims: Histogram,
     preemption_attempts: Counter,
+    pod_scheduled_after_flush: Counter,
     pod_scheduling_attempts: Histogram,
     extension_point_duration: Family<Labels, Histogram, fn() -> Histogram>,
     plugin_duration: Family<Labels, Histogram, fn() -> Histogram>,
@@ -291,6 +292,12 @@ impl SchedulerMetrics {
             "preemption_attempts",
             "Total preemption attempts in the cluster till now",
             preemption_attempts.clone(),
+        );
+        let pod_scheduled_after_flush = Counter::default();
+        registry.register(
+            "pod_scheduled_after_flush",
+            "Number of pods that were successfully scheduled after being flushed from unschedulableEntities due to timeout. This metric helps detect potential queueing hint misconfigurations or event handling issues.",
+            pod_scheduled_after_flush.clone(),
         );
         let pod_scheduling_attempts = Histogram::new(exponential_buckets(1.0, 2.0, 5));
         registry.register(
@@ -392,6 +399,7 @@ impl SchedulerMetrics {
             algorithm_duration,
             preemption_victims,
             preemption_attempts,
+            pod_scheduled_after_flush,
             pod_scheduling_attempts,
             extension_point_duration,
             plugin_duration,
@@ -412,6 +420,12 @@ impl SchedulerMetrics {
             extension_point_handles: HistogramHandles::default(),
             plugin_handles: HistogramHandles::default(),
         }
+    }
+
+    /// A pod bound after the periodic flush (not an event) took it out of
+    /// unschedulablePods (v1.36, `scheduler_pod_scheduled_after_flush_total`).
+    pub fn pod_scheduled_after_flush(&self) {
+        self.pod_scheduled_after_flush.inc();
     }
 
     /// One scheduling attempt finished.

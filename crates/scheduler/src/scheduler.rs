@@ -1185,6 +1185,9 @@ impl Scheduler {
             self.metrics
                 .attempt(AttemptResult::Scheduled, fw.profile_name(), start.elapsed());
             self.metrics.pod_scheduled_after(qpi.attempts);
+            if qpi.flushed_from_unschedulable {
+                self.metrics.pod_scheduled_after_flush();
+            }
             if let Some(first) = qpi.initial_attempt_timestamp {
                 let now = self.handle.clock().now();
                 self.metrics
