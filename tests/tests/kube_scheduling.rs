@@ -295,8 +295,11 @@ async fn preemption_evicts_through_the_api() {
             .filter(|r| r.method == "PATCH" && r.path.ends_with("/pods/high/status"))
             .count();
         assert!(nominated >= 1, "nominatedNodeName patched");
+        // Bound now, and the API server cleared the nomination when it bound the pod
+        // (kube-apiserver v1.35+, ClearingNominatedNodeNameAfterBinding).
         let high = server.get("pods", "default", "high").expect("high");
-        assert_eq!(high["status"]["nominatedNodeName"], "n1", "{high}");
+        assert_eq!(high["spec"]["nodeName"], "n1", "{high}");
+        assert!(high["status"]["nominatedNodeName"].is_null(), "{high}");
         assert_rbac_covers(&server);
         runner.stop();
         runner.wait().await.expect("clean stop");
