@@ -1098,7 +1098,7 @@ impl Scheduler {
         &self,
         fw: Arc<Framework>,
         mut state: CycleState,
-        qpi: QueuedPodInfo,
+        mut qpi: QueuedPodInfo,
         assumed: Arc<PodInfo>,
         host: String,
         start: Instant,
@@ -1123,14 +1123,25 @@ impl Scheduler {
                         != Some(host.as_str()))
                     .then(|| Some(host.clone())),
                 };
-                if update.nominated_node_name.is_some()
-                    && let Err(e) = self
+                if update.nominated_node_name.is_some() {
+                    match self
                         .handle
                         .client()
                         .update_pod_status(&assumed, &update)
                         .await
-                {
-                    tracing::error!(pod = %assumed.key(), node = %host, error = %e, "failed to update the nominated node name in the binding cycle");
+                    {
+                        Ok(()) => {
+                            // Should the binding fail, the clearing compares against the
+                            // pod as written now, so the expectation does not outlive it
+                            // (KEP-5278: cleared on binding failure).
+                            let mut written = (*qpi.pod_info).clone();
+                            written.nominated_node_name = Some(host.clone());
+                            qpi.pod_info = Arc::new(written);
+                        }
+                        Err(e) => {
+                            tracing::error!(pod = %assumed.key(), node = %host, error = %e, "failed to update the nominated node name in the binding cycle");
+                        }
+                    }
                 }
             }
         }
