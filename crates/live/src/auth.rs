@@ -606,7 +606,7 @@ fn proxy_user(
         let cn = user_of_certificate(end_der)
             .map(|u| u.name)
             .unwrap_or_default();
-        if !rh.allowed_names.iter().any(|n| *n == cn) {
+        if !rh.allowed_names.contains(&cn) {
             return Err(format!(
                 "x509: subject with cn={cn} is not in the allowed list"
             ));
