@@ -250,6 +250,14 @@ impl Rendered {
 /// The manifests file, what `--apply` applies.
 pub const MANIFESTS_FILE: &str = "kubesched.yaml";
 
+/// The note of a rendering with `--config`: the chart's configuration is made from its
+/// values alone, so what the file sets beyond them is in the manifests only.
+pub fn chart_config_note(source: &str) -> String {
+    format!(
+        "the chart (chart/kubesched) builds its configuration from its values (schedulerName, leaderElect, leaderElection, plugins, pluginConfig) and ignores {source}: set them to match it"
+    )
+}
+
 /// Renders every file.
 pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
     opts.validate()?;
@@ -292,11 +300,8 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
     if opts.service_monitor {
         docs.push(service_monitor(opts));
     }
-    if opts.extra_config.is_some() {
-        notes.push(format!(
-            "the chart (chart/kubesched) builds its configuration from its values (schedulerName, leaderElect, leaderElection, plugins, pluginConfig): copy what {} sets beyond those into them",
-            opts.extra_config.as_ref().map_or("", |c| c.source.as_str())
-        ));
+    if let Some(extra) = &opts.extra_config {
+        notes.push(chart_config_note(&extra.source));
     }
 
     let manifests = format!(
