@@ -34,9 +34,28 @@ const CHARTED: &[&str] = &[
 
 /// Words of PromQL that are not metric names: aggregations, their modifiers, operators.
 const KEYWORDS: &[&str] = &[
-    "sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk", "quantile",
-    "group", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and",
-    "or", "unless", "offset",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "count",
+    "stddev",
+    "stdvar",
+    "topk",
+    "bottomk",
+    "quantile",
+    "group",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
 ];
 
 /// The metric names a PromQL expression refers to: identifiers outside strings, label
@@ -80,8 +99,15 @@ fn metric_names(expr: &str) -> Vec<String> {
                 }
                 let word: String = chars[start..i].iter().collect();
                 let next = chars[i..].iter().find(|c| !c.is_whitespace());
-                if ["by", "without", "on", "ignoring", "group_left", "group_right"]
-                    .contains(&word.as_str())
+                if [
+                    "by",
+                    "without",
+                    "on",
+                    "ignoring",
+                    "group_left",
+                    "group_right",
+                ]
+                .contains(&word.as_str())
                 {
                     skip_group = true;
                 } else if next != Some(&'(') && !KEYWORDS.contains(&word.as_str()) {
@@ -137,7 +163,10 @@ fn queries(dashboard: &Value) -> Vec<(String, String)> {
             out.push((format!("panel {:?}", p["title"]), expr));
         }
     }
-    for v in dashboard["templating"]["list"].as_array().expect("variables") {
+    for v in dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables")
+    {
         if v["type"] != "query" {
             continue;
         }
@@ -153,8 +182,10 @@ fn queries(dashboard: &Value) -> Vec<(String, String)> {
 }
 
 fn dashboard() -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/dashboards/kubesched.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/dashboards/kubesched.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_str(&text).expect("the dashboard is JSON")
 }
 
@@ -166,7 +197,10 @@ fn the_dashboard_charts_the_families_operators_look_for() {
         .flat_map(|(_, q)| metric_names(&q))
         .collect();
     for family in CHARTED {
-        assert!(named.contains(*family), "no panel charts {family}: {named:?}");
+        assert!(
+            named.contains(*family),
+            "no panel charts {family}: {named:?}"
+        );
     }
     // The pickers come from the process collector, as kubernetes-mixin's do.
     let variables: Vec<&str> = d["templating"]["list"]

@@ -128,8 +128,7 @@ pub fn files(input: &ChartInput<'_>) -> Vec<RenderedFile> {
 
 /// The first lines of every template.
 /// A template comment, so that a template whose condition is false renders nothing at all.
-const HEADER: &str =
-    "{{/* Rendered by `cargo xtask deploy` (xtask/src/chart.rs): re-render rather than edit. */}}\n";
+const HEADER: &str = "{{/* Rendered by `cargo xtask deploy` (xtask/src/chart.rs): re-render rather than edit. */}}\n";
 
 /// `text` with every `@@key@@` replaced by its value. A placeholder alone on its line takes
 /// a multi-line value indented to the placeholder's column.
@@ -168,6 +167,7 @@ fn block(value: &Yaml) -> String {
 
 fn chart_yaml() -> String {
     let version = env!("CARGO_PKG_VERSION");
+    // appVersion quoted, as Helm advises: a version such as 1.10 would otherwise be a number.
     format!(
         "# Rendered by `cargo xtask deploy` (xtask/src/chart.rs): re-render rather than edit.\n\
          apiVersion: v2\n\
@@ -175,16 +175,22 @@ fn chart_yaml() -> String {
          description: kubesched, the Kubernetes scheduler in Rust that reproduces kube-scheduler v1.37, as a second scheduler\n\
          type: application\n\
          version: {version}\n\
-         appVersion: {app}\n\
+         appVersion: \"{version}\"\n\
          keywords:\n\
          - scheduler\n\
          - kube-scheduler\n",
-        // Quoted, as Helm advises: a version such as 1.10 would otherwise be a number.
-        app = format!("\"{version}\""),
     )
 }
 
 /// `repository`, `tag` and `digest` of an image reference (the tag is empty with a digest).
+///
+/// ```
+/// use xtask::chart::split_image;
+/// let parts = |r: &str, t: &str, d: &str| (r.to_string(), t.to_string(), d.to_string());
+/// assert_eq!(split_image("reg:5000/k:slim"), parts("reg:5000/k", "slim", ""));
+/// assert_eq!(split_image("reg:5000/k"), parts("reg:5000/k", "latest", ""));
+/// assert_eq!(split_image("k@sha256:ab"), parts("k", "", "sha256:ab"));
+/// ```
 pub fn split_image(image: &str) -> (String, String, String) {
     if let Some((repo, digest)) = image.split_once('@') {
         return (repo.to_string(), String::new(), digest.to_string());
@@ -197,19 +203,19 @@ pub fn split_image(image: &str) -> (String, String, String) {
             image[last_slash + i + 1..].to_string(),
             String::new(),
         ),
-        None => (image.to_string(), String::new(), String::new()),
+        // No tag means `latest` to the container runtime; the chart spells it out, since
+        // an empty tag there stands for the chart's appVersion.
+        None => (image.to_string(), "latest".to_string(), String::new()),
     }
 }
 
 fn values_yaml(input: &ChartInput<'_>) -> String {
     let opts = input.opts;
     let (repository, tag, digest) = split_image(&opts.image);
-    let plugins = input
-        .profile_plugins
-        .as_ref()
-        .map_or_else(|| "plugins: {}".to_string(), |p| {
-            format!("plugins:\n{}", indent(&block(p), 2))
-        });
+    let plugins = input.profile_plugins.as_ref().map_or_else(
+        || "plugins: {}".to_string(),
+        |p| format!("plugins:\n{}", indent(&block(p), 2)),
+    );
     let s = |v: &str| yaml::scalar(v);
     format!(
         "# Default values of the kubesched chart: the options of `{cmd}`.\n\
@@ -543,11 +549,11 @@ fn deployment_template() -> String {
         &format!("{HEADER}{DEPLOYMENT}"),
         &[
             ("weight", render::ANTI_AFFINITY_WEIGHT.to_string()),
+            ("topology_key", yaml::scalar(render::HOSTNAME_TOPOLOGY_KEY)),
             (
-                "topology_key",
-                yaml::scalar(render::HOSTNAME_TOPOLOGY_KEY),
+                "pod_security_context",
+                block(&render::pod_security_context()),
             ),
-            ("pod_security_context", block(&render::pod_security_context())),
             ("args", block(&render::container_args())),
             ("ports", block(&render::container_ports())),
             ("liveness", block(&render::liveness_probe())),
@@ -630,7 +636,10 @@ fn service_monitor_template() -> String {
     fill(
         &format!("{HEADER}{SERVICE_MONITOR}"),
         &[
-            ("api_version", render::SERVICE_MONITOR_API_VERSION.to_string()),
+            (
+                "api_version",
+                render::SERVICE_MONITOR_API_VERSION.to_string(),
+            ),
             ("endpoint", endpoint),
         ],
     )

@@ -220,7 +220,8 @@ fn label_variable(name: &str, label: &str, query: &str) -> Value {
 /// The job variable's query.
 pub const JOB_QUERY: &str = "label_values(process_cpu_seconds_total, job)";
 /// The instance variable's query.
-pub const INSTANCE_QUERY: &str = r#"label_values(process_cpu_seconds_total{job=~"$job"}, instance)"#;
+pub const INSTANCE_QUERY: &str =
+    r#"label_values(process_cpu_seconds_total{job=~"$job"}, instance)"#;
 
 fn panel(p: &Panel, id: u64, x: u64, y: u64) -> Value {
     let targets: Vec<Value> = p

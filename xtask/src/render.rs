@@ -342,7 +342,11 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
     ];
     files.extend(crate::chart::files(&crate::chart::ChartInput {
         opts,
-        cluster_rules: policy_rules(rbac_rules(opts).iter().filter(|r| scope_of(r) == Scope::Cluster)),
+        cluster_rules: policy_rules(
+            rbac_rules(opts)
+                .iter()
+                .filter(|r| scope_of(r) == Scope::Cluster),
+        ),
         lease_rules: rbac_rules(opts)
             .into_iter()
             .filter(|r| scope_of(r) == Scope::LeaseNamespace)

@@ -130,7 +130,10 @@ fn check(chart_opts: &DeployOptions, overrides: &str, opts: &DeployOptions) -> h
     let mut got_keys: Vec<String> = release.objects.iter().map(key).collect();
     want_keys.sort();
     got_keys.sort();
-    assert_eq!(got_keys, want_keys, "the chart's objects are the manifests'");
+    assert_eq!(
+        got_keys, want_keys,
+        "the chart's objects are the manifests'"
+    );
 
     // The manifests' config text ends in the newline of its literal block; Helm's include
     // output, which the chart hashes, has none.
@@ -156,7 +159,8 @@ fn check(chart_opts: &DeployOptions, overrides: &str, opts: &DeployOptions) -> h
 }
 
 fn custom_options() -> DeployOptions {
-    const CUSTOM: &str = "PrioritySort,NodeName,TaintToleration,NodeResourcesFit,DefaultBinder,HintNode";
+    const CUSTOM: &str =
+        "PrioritySort,NodeName,TaintToleration,NodeResourcesFit,DefaultBinder,HintNode";
     let known = xtask::known_plugins().expect("crates/cli/Cargo.toml is readable");
     DeployOptions {
         scheduler_name: "hint-scheduler".to_string(),
@@ -174,9 +178,7 @@ fn custom_options() -> DeployOptions {
 fn default_values_install_the_default_manifests() {
     let release = check(&DeployOptions::default(), "{}", &DeployOptions::default());
     assert!(
-        release
-            .notes
-            .contains("schedulerName: kubesched\n"),
+        release.notes.contains("schedulerName: kubesched\n"),
         "{}",
         release.notes
     );
@@ -301,14 +303,22 @@ serviceMonitor: {enabled: true, interval: 10s, labels: {release: prometheus}}
     let pod = dep.at(&["spec", "template", "spec"]).expect("pod spec");
     let values = yaml::parse(overrides).expect("yaml");
     assert_eq!(pod.get("priorityClassName"), None, "'' leaves it out");
-    for field in ["nodeSelector", "tolerations", "affinity", "imagePullSecrets"] {
+    for field in [
+        "nodeSelector",
+        "tolerations",
+        "affinity",
+        "imagePullSecrets",
+    ] {
         assert_eq!(
             pod.get(field).map(to_json),
             values.get(field).map(to_json),
             "{field}"
         );
     }
-    let container = &pod.get("containers").and_then(Yaml::as_seq).expect("containers")[0];
+    let container = &pod
+        .get("containers")
+        .and_then(Yaml::as_seq)
+        .expect("containers")[0];
     assert_eq!(
         container.get("args"),
         Some(&Yaml::seq([
@@ -329,14 +339,22 @@ serviceMonitor: {enabled: true, interval: 10s, labels: {release: prometheus}}
     );
 
     let config = yaml::parse(&config_text(&release.objects)).expect("configuration");
-    let profile = &config.get("profiles").and_then(Yaml::as_seq).expect("profiles")[0];
-    assert_eq!(profile.get("plugins").map(to_json), values.get("plugins").map(to_json));
+    let profile = &config
+        .get("profiles")
+        .and_then(Yaml::as_seq)
+        .expect("profiles")[0];
+    assert_eq!(
+        profile.get("plugins").map(to_json),
+        values.get("plugins").map(to_json)
+    );
     assert_eq!(
         profile.get("pluginConfig").map(to_json),
         values.get("pluginConfig").map(to_json)
     );
     assert_eq!(
-        config.at(&["leaderElection", "resourceName"]).and_then(Yaml::as_str),
+        config
+            .at(&["leaderElection", "resourceName"])
+            .and_then(Yaml::as_str),
         Some("my-lease")
     );
 
@@ -346,7 +364,10 @@ serviceMonitor: {enabled: true, interval: 10s, labels: {release: prometheus}}
         .iter()
         .find(|d| kind(d) == "Role" && key(d).contains("leader-election"))
         .expect("the leader-election Role");
-    assert_eq!(role.at(&["metadata", "namespace"]).and_then(Yaml::as_str), Some("leases"));
+    assert_eq!(
+        role.at(&["metadata", "namespace"]).and_then(Yaml::as_str),
+        Some("leases")
+    );
     let named: Vec<&Yaml> = role
         .get("rules")
         .and_then(Yaml::as_seq)
@@ -362,7 +383,9 @@ serviceMonitor: {enabled: true, interval: 10s, labels: {release: prometheus}}
         .find(|d| kind(d) == "ServiceMonitor")
         .expect("a ServiceMonitor");
     assert_eq!(
-        monitor.at(&["metadata", "labels", "release"]).and_then(Yaml::as_str),
+        monitor
+            .at(&["metadata", "labels", "release"])
+            .and_then(Yaml::as_str),
         Some("prometheus")
     );
     let endpoint = &monitor
@@ -405,6 +428,9 @@ fn values_yaml_documents_every_value_the_templates_read() {
     assert!(read.len() > 15, "{read:?}");
     for (path, dotted) in read {
         let keys: Vec<&str> = dotted.split('.').collect();
-        assert!(values.at(&keys).is_some(), "{path} reads .Values.{dotted}, which values.yaml lacks");
+        assert!(
+            values.at(&keys).is_some(),
+            "{path} reads .Values.{dotted}, which values.yaml lacks"
+        );
     }
 }

@@ -386,7 +386,10 @@ fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
                         && g.resource == rule.resource
                 })
                 .collect();
-            assert!(!hits.is_empty(), "{rule:?} is not granted by a {want_role:?}");
+            assert!(
+                !hits.is_empty(),
+                "{rule:?} is not granted by a {want_role:?}"
+            );
             // The verbs of the rules granting it, together, are the table's, in its order.
             let mut verbs: Vec<String> = hits.iter().flat_map(|g| g.verbs.clone()).collect();
             verbs.sort_by_key(|v| rule.verbs.iter().position(|t| t == v));
@@ -528,7 +531,9 @@ fn replicas_get_a_disruption_budget_and_spread_over_nodes() {
     for opts in [DeployOptions::default(), custom_options()] {
         let docs = manifests(&rendered(&opts));
         let dep = find(&docs, "Deployment");
-        let selector = dep.at(&["spec", "selector", "matchLabels"]).expect("selector");
+        let selector = dep
+            .at(&["spec", "selector", "matchLabels"])
+            .expect("selector");
         let affinity = dep.at(&["spec", "template", "spec", "affinity"]);
         let pdb = find_named(&docs, "PodDisruptionBudget");
         if opts.replicas == 1 {
@@ -548,7 +553,8 @@ fn replicas_get_a_disruption_budget_and_spread_over_nodes() {
             .and_then(Yaml::as_seq)
             .expect("preferred anti-affinity")[0];
         assert_eq!(
-            term.at(&["podAffinityTerm", "topologyKey"]).and_then(Yaml::as_str),
+            term.at(&["podAffinityTerm", "topologyKey"])
+                .and_then(Yaml::as_str),
             Some("kubernetes.io/hostname")
         );
         assert_eq!(
@@ -565,7 +571,13 @@ fn service_monitor_scrapes_the_metrics_service() {
         ..DeployOptions::default()
     };
     let docs = manifests(&rendered(&opts));
-    assert!(find_named(&manifests(&rendered(&DeployOptions::default())), "ServiceMonitor").is_none());
+    assert!(
+        find_named(
+            &manifests(&rendered(&DeployOptions::default())),
+            "ServiceMonitor"
+        )
+        .is_none()
+    );
     let dep = find(&docs, "Deployment");
     let service = find(&docs, "Service");
     // The Service selects the scheduler's pods and targets the container's secure port.
@@ -573,13 +585,19 @@ fn service_monitor_scrapes_the_metrics_service() {
         service.at(&["spec", "selector"]),
         dep.at(&["spec", "template", "metadata", "labels"])
     );
-    let port = &service.at(&["spec", "ports"]).and_then(Yaml::as_seq).expect("ports")[0];
+    let port = &service
+        .at(&["spec", "ports"])
+        .and_then(Yaml::as_seq)
+        .expect("ports")[0];
     assert_eq!(port.get("port"), Some(&Yaml::Int(10259)));
     let container = &dep
         .at(&["spec", "template", "spec", "containers"])
         .and_then(Yaml::as_seq)
         .expect("containers")[0];
-    let container_port = &container.get("ports").and_then(Yaml::as_seq).expect("ports")[0];
+    let container_port = &container
+        .get("ports")
+        .and_then(Yaml::as_seq)
+        .expect("ports")[0];
     assert_eq!(port.get("targetPort"), container_port.get("name"));
     // The ServiceMonitor selects that Service in its namespace, by its port's name, over HTTPS.
     let monitor = find(&docs, "ServiceMonitor");
@@ -601,12 +619,18 @@ fn service_monitor_scrapes_the_metrics_service() {
         .expect("endpoints")[0];
     assert_eq!(endpoint.get("port"), port.get("name"));
     assert_eq!(endpoint.get("scheme").and_then(Yaml::as_str), Some("https"));
-    assert_eq!(endpoint.get("path").and_then(Yaml::as_str), Some("/metrics"));
+    assert_eq!(
+        endpoint.get("path").and_then(Yaml::as_str),
+        Some("/metrics")
+    );
 }
 
 #[test]
 fn metrics_service_names_are_dns_labels() {
-    assert_eq!(render::metrics_service_name("kubesched"), "kubesched-metrics");
+    assert_eq!(
+        render::metrics_service_name("kubesched"),
+        "kubesched-metrics"
+    );
     assert_eq!(
         render::metrics_service_name("my.scheduler-2"),
         "my-scheduler-2-metrics"

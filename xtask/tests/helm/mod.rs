@@ -87,8 +87,10 @@ pub fn template(
     HELPERS.with(|h| *h.borrow_mut() = helpers);
 
     let mut objects = Vec::new();
-    let mut crds: Vec<&(String, String)> =
-        files.iter().filter(|(p, _)| p.starts_with("crds/")).collect();
+    let mut crds: Vec<&(String, String)> = files
+        .iter()
+        .filter(|(p, _)| p.starts_with("crds/"))
+        .collect();
     crds.sort_by(|a, b| a.0.cmp(&b.0));
     for (path, text) in crds {
         objects.extend(yaml::parse_documents(text).map_err(|e| format!("{path}: {e}"))?);
@@ -191,8 +193,10 @@ fn to_yaml_tree(v: &Value) -> Yaml {
             .map_or_else(|| Yaml::Float(n.as_f64().unwrap_or_default()), Yaml::Int),
         Value::Array(items) => Yaml::Seq(items.iter().map(to_yaml_tree).collect()),
         Value::Map(m) | Value::Object(m) => {
-            let mut entries: Vec<(String, Yaml)> =
-                m.iter().map(|(k, v)| (k.clone(), to_yaml_tree(v))).collect();
+            let mut entries: Vec<(String, Yaml)> = m
+                .iter()
+                .map(|(k, v)| (k.clone(), to_yaml_tree(v)))
+                .collect();
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             Yaml::Map(entries)
         }
@@ -327,7 +331,9 @@ fn replace(args: &[Value]) -> Result<Value, FuncError> {
 fn trunc(args: &[Value]) -> Result<Value, FuncError> {
     count("trunc", args, 2)?;
     let n = number("trunc", &args[0])?;
-    Ok(Value::from(text(&args[1]).chars().take(n).collect::<String>()))
+    Ok(Value::from(
+        text(&args[1]).chars().take(n).collect::<String>(),
+    ))
 }
 
 /// `trimSuffix SUFFIX S`: S without one trailing SUFFIX.
@@ -388,11 +394,17 @@ mod tests {
             ),
         ]);
         for (template, want) in [
-            ("k:{{ include \"h.pair\" . | nindent 2 }}", "k:\n  a: x\n  b: 2"),
+            (
+                "k:{{ include \"h.pair\" . | nindent 2 }}",
+                "k:\n  a: x\n  b: 2",
+            ),
             ("{{ include \"h.pair\" . | indent 1 }}", " a: x\n b: 2"),
             ("{{ toYaml .m }}", "a:\n- p\n- q\nz: 1"),
             ("{{ .a | quote }}", "\"x\""),
-            ("{{ .empty | default \"d\" }}|{{ .a | default \"d\" }}", "d|x"),
+            (
+                "{{ .empty | default \"d\" }}|{{ .a | default \"d\" }}",
+                "d|x",
+            ),
             ("{{ int .n }}|{{ if gt (int .n) 1 }}more{{ end }}", "2|more"),
             (
                 "{{ printf \"%s.b-metrics-\" .a | replace \".\" \"-\" | trunc 9 | trimSuffix \"-\" }}",
@@ -403,17 +415,27 @@ mod tests {
                 "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
             ),
         ] {
-            assert_eq!(run(template, data.clone()).as_deref(), Ok(want), "{template}");
+            assert_eq!(
+                run(template, data.clone()).as_deref(),
+                Ok(want),
+                "{template}"
+            );
         }
         assert!(run("{{ fail \"no\" }}", data.clone()).is_err_and(|e| e.contains("no")));
         assert!(run("{{ .missing }}", data.clone()).is_err_and(|e| e.contains("not set")));
-        assert!(run("{{ lower .a }}", data).is_err(), "functions outside the subset fail");
+        assert!(
+            run("{{ lower .a }}", data).is_err(),
+            "functions outside the subset fail"
+        );
     }
 
     #[test]
     fn overrides_merge_into_maps() {
         let mut base = yaml::parse("a: {b: 1, c: [1]}\nd: x\n").expect("yaml");
-        merge(&mut base, &yaml::parse("a: {c: [2], e: 3}\n").expect("yaml"));
+        merge(
+            &mut base,
+            &yaml::parse("a: {c: [2], e: 3}\n").expect("yaml"),
+        );
         assert_eq!(
             base,
             yaml::parse("a: {b: 1, c: [2], e: 3}\nd: x\n").expect("yaml")
