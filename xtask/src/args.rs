@@ -43,6 +43,8 @@ pub struct DeployArgs {
     pub apply: bool,
     /// `--no-leader-election`.
     pub no_leader_election: bool,
+    /// `--service-monitor`.
+    pub service_monitor: bool,
 }
 
 /// `cargo xtask build` options, as given.
@@ -99,7 +101,8 @@ pub const USAGE: &str = "\
 cargo xtask <command> [options]
 
 Commands:
-  deploy   Render the manifests, the Dockerfile and example workloads (into deploy/)
+  deploy   Render the manifests, the Helm chart, the Grafana dashboard, the Dockerfile and
+           example workloads (into deploy/)
   build    Build a release kubesched with exactly the given plugins and print its size
   new-plugin NAME --points Filter,Score [--args]
            Create plugins/<kebab-name>: the plugin with a small tested behaviour per point,
@@ -117,11 +120,13 @@ deploy options:
   --scheduler-name NAME   spec.schedulerName the scheduler serves; names every object [kubesched]
   --namespace NS          namespace of the scheduler and its lease [kube-system]
   --image IMAGE           container image [kubesched:<version>]
-  --replicas N            Deployment replicas (more than one needs leader election) [1]
+  --replicas N            Deployment replicas (more than one needs leader election; adds a
+                          PodDisruptionBudget and pod anti-affinity on hostname) [1]
   --plugins A,B,...       plugin set (`default` = upstream's default plugins); selects the
                           image's Cargo features and the profile's multiPoint [every in-tree plugin]
   --config FILE           a KubeSchedulerConfiguration to start from (options fill in what it leaves unset)
   --no-leader-election    turn leader election off (single replica only)
+  --service-monitor       add a prometheus-operator ServiceMonitor for the metrics Service
   --out DIR               output folder [deploy/ of the repository]
   --apply                 run `kubectl apply -f DIR/kubesched.yaml` afterwards (when kubectl is on PATH)
 
@@ -158,6 +163,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
             out: rest.value("out")?.map(PathBuf::from),
             apply: rest.flag("apply"),
             no_leader_election: rest.flag("no-leader-election"),
+            service_monitor: rest.flag("service-monitor"),
         }),
         "build" => Command::Build(BuildArgs {
             plugins: rest.value("plugins")?,
@@ -338,7 +344,7 @@ mod tests {
     #[test]
     fn deploy_options() {
         check(
-            "deploy --scheduler-name s --namespace=ns --image i:1 --replicas 2 --plugins A,B --config c.yaml --out o --apply --no-leader-election",
+            "deploy --scheduler-name s --namespace=ns --image i:1 --replicas 2 --plugins A,B --config c.yaml --out o --apply --no-leader-election --service-monitor",
             Ok(Command::Deploy(DeployArgs {
                 scheduler_name: Some("s".into()),
                 namespace: Some("ns".into()),
@@ -349,6 +355,7 @@ mod tests {
                 out: Some("o".into()),
                 apply: true,
                 no_leader_election: true,
+                service_monitor: true,
             })),
         );
         check("deploy", Ok(Command::Deploy(DeployArgs::default())));

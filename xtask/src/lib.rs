@@ -1,7 +1,8 @@
 //! xtask: kubesched's repository chores, in plain Rust so they run wherever cargo does.
 //!
-//! It owns `cargo xtask deploy` (rendering the ServiceAccount, RBAC, ConfigMap and
-//! Deployment, the Dockerfile and example workloads into deploy/) and `cargo xtask build`
+//! It owns `cargo xtask deploy` (rendering the ServiceAccount, RBAC, ConfigMap,
+//! Deployment and metrics Service, the same objects as a Helm chart, the Grafana dashboard,
+//! the Dockerfile and example workloads into deploy/) and `cargo xtask build`
 //! (a release binary with exactly the chosen plugins) and `cargo xtask new-plugin` (a new
 //! plugin crate, wired into the binary) and `cargo xtask stress` (the cluster-mode test
 //! binaries run again and again under load). It must stay light (no clap, kube or
@@ -15,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 pub mod args;
 pub mod bench_plot;
+pub mod chart;
+pub mod dashboard;
 pub mod plugin_kinds;
 pub mod plugins;
 #[path = "../../crates/live/src/rbac.rs"]

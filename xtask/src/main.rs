@@ -365,6 +365,7 @@ fn deploy(a: DeployArgs) -> Result<(), Error> {
         image: a.image.unwrap_or(defaults.image),
         replicas: a.replicas.unwrap_or(defaults.replicas),
         leader_election: !a.no_leader_election,
+        service_monitor: a.service_monitor,
         plugins,
         plugins_arg: a.plugins,
         extra_config,

@@ -3,7 +3,10 @@
 //!
 //! Output (relative to the output folder): `kubesched.yaml` (Namespace when not a built-in
 //! one, ServiceAccount, ClusterRole + ClusterRoleBinding, Roles + RoleBindings for the
-//! namespaced rules, ConfigMap with the KubeSchedulerConfiguration, Deployment),
+//! namespaced rules, ConfigMap with the KubeSchedulerConfiguration, Deployment, the metrics
+//! Service, a PodDisruptionBudget with more than one replica, a ServiceMonitor when asked),
+//! `chart/kubesched/` (the same objects as a Helm chart whose default values are these
+//! options, see [`crate::chart`]), `dashboards/kubesched.json` (see [`crate::dashboard`]),
 //! `Dockerfile` (+ `Dockerfile.dockerignore`) building an image with exactly the chosen
 //! plugin features, and `examples/` with workloads that use the scheduler.
 
@@ -39,6 +42,23 @@ pub const HINT_LABEL: &str = "hintNode";
 pub const HINT_PLUGIN: &str = "HintNode";
 /// The namespace upstream keeps the API server's authentication ConfigMap in.
 pub const AUTH_CONFIGMAP_NAMESPACE: &str = "kube-system";
+/// The name of the secure port, in the container and in the metrics Service.
+pub const SECURE_PORT_NAME: &str = "https";
+/// Replicas a PodDisruptionBudget keeps up when there are several: the one leading.
+pub const PDB_MIN_AVAILABLE: i64 = 1;
+/// The topology the replicas' anti-affinity spreads them over.
+pub const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+/// The anti-affinity's weight: the strongest preference there is.
+pub const ANTI_AFFINITY_WEIGHT: i64 = 100;
+/// How often the ServiceMonitor scrapes /metrics.
+pub const SCRAPE_INTERVAL: &str = "30s";
+/// The Prometheus pod's own token, which /metrics' delegated authentication checks.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/// The prometheus-operator API of the ServiceMonitor.
+pub const SERVICE_MONITOR_API_VERSION: &str = "monitoring.coreos.com/v1";
+/// Verbs RBAC cannot limit to named objects: the name of an object to create is not known
+/// when the request is authorised, and a list or watch names no object.
+pub const UNNAMEABLE_VERBS: &[&str] = &["create", "list", "watch", "deletecollection"];
 
 /// Option defaults.
 pub const DEFAULT_SCHEDULER_NAME: &str = "kubesched";
@@ -86,6 +106,8 @@ pub struct DeployOptions {
     pub extra_config: Option<ExtraConfig>,
     /// The output folder as shown in comments (the Dockerfile's build command).
     pub out_label: String,
+    /// Whether a prometheus-operator ServiceMonitor scrapes the metrics Service.
+    pub service_monitor: bool,
 }
 
 impl Default for DeployOptions {
@@ -100,6 +122,7 @@ impl Default for DeployOptions {
             plugins_arg: None,
             extra_config: None,
             out_label: DEFAULT_OUT.to_string(),
+            service_monitor: false,
         }
     }
 }
@@ -134,6 +157,9 @@ impl DeployOptions {
         }
         if !self.leader_election {
             parts.push("--no-leader-election".to_string());
+        }
+        if self.service_monitor {
+            parts.push("--service-monitor".to_string());
         }
         parts.join(" ")
     }
@@ -224,6 +250,14 @@ impl Rendered {
 /// The manifests file, what `--apply` applies.
 pub const MANIFESTS_FILE: &str = "kubesched.yaml";
 
+/// The note of a rendering with `--config`: the chart's configuration is made from its
+/// values alone, so what the file sets beyond them is in the manifests only.
+pub fn chart_config_note(source: &str) -> String {
+    format!(
+        "the chart (chart/kubesched) builds its configuration from its values (schedulerName, leaderElect, leaderElection, plugins, pluginConfig) and ignores {source}: set them to match it"
+    )
+}
+
 /// Renders every file.
 pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
     opts.validate()?;
@@ -233,6 +267,11 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
         .at(&["leaderElection", "resourceNamespace"])
         .and_then(Yaml::as_str)
         .unwrap_or(&opts.namespace)
+        .to_string();
+    let lease_name = config
+        .at(&["leaderElection", "resourceName"])
+        .and_then(Yaml::as_str)
+        .unwrap_or(&opts.scheduler_name)
         .to_string();
     let config_text = config.to_document();
 
@@ -248,11 +287,22 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
         ]));
     }
     // Custom resource definitions first: the objects after them may use their kinds.
-    docs.extend(plugin_manifests(opts)?);
+    let crds = plugin_manifests(opts)?;
+    docs.extend(crds.iter().cloned());
     docs.push(service_account(opts));
-    docs.extend(rbac_documents(opts, &lease_namespace));
+    docs.extend(rbac_documents(opts, &lease_namespace, &lease_name));
     docs.push(config_map(opts, &config_text));
     docs.push(deployment(opts, &config_text));
+    docs.push(metrics_service(opts));
+    if opts.replicas > 1 {
+        docs.push(pod_disruption_budget(opts));
+    }
+    if opts.service_monitor {
+        docs.push(service_monitor(opts));
+    }
+    if let Some(extra) = &opts.extra_config {
+        notes.push(chart_config_note(&extra.source));
+    }
 
     let manifests = format!(
         "# kubesched as a second scheduler: it schedules the pods whose spec.schedulerName is {name}.\n\
@@ -268,7 +318,7 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
         file = MANIFESTS_FILE,
         body = yaml::documents(&docs),
     );
-    let files = vec![
+    let mut files = vec![
         RenderedFile {
             path: "Dockerfile",
             contents: dockerfile(opts),
@@ -290,10 +340,38 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
             contents: scheduler_name_example(opts),
         },
     ];
+    files.extend(crate::chart::files(&crate::chart::ChartInput {
+        opts,
+        cluster_rules: policy_rules(
+            rbac_rules(opts)
+                .iter()
+                .filter(|r| scope_of(r) == Scope::Cluster),
+        ),
+        lease_rules: rbac_rules(opts)
+            .into_iter()
+            .filter(|r| scope_of(r) == Scope::LeaseNamespace)
+            .collect(),
+        auth_rules: policy_rules(
+            rbac_rules(opts)
+                .iter()
+                .filter(|r| scope_of(r) == Scope::AuthConfigMapNamespace),
+        ),
+        profile_plugins: opts
+            .plugins
+            .as_ref()
+            .filter(|s| !s.is_default_set)
+            .map(multi_point),
+        crds: &crds,
+    }));
+    files.push(RenderedFile {
+        path: crate::dashboard::FILE,
+        contents: crate::dashboard::render(),
+    });
     Ok(Rendered { files, notes })
 }
 
-fn labels(opts: &DeployOptions) -> Yaml {
+/// The labels of every object, and the selector of the scheduler's pods.
+pub fn labels(opts: &DeployOptions) -> Yaml {
     Yaml::map([
         ("app.kubernetes.io/name", Yaml::from("kubesched")),
         (
@@ -347,7 +425,7 @@ pub fn scope_of(rule: &Rule) -> Scope {
 
 /// RBAC rules for table rows; rows with the same API group and verbs share one rule, in
 /// the table's order, so the role reads like upstream's.
-fn policy_rules<'a>(rules: impl Iterator<Item = &'a Rule>) -> Yaml {
+pub fn policy_rules<'a>(rules: impl Iterator<Item = &'a Rule>) -> Yaml {
     let mut grouped: Vec<(&str, &[&str], Vec<&str>)> = Vec::new();
     for r in rules {
         match grouped
@@ -378,6 +456,33 @@ fn subjects(opts: &DeployOptions) -> Yaml {
         ("name", Yaml::from(&opts.scheduler_name)),
         ("namespace", Yaml::from(&opts.namespace)),
     ])])
+}
+
+/// The rules of the lease Role: the verbs RBAC can limit by name only on the lease
+/// (`resourceNames`), as upstream's `system:kube-scheduler` has it, the others (create) in
+/// a rule of their own.
+pub fn lease_policy_rules(rules: &[Rule], lease_name: Yaml) -> Yaml {
+    let mut out = Vec::new();
+    for r in rules {
+        let (unnamed, named): (Vec<&str>, Vec<&str>) =
+            r.verbs.iter().partition(|v| UNNAMEABLE_VERBS.contains(v));
+        if !unnamed.is_empty() {
+            out.push(Yaml::map([
+                ("apiGroups", Yaml::seq([r.api_group])),
+                ("resources", Yaml::seq([r.resource])),
+                ("verbs", Yaml::seq(unnamed)),
+            ]));
+        }
+        if !named.is_empty() {
+            out.push(Yaml::map([
+                ("apiGroups", Yaml::seq([r.api_group])),
+                ("resources", Yaml::seq([r.resource])),
+                ("resourceNames", Yaml::seq([lease_name.clone()])),
+                ("verbs", Yaml::seq(named)),
+            ]));
+        }
+    }
+    Yaml::Seq(out)
 }
 
 fn role_ref(kind: &str, name: &str) -> Yaml {
@@ -463,7 +568,7 @@ fn union(a: &'static [&'static str], b: &'static [&'static str]) -> &'static [&'
 
 /// ClusterRole and binding from the kube backend's table and the chosen plugins'
 /// declarations, plus a Role and binding per namespaced scope that has rules.
-fn rbac_documents(opts: &DeployOptions, lease_namespace: &str) -> Vec<Yaml> {
+fn rbac_documents(opts: &DeployOptions, lease_namespace: &str, lease_name: &str) -> Vec<Yaml> {
     let name = &opts.scheduler_name;
     let rules = rbac_rules(opts);
     let in_scope = |scope: Scope| rules.iter().filter(move |r| scope_of(r) == scope);
@@ -509,11 +614,17 @@ fn rbac_documents(opts: &DeployOptions, lease_namespace: &str) -> Vec<Yaml> {
             continue;
         }
         let role = format!("{name}-{suffix}");
+        let role_rules = if scope == Scope::LeaseNamespace {
+            let lease: Vec<Rule> = in_scope(scope).copied().collect();
+            lease_policy_rules(&lease, Yaml::from(lease_name))
+        } else {
+            policy_rules(in_scope(scope))
+        };
         docs.push(Yaml::map([
             ("apiVersion", Yaml::from("rbac.authorization.k8s.io/v1")),
             ("kind", Yaml::from("Role")),
             ("metadata", metadata(opts, &role, Some(namespace))),
-            ("rules", policy_rules(in_scope(scope))),
+            ("rules", role_rules),
         ]));
         docs.push(Yaml::map([
             ("apiVersion", Yaml::from("rbac.authorization.k8s.io/v1")),
@@ -672,90 +783,136 @@ fn https_probe(path: &str) -> Yaml {
     ])
 }
 
+/// The container's arguments: the configuration the ConfigMap mounts.
+pub fn container_args() -> Yaml {
+    Yaml::seq([
+        "run".to_string(),
+        "--config".to_string(),
+        format!("{CONFIG_DIR}/{CONFIG_KEY}"),
+    ])
+}
+
+/// The container's one port, the secure port.
+pub fn container_ports() -> Yaml {
+    Yaml::seq([Yaml::map([
+        ("name", Yaml::from(SECURE_PORT_NAME)),
+        ("containerPort", Yaml::Int(SECURE_PORT)),
+        ("protocol", Yaml::from("TCP")),
+    ])])
+}
+
+/// Upstream's static-pod numbers: a slow first sync must not get the pod killed.
+pub fn liveness_probe() -> Yaml {
+    Yaml::map([
+        ("httpGet", https_probe("/healthz")),
+        ("initialDelaySeconds", Yaml::Int(10)),
+        ("periodSeconds", Yaml::Int(10)),
+        ("timeoutSeconds", Yaml::Int(15)),
+        ("failureThreshold", Yaml::Int(8)),
+    ])
+}
+
+/// Ready once the first lists are in (what /readyz says).
+pub fn readiness_probe() -> Yaml {
+    Yaml::map([
+        ("httpGet", https_probe("/readyz")),
+        ("periodSeconds", Yaml::Int(5)),
+        ("timeoutSeconds", Yaml::Int(15)),
+    ])
+}
+
+/// The container's default requests.
+pub fn default_resources() -> Yaml {
+    Yaml::map([(
+        "requests",
+        Yaml::map([("cpu", Yaml::from("100m")), ("memory", Yaml::from("128Mi"))]),
+    )])
+}
+
+/// Nothing but reading its configuration and serving a port.
+pub fn container_security_context() -> Yaml {
+    Yaml::map([
+        ("allowPrivilegeEscalation", Yaml::Bool(false)),
+        ("readOnlyRootFilesystem", Yaml::Bool(true)),
+        ("capabilities", Yaml::map([("drop", Yaml::seq(["ALL"]))])),
+    ])
+}
+
+/// distroless's nonroot user, numerically: the kubelet can only check a numeric user
+/// against runAsNonRoot.
+pub fn pod_security_context() -> Yaml {
+    Yaml::map([
+        ("runAsNonRoot", Yaml::Bool(true)),
+        ("runAsUser", Yaml::Int(NONROOT_UID)),
+        ("runAsGroup", Yaml::Int(NONROOT_UID)),
+        (
+            "seccompProfile",
+            Yaml::map([("type", Yaml::from("RuntimeDefault"))]),
+        ),
+    ])
+}
+
+/// Where the container reads the ConfigMap.
+pub fn config_volume_mounts() -> Yaml {
+    Yaml::seq([Yaml::map([
+        ("name", Yaml::from("config")),
+        ("mountPath", Yaml::from(CONFIG_DIR)),
+        ("readOnly", Yaml::Bool(true)),
+    ])])
+}
+
+/// Replicas on different nodes when they can be: a node going down then takes only one,
+/// and another takes the lease over.
+pub fn anti_affinity(selector: Yaml) -> Yaml {
+    Yaml::map([(
+        "podAntiAffinity",
+        Yaml::map([(
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            Yaml::seq([Yaml::map([
+                ("weight", Yaml::Int(ANTI_AFFINITY_WEIGHT)),
+                (
+                    "podAffinityTerm",
+                    Yaml::map([
+                        ("labelSelector", Yaml::map([("matchLabels", selector)])),
+                        ("topologyKey", Yaml::from(HOSTNAME_TOPOLOGY_KEY)),
+                    ]),
+                ),
+            ])]),
+        )]),
+    )])
+}
+
 fn deployment(opts: &DeployOptions, config_text: &str) -> Yaml {
     let container = Yaml::map([
         ("name", Yaml::from("kubesched")),
         ("image", Yaml::from(&opts.image)),
         ("imagePullPolicy", Yaml::from("IfNotPresent")),
-        (
-            "args",
-            Yaml::seq([
-                "run".to_string(),
-                "--config".to_string(),
-                format!("{CONFIG_DIR}/{CONFIG_KEY}"),
-            ]),
-        ),
-        (
-            "ports",
-            Yaml::seq([Yaml::map([
-                ("name", Yaml::from("https")),
-                ("containerPort", Yaml::Int(SECURE_PORT)),
-                ("protocol", Yaml::from("TCP")),
-            ])]),
-        ),
-        // Upstream's static-pod numbers: a slow first sync must not get the pod killed.
-        (
-            "livenessProbe",
-            Yaml::map([
-                ("httpGet", https_probe("/healthz")),
-                ("initialDelaySeconds", Yaml::Int(10)),
-                ("periodSeconds", Yaml::Int(10)),
-                ("timeoutSeconds", Yaml::Int(15)),
-                ("failureThreshold", Yaml::Int(8)),
-            ]),
-        ),
-        (
-            "readinessProbe",
-            Yaml::map([
-                ("httpGet", https_probe("/readyz")),
-                ("periodSeconds", Yaml::Int(5)),
-                ("timeoutSeconds", Yaml::Int(15)),
-            ]),
-        ),
-        (
-            "resources",
-            Yaml::map([(
-                "requests",
-                Yaml::map([("cpu", Yaml::from("100m")), ("memory", Yaml::from("128Mi"))]),
-            )]),
-        ),
-        (
-            "securityContext",
-            Yaml::map([
-                ("allowPrivilegeEscalation", Yaml::Bool(false)),
-                ("readOnlyRootFilesystem", Yaml::Bool(true)),
-                ("capabilities", Yaml::map([("drop", Yaml::seq(["ALL"]))])),
-            ]),
-        ),
-        (
-            "volumeMounts",
-            Yaml::seq([Yaml::map([
-                ("name", Yaml::from("config")),
-                ("mountPath", Yaml::from(CONFIG_DIR)),
-                ("readOnly", Yaml::Bool(true)),
-            ])]),
-        ),
+        ("args", container_args()),
+        ("ports", container_ports()),
+        ("livenessProbe", liveness_probe()),
+        ("readinessProbe", readiness_probe()),
+        ("resources", default_resources()),
+        ("securityContext", container_security_context()),
+        ("volumeMounts", config_volume_mounts()),
     ]);
-    let pod_spec = Yaml::map([
-        ("serviceAccountName", Yaml::from(&opts.scheduler_name)),
-        ("priorityClassName", Yaml::from("system-cluster-critical")),
+    let mut pod_spec = vec![
         (
-            "securityContext",
-            // distroless's nonroot user, numerically: the kubelet can only check a
-            // numeric user against runAsNonRoot.
-            Yaml::map([
-                ("runAsNonRoot", Yaml::Bool(true)),
-                ("runAsUser", Yaml::Int(NONROOT_UID)),
-                ("runAsGroup", Yaml::Int(NONROOT_UID)),
-                (
-                    "seccompProfile",
-                    Yaml::map([("type", Yaml::from("RuntimeDefault"))]),
-                ),
-            ]),
+            "serviceAccountName".to_string(),
+            Yaml::from(&opts.scheduler_name),
         ),
-        ("containers", Yaml::seq([container])),
         (
-            "volumes",
+            "priorityClassName".to_string(),
+            Yaml::from("system-cluster-critical"),
+        ),
+    ];
+    if opts.replicas > 1 {
+        pod_spec.push(("affinity".to_string(), anti_affinity(labels(opts))));
+    }
+    pod_spec.extend([
+        ("securityContext".to_string(), pod_security_context()),
+        ("containers".to_string(), Yaml::seq([container])),
+        (
+            "volumes".to_string(),
             Yaml::seq([Yaml::map([
                 ("name", Yaml::from("config")),
                 (
@@ -793,13 +950,116 @@ fn deployment(opts: &DeployOptions, config_text: &str) -> Yaml {
                                 ),
                             ]),
                         ),
-                        ("spec", pod_spec),
+                        ("spec", Yaml::Map(pod_spec)),
                     ]),
                 ),
             ]),
         ),
     ])
 }
+
+/// The metrics Service's name: `<scheduler name>-metrics`, made a DNS label (a Service
+/// name may hold no dot and no more than 63 characters) as the chart's helper does it.
+pub fn metrics_service_name(scheduler_name: &str) -> String {
+    let name = format!("{scheduler_name}-metrics").replace('.', "-");
+    let cut: String = name.chars().take(63).collect();
+    cut.strip_suffix('-').map_or(cut.clone(), str::to_string)
+}
+
+/// A Service in front of the secure port, for Prometheus (and the ServiceMonitor) to find
+/// the replicas' /metrics.
+fn metrics_service(opts: &DeployOptions) -> Yaml {
+    Yaml::map([
+        ("apiVersion", Yaml::from("v1")),
+        ("kind", Yaml::from("Service")),
+        (
+            "metadata",
+            metadata(
+                opts,
+                &metrics_service_name(&opts.scheduler_name),
+                Some(&opts.namespace),
+            ),
+        ),
+        (
+            "spec",
+            Yaml::map([
+                ("selector", labels(opts)),
+                (
+                    "ports",
+                    Yaml::seq([Yaml::map([
+                        ("name", Yaml::from(SECURE_PORT_NAME)),
+                        ("port", Yaml::Int(SECURE_PORT)),
+                        ("targetPort", Yaml::from(SECURE_PORT_NAME)),
+                        ("protocol", Yaml::from("TCP")),
+                    ])]),
+                ),
+            ]),
+        ),
+    ])
+}
+
+/// With several replicas, a drain never takes them all at once.
+fn pod_disruption_budget(opts: &DeployOptions) -> Yaml {
+    Yaml::map([
+        ("apiVersion", Yaml::from("policy/v1")),
+        ("kind", Yaml::from("PodDisruptionBudget")),
+        (
+            "metadata",
+            metadata(opts, &opts.scheduler_name, Some(&opts.namespace)),
+        ),
+        (
+            "spec",
+            Yaml::map([
+                ("minAvailable", Yaml::Int(PDB_MIN_AVAILABLE)),
+                ("selector", Yaml::map([("matchLabels", labels(opts))])),
+            ]),
+        ),
+    ])
+}
+
+/// The scrape endpoint of the ServiceMonitor: HTTPS with the Prometheus pod's token (the
+/// secure port authorises /metrics through the API server) and the serving certificate
+/// unchecked, since by default it is self-signed, as kube-prometheus scrapes kube-scheduler.
+pub fn service_monitor_endpoint() -> Yaml {
+    Yaml::map([
+        ("port", Yaml::from(SECURE_PORT_NAME)),
+        ("scheme", Yaml::from("https")),
+        ("path", Yaml::from("/metrics")),
+        ("interval", Yaml::from(SCRAPE_INTERVAL)),
+        ("bearerTokenFile", Yaml::from(SERVICE_ACCOUNT_TOKEN)),
+        (
+            "tlsConfig",
+            Yaml::map([("insecureSkipVerify", Yaml::Bool(true))]),
+        ),
+    ])
+}
+
+/// A prometheus-operator ServiceMonitor for the metrics Service.
+fn service_monitor(opts: &DeployOptions) -> Yaml {
+    Yaml::map([
+        ("apiVersion", Yaml::from(SERVICE_MONITOR_API_VERSION)),
+        ("kind", Yaml::from("ServiceMonitor")),
+        (
+            "metadata",
+            metadata(opts, &opts.scheduler_name, Some(&opts.namespace)),
+        ),
+        (
+            "spec",
+            Yaml::map([
+                ("selector", Yaml::map([("matchLabels", labels(opts))])),
+                (
+                    "namespaceSelector",
+                    Yaml::map([("matchNames", Yaml::seq([opts.namespace.as_str()]))]),
+                ),
+                ("endpoints", Yaml::seq([service_monitor_endpoint()])),
+            ]),
+        ),
+    ])
+}
+
+/// Where `cargo vendor`'s source replacement goes for an offline image build: a file of its
+/// own, so the repository's `.cargo/config.toml` (the xtask alias) stays as it is.
+pub const VENDOR_CONFIG: &str = ".cargo/vendor.toml";
 
 fn dockerfile(opts: &DeployOptions) -> String {
     format!(
@@ -810,9 +1070,17 @@ fn dockerfile(opts: &DeployOptions) -> String {
 #   docker build -f {out}/Dockerfile -t {image} .
 # FEATURES picks the plugin set (one `plugin-<kebab-case name>` feature per plugin, plus a
 # registry backend), e.g. --build-arg FEATURES=inventory,plugin-node-name,plugin-priority-sort,plugin-default-binder
+# GIT_COMMIT is what `kubesched version` reports (.git is not in the build context):
+#   --build-arg GIT_COMMIT=$(git rev-parse HEAD)
+#
+# The build reaches nothing but the crate registry. With the crates vendored first, it
+# reaches nothing at all (cargo runs --offline when vendor/ and {vendor_config} exist):
+#   cargo vendor --locked vendor > {vendor_config}
+#   docker build --network=none -f {out}/Dockerfile -t {image} .   # base images already pulled
 
 FROM {builder} AS builder
 ARG FEATURES="{features}"
+ARG GIT_COMMIT=""
 WORKDIR /src
 COPY . .
 # The registry and target folders are cache mounts, so the binary is copied out of them.
@@ -820,14 +1088,21 @@ COPY . .
 # Debian release (bookworm) matches the runtime's (debian12), so their versions agree.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    CARGO_PROFILE_RELEASE_STRIP=symbols \
-    cargo build --release --locked -p kubesched --no-default-features --features "$FEATURES" \
- && cp target/release/kubesched /usr/local/bin/kubesched
+    set -eu; \
+    offline=""; \
+    if [ -d vendor ] && [ -f {vendor_config} ]; then offline="--offline --config {vendor_config}"; fi; \
+    KUBESCHED_GIT_COMMIT="$GIT_COMMIT" CARGO_PROFILE_RELEASE_STRIP=symbols \
+    cargo build --release --locked $offline -p kubesched --no-default-features --features "$FEATURES"; \
+    cp target/release/kubesched /usr/local/bin/kubesched
 
+# distroless: glibc, libgcc, CA certificates and a non-root user; no shell, no package manager.
 FROM {runtime}
 COPY --from=builder /usr/local/bin/kubesched /usr/local/bin/kubesched
 USER {uid}:{uid}
 EXPOSE {port}
+# With no subcommand kubesched takes kube-scheduler's flags, so a kube-scheduler Deployment's
+# `args: [--config=/etc/kubesched/scheduler.yaml]` runs as it is; `kubesched` is on PATH for
+# a Deployment that sets `command:`.
 ENTRYPOINT ["/usr/local/bin/kubesched"]
 "#,
         cmd = opts.command_line(),
@@ -838,6 +1113,7 @@ ENTRYPOINT ["/usr/local/bin/kubesched"]
         runtime = RUNTIME_IMAGE,
         port = SECURE_PORT,
         uid = NONROOT_UID,
+        vendor_config = VENDOR_CONFIG,
     )
 }
 

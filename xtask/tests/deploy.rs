@@ -86,8 +86,18 @@ fn config_text(r: &Rendered) -> String {
         .to_string()
 }
 
-fn snapshot_all(prefix: &str, r: &Rendered) {
-    for file in &r.files {
+/// Snapshots of the files of `r`, but those the same as in `same_as` (the chart's templates
+/// that no option changes are snapshotted once) and the dashboard, which no option changes
+/// (checked_in_deploy_folder_is_up_to_date and tests/tests/kube_dashboard.rs hold it).
+fn snapshot_all(prefix: &str, r: &Rendered, same_as: Option<&Rendered>) {
+    let unchanged = |path: &str, contents: &str| {
+        same_as.is_some_and(|other| other.file(path) == Some(contents))
+    };
+    for file in r
+        .files
+        .iter()
+        .filter(|f| f.path != xtask::dashboard::FILE && !unchanged(f.path, &f.contents))
+    {
         let name = format!("{prefix}__{}", file.path.replace(['/', '.'], "_"));
         insta::assert_snapshot!(name, file.contents);
     }
@@ -97,14 +107,14 @@ fn snapshot_all(prefix: &str, r: &Rendered) {
 fn default_rendering() {
     let r = rendered(&DeployOptions::default());
     assert!(r.notes.is_empty(), "{:?}", r.notes);
-    snapshot_all("default", &r);
+    snapshot_all("default", &r, None);
 }
 
 #[test]
 fn custom_plugin_set_rendering() {
     let r = rendered(&custom_options());
     assert!(r.notes.is_empty(), "{:?}", r.notes);
-    snapshot_all("custom", &r);
+    snapshot_all("custom", &r, Some(&rendered(&DeployOptions::default())));
 }
 
 #[test]
@@ -125,7 +135,11 @@ fn every_file_is_valid_yaml_with_the_expected_objects() {
             "RoleBinding",
             "ConfigMap",
             "Deployment",
+            "Service",
         ]);
+        if opts.replicas > 1 {
+            expect.push("PodDisruptionBudget");
+        }
         assert_eq!(kinds, expect);
         for example in ["examples/hint-node.yaml", "examples/scheduler-name.yaml"] {
             let doc = yaml::parse(r.file(example).expect("rendered")).expect("valid YAML");
@@ -203,8 +217,15 @@ fn dockerfile_bakes_the_chosen_features() {
     assert!(dockerfile.contains("FROM rust:1.95-bookworm AS builder"));
     assert!(dockerfile.contains("FROM gcr.io/distroless/cc-debian12:nonroot"));
     assert!(dockerfile.contains(
-        "cargo build --release --locked -p kubesched --no-default-features --features \"$FEATURES\""
+        "cargo build --release --locked $offline -p kubesched --no-default-features --features \"$FEATURES\""
     ));
+    // Offline with a vendored tree, and kube-scheduler's command line as the entry point.
+    assert!(dockerfile.contains(
+        "if [ -d vendor ] && [ -f .cargo/vendor.toml ]; then offline=\"--offline --config .cargo/vendor.toml\"; fi"
+    ));
+    assert!(dockerfile.contains("KUBESCHED_GIT_COMMIT=\"$GIT_COMMIT\""));
+    assert!(dockerfile.contains("USER 65532:65532"));
+    assert!(dockerfile.ends_with("ENTRYPOINT [\"/usr/local/bin/kubesched\"]\n"));
     let c = rendered(&custom_options());
     assert!(c.file("Dockerfile").expect("rendered").contains(
         "ARG FEATURES=\"inventory,plugin-default-binder,plugin-hint-node,plugin-node-name,plugin-node-resources-fit,plugin-priority-sort,plugin-taint-toleration\""
@@ -247,7 +268,7 @@ fn round_trips_as<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Yaml)
 
 #[test]
 fn objects_match_the_kubernetes_api_types() {
-    use k8s_openapi::api::{apps, core, rbac};
+    use k8s_openapi::api::{apps, core, policy, rbac};
     let check = |doc: &Yaml| match kind(doc) {
         "Namespace" => round_trips_as::<core::v1::Namespace>(doc),
         "ServiceAccount" => round_trips_as::<core::v1::ServiceAccount>(doc),
@@ -257,9 +278,18 @@ fn objects_match_the_kubernetes_api_types() {
         "RoleBinding" => round_trips_as::<rbac::v1::RoleBinding>(doc),
         "ConfigMap" => round_trips_as::<core::v1::ConfigMap>(doc),
         "Deployment" => round_trips_as::<apps::v1::Deployment>(doc),
+        "Service" => round_trips_as::<core::v1::Service>(doc),
+        "PodDisruptionBudget" => round_trips_as::<policy::v1::PodDisruptionBudget>(doc),
+        // prometheus-operator's kind has no type here: service_monitor_scrapes_the_metrics_service
+        // checks its fields.
+        "ServiceMonitor" => {}
         other => panic!("unexpected kind {other}"),
     };
-    for opts in [DeployOptions::default(), custom_options()] {
+    let monitored = DeployOptions {
+        service_monitor: true,
+        ..custom_options()
+    };
+    for opts in [DeployOptions::default(), custom_options(), monitored] {
         let r = rendered(&opts);
         manifests(&r).iter().for_each(check);
         for example in ["examples/hint-node.yaml", "examples/scheduler-name.yaml"] {
@@ -280,6 +310,8 @@ struct Grant {
     group: String,
     resource: String,
     verbs: Vec<String>,
+    /// The rule's `resourceNames` (empty: every object).
+    names: Vec<String>,
 }
 
 /// Every resource granted by the rendered roles, one entry per group and resource.
@@ -310,6 +342,7 @@ fn granted(docs: &[Yaml]) -> Vec<Grant> {
                         group: group.clone(),
                         resource,
                         verbs: strings("verbs"),
+                        names: strings("resourceNames"),
                     });
                 }
             }
@@ -318,11 +351,18 @@ fn granted(docs: &[Yaml]) -> Vec<Grant> {
     out
 }
 
+/// Whether the rules of one role, together, grant every verb (RBAC adds rules up).
 fn is_granted(docs: &[Yaml], group: &str, resource: &str, verbs: &[&str]) -> bool {
-    granted(docs).iter().any(|g| {
-        g.group == group
-            && g.resource == resource
-            && verbs.iter().all(|verb| g.verbs.iter().any(|x| x == verb))
+    let grants = granted(docs);
+    grants.iter().any(|role| {
+        verbs.iter().all(|verb| {
+            grants.iter().any(|g| {
+                (&g.role_kind, &g.namespace) == (&role.role_kind, &role.namespace)
+                    && g.group == group
+                    && g.resource == resource
+                    && g.verbs.iter().any(|x| x == verb)
+            })
+        })
     })
 }
 
@@ -338,23 +378,54 @@ fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
                 Scope::LeaseNamespace => ("Role", Some(opts.namespace.clone())),
                 Scope::AuthConfigMapNamespace => ("Role", Some("kube-system".to_string())),
             };
-            let hit = grants.iter().find(|g| {
-                (g.role_kind.as_str(), g.namespace.clone()) == want_role
-                    && g.group == rule.api_group
-                    && g.resource == rule.resource
-            });
-            let Some(hit) = hit else {
-                panic!("{rule:?} is not granted by a {want_role:?}");
-            };
-            let want: Vec<String> = rule.verbs.iter().map(|v| v.to_string()).collect();
-            assert_eq!(
-                hit.verbs, want,
-                "verbs of {}/{}",
-                rule.api_group, rule.resource
+            let hits: Vec<&Grant> = grants
+                .iter()
+                .filter(|g| {
+                    (g.role_kind.as_str(), g.namespace.clone()) == want_role
+                        && g.group == rule.api_group
+                        && g.resource == rule.resource
+                })
+                .collect();
+            assert!(
+                !hits.is_empty(),
+                "{rule:?} is not granted by a {want_role:?}"
             );
+            // The verbs of the rules granting it, together, are the table's, in its order.
+            let mut verbs: Vec<String> = hits.iter().flat_map(|g| g.verbs.clone()).collect();
+            verbs.sort_by_key(|v| rule.verbs.iter().position(|t| t == v));
+            let want: Vec<String> = rule.verbs.iter().map(|v| v.to_string()).collect();
+            assert_eq!(verbs, want, "verbs of {}/{}", rule.api_group, rule.resource);
+            for hit in hits {
+                if render::scope_of(rule) == Scope::LeaseNamespace {
+                    // The lease only, where RBAC can tell objects by name (not for create).
+                    let named = hit
+                        .verbs
+                        .iter()
+                        .all(|v| !render::UNNAMEABLE_VERBS.contains(&v.as_str()));
+                    let want_names = if named {
+                        vec![opts.scheduler_name.clone()]
+                    } else {
+                        Vec::new()
+                    };
+                    assert_eq!(hit.names, want_names, "resourceNames of {hit:?}");
+                } else {
+                    assert!(hit.names.is_empty(), "{hit:?}");
+                }
+            }
         }
         // Nothing beyond the table and the declarations.
-        assert_eq!(grants.len(), rules.len());
+        let granted_resources: BTreeSet<(String, Option<String>, String, String)> = grants
+            .iter()
+            .map(|g| {
+                (
+                    g.role_kind.clone(),
+                    g.namespace.clone(),
+                    g.group.clone(),
+                    g.resource.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(granted_resources.len(), rules.len());
         // Bindings point at the rendered roles and at the ServiceAccount.
         for (binding, role) in [
             ("ClusterRoleBinding", "ClusterRole"),
@@ -415,6 +486,159 @@ fn leases_are_granted_where_the_lease_lives() {
         .expect("leases granted");
     assert_eq!(lease_role.role_kind, "Role");
     assert_eq!(lease_role.namespace.as_deref(), Some("leases-here"));
+}
+
+#[test]
+fn the_lease_role_names_the_configured_lease() {
+    let extra = yaml::parse(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceName: kube-scheduler\n",
+    )
+    .expect("valid YAML");
+    let opts = DeployOptions {
+        extra_config: Some(ExtraConfig {
+            source: "lease.yaml".to_string(),
+            value: extra,
+        }),
+        ..DeployOptions::default()
+    };
+    let docs = manifests(&rendered(&opts));
+    let leases: Vec<Grant> = granted(&docs)
+        .into_iter()
+        .filter(|g| g.group == "coordination.k8s.io" && g.resource == "leases")
+        .collect();
+    let by_name: Vec<(Vec<String>, Vec<String>)> = leases
+        .iter()
+        .map(|g| (g.verbs.clone(), g.names.clone()))
+        .collect();
+    assert_eq!(
+        by_name,
+        [
+            (vec!["create".to_string()], vec![]),
+            (
+                vec!["get".to_string(), "update".to_string()],
+                vec!["kube-scheduler".to_string()]
+            ),
+        ]
+    );
+}
+
+fn find_named<'a>(docs: &'a [Yaml], k: &str) -> Option<&'a Yaml> {
+    docs.iter().find(|d| kind(d) == k)
+}
+
+#[test]
+fn replicas_get_a_disruption_budget_and_spread_over_nodes() {
+    for opts in [DeployOptions::default(), custom_options()] {
+        let docs = manifests(&rendered(&opts));
+        let dep = find(&docs, "Deployment");
+        let selector = dep
+            .at(&["spec", "selector", "matchLabels"])
+            .expect("selector");
+        let affinity = dep.at(&["spec", "template", "spec", "affinity"]);
+        let pdb = find_named(&docs, "PodDisruptionBudget");
+        if opts.replicas == 1 {
+            assert!(affinity.is_none() && pdb.is_none(), "one replica: neither");
+            continue;
+        }
+        let pdb = pdb.expect("a PodDisruptionBudget");
+        assert_eq!(pdb.at(&["spec", "selector", "matchLabels"]), Some(selector));
+        assert_eq!(pdb.at(&["spec", "minAvailable"]), Some(&Yaml::Int(1)));
+        let term = &affinity
+            .and_then(|a| {
+                a.at(&[
+                    "podAntiAffinity",
+                    "preferredDuringSchedulingIgnoredDuringExecution",
+                ])
+            })
+            .and_then(Yaml::as_seq)
+            .expect("preferred anti-affinity")[0];
+        assert_eq!(
+            term.at(&["podAffinityTerm", "topologyKey"])
+                .and_then(Yaml::as_str),
+            Some("kubernetes.io/hostname")
+        );
+        assert_eq!(
+            term.at(&["podAffinityTerm", "labelSelector", "matchLabels"]),
+            Some(selector)
+        );
+    }
+}
+
+#[test]
+fn service_monitor_scrapes_the_metrics_service() {
+    let opts = DeployOptions {
+        service_monitor: true,
+        ..DeployOptions::default()
+    };
+    let docs = manifests(&rendered(&opts));
+    assert!(
+        find_named(
+            &manifests(&rendered(&DeployOptions::default())),
+            "ServiceMonitor"
+        )
+        .is_none()
+    );
+    let dep = find(&docs, "Deployment");
+    let service = find(&docs, "Service");
+    // The Service selects the scheduler's pods and targets the container's secure port.
+    assert_eq!(
+        service.at(&["spec", "selector"]),
+        dep.at(&["spec", "template", "metadata", "labels"])
+    );
+    let port = &service
+        .at(&["spec", "ports"])
+        .and_then(Yaml::as_seq)
+        .expect("ports")[0];
+    assert_eq!(port.get("port"), Some(&Yaml::Int(10259)));
+    let container = &dep
+        .at(&["spec", "template", "spec", "containers"])
+        .and_then(Yaml::as_seq)
+        .expect("containers")[0];
+    let container_port = &container
+        .get("ports")
+        .and_then(Yaml::as_seq)
+        .expect("ports")[0];
+    assert_eq!(port.get("targetPort"), container_port.get("name"));
+    // The ServiceMonitor selects that Service in its namespace, by its port's name, over HTTPS.
+    let monitor = find(&docs, "ServiceMonitor");
+    assert_eq!(
+        monitor.at(&["apiVersion"]).and_then(Yaml::as_str),
+        Some("monitoring.coreos.com/v1")
+    );
+    assert_eq!(
+        monitor.at(&["spec", "selector", "matchLabels"]),
+        service.at(&["metadata", "labels"])
+    );
+    assert_eq!(
+        monitor.at(&["spec", "namespaceSelector", "matchNames"]),
+        Some(&Yaml::seq(["kube-system"]))
+    );
+    let endpoint = &monitor
+        .at(&["spec", "endpoints"])
+        .and_then(Yaml::as_seq)
+        .expect("endpoints")[0];
+    assert_eq!(endpoint.get("port"), port.get("name"));
+    assert_eq!(endpoint.get("scheme").and_then(Yaml::as_str), Some("https"));
+    assert_eq!(
+        endpoint.get("path").and_then(Yaml::as_str),
+        Some("/metrics")
+    );
+}
+
+#[test]
+fn metrics_service_names_are_dns_labels() {
+    assert_eq!(
+        render::metrics_service_name("kubesched"),
+        "kubesched-metrics"
+    );
+    assert_eq!(
+        render::metrics_service_name("my.scheduler-2"),
+        "my-scheduler-2-metrics"
+    );
+    let long = "a".repeat(55) + ".b";
+    let name = render::metrics_service_name(&long);
+    assert_eq!(name.len(), 63);
+    assert!(!name.contains('.') && !name.ends_with('-'), "{name}");
 }
 
 /// Every `.rs` file of crates/live/src but the RBAC table itself.
@@ -719,7 +943,7 @@ profiles:
         ..DeployOptions::default()
     };
     let r = rendered(&opts);
-    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    assert_eq!(r.notes, [render::chart_config_note("pack.yaml")]);
     let loaded = load(&r);
     assert_eq!(loaded.config.parallelism, 8);
     assert!(loaded.config.leader_election.leader_elect);
@@ -804,8 +1028,9 @@ fn profiles_not_named_after_the_scheduler_are_reported() {
         ..DeployOptions::default()
     };
     let r = rendered(&opts);
-    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
     assert!(r.notes[0].contains("no profile of two.yaml is named kubesched"));
+    assert_eq!(r.notes[1], render::chart_config_note("two.yaml"));
     // Both profiles are still valid.
     assert_eq!(load(&r).profiles.len(), 2);
 }
@@ -826,7 +1051,8 @@ fn a_profile_with_its_own_plugins_keeps_them() {
     assert_eq!(
         r.notes,
         [
-            "profiles[0] of own.yaml lists its own plugins: --plugins only chooses the image's features for it"
+            "profiles[0] of own.yaml lists its own plugins: --plugins only chooses the image's features for it".to_string(),
+            render::chart_config_note("own.yaml"),
         ]
     );
     let text = config_text(&r);
