@@ -393,6 +393,23 @@ fn rbac_template(input: &ChartInput<'_>) -> String {
             role = yaml::scalar(role),
         ));
     }
+    for bound in rbac::BOUND_ROLES {
+        docs.push(format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\n\
+             kind: RoleBinding\n\
+             metadata:\n\
+             \x20 name: {{{{ printf \"%s-{role}\" .Values.schedulerName | quote }}}}\n\
+             \x20 namespace: {namespace}\n\
+             {labels}\
+             roleRef:\n\
+             \x20 apiGroup: rbac.authorization.k8s.io\n\
+             \x20 kind: Role\n\
+             \x20 name: {role}\n\
+             {SUBJECTS}",
+            role = bound.role,
+            namespace = yaml::scalar(bound.namespace),
+        ));
+    }
     let lease_rules = block(&render::lease_policy_rules(
         &input.lease_rules,
         Yaml::from(LEASE_NAME_MARK),

@@ -602,6 +602,24 @@ fn rbac_documents(opts: &DeployOptions, lease_namespace: &str, lease_name: &str)
             ("subjects", subjects(opts)),
         ]));
     }
+    // Built-in namespaced roles, bound in their namespace (extension-apiserver-
+    // authentication-reader: the ConfigMap delegated authentication reads its CAs from).
+    for bound in rbac::BOUND_ROLES {
+        docs.push(Yaml::map([
+            ("apiVersion", Yaml::from("rbac.authorization.k8s.io/v1")),
+            ("kind", Yaml::from("RoleBinding")),
+            (
+                "metadata",
+                metadata(
+                    opts,
+                    &format!("{name}-{}", bound.role),
+                    Some(bound.namespace),
+                ),
+            ),
+            ("roleRef", role_ref("Role", bound.role)),
+            ("subjects", subjects(opts)),
+        ]));
+    }
     for (scope, suffix, namespace) in [
         (Scope::LeaseNamespace, "leader-election", lease_namespace),
         (

@@ -131,6 +131,8 @@ fn every_file_is_valid_yaml_with_the_expected_objects() {
             "ClusterRole",
             "ClusterRoleBinding",
             "ClusterRoleBinding",
+            // extension-apiserver-authentication-reader, the built-in Role.
+            "RoleBinding",
             "Role",
             "RoleBinding",
             "ConfigMap",
@@ -431,9 +433,14 @@ fn every_rule_of_the_rbac_table_is_granted_in_its_scope() {
             ("ClusterRoleBinding", "ClusterRole"),
             ("RoleBinding", "Role"),
         ] {
-            let b = find(&docs, binding);
+            // (Bindings of built-in roles are checked in the_service_account_is_an_auth_delegator.)
             let r = find(&docs, role);
-            assert_eq!(b.at(&["roleRef", "name"]), r.at(&["metadata", "name"]));
+            let b = docs
+                .iter()
+                .find(|d| {
+                    kind(d) == binding && d.at(&["roleRef", "name"]) == r.at(&["metadata", "name"])
+                })
+                .unwrap_or_else(|| panic!("no {binding} of the rendered {role}"));
             assert_eq!(
                 b.at(&["roleRef", "kind"]).and_then(Yaml::as_str),
                 Some(role)
@@ -462,6 +469,20 @@ fn the_service_account_is_an_auth_delegator() {
             .collect();
         for role in xtask::rbac::BOUND_CLUSTER_ROLES {
             assert!(bound.contains(role), "{role} not bound: {bound:?}");
+        }
+        // And the built-in Role that reads extension-apiserver-authentication, in its
+        // namespace, as kube-scheduler's.
+        for b in xtask::rbac::BOUND_ROLES {
+            assert!(
+                docs.iter().any(|d| kind(d) == "RoleBinding"
+                    && d.at(&["metadata", "namespace"]).and_then(Yaml::as_str)
+                        == Some(b.namespace)
+                    && d.at(&["roleRef", "kind"]).and_then(Yaml::as_str) == Some("Role")
+                    && d.at(&["roleRef", "name"]).and_then(Yaml::as_str) == Some(b.role)),
+                "{} in {} not bound",
+                b.role,
+                b.namespace
+            );
         }
     }
 }
