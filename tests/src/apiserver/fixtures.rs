@@ -183,17 +183,7 @@ pub async fn http_get_with(addr: SocketAddr, path: &str, token: Option<&str>) ->
     stream.write_all(req.as_bytes()).await.expect("writing");
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).await.expect("reading");
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, dechunk(&body))
+    status_and_body(&buf)
 }
 
 /// GET `path` (with a bearer token if given) and the answer as it came: status code,
@@ -350,17 +340,19 @@ pub async fn https_get(
     // A server that closes without TLS close_notify ends the read with an error after the
     // answer: what was read is the answer.
     let _ = tls.read_to_end(&mut buf).await;
-    let text = String::from_utf8_lossy(&buf).into_owned();
+    status_and_body(&buf)
+}
+
+/// An HTTP/1.1 answer's status code and (dechunked) body, as text.
+fn status_and_body(answer: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(answer);
     let code = text
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, dechunk(&body))
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (code, dechunk(body))
 }
 
 /// Removes HTTP/1.1 chunked framing, if any.
