@@ -832,12 +832,71 @@ struct BenchArgs {
     /// With --kubeconfig: seconds to wait for the scheduler (caches synced, pods bound).
     #[arg(long, default_value_t = 600, requires = "kubeconfig")]
     timeout: u64,
+    /// Run the load benchmark instead of the workloads: generate a cluster dump as
+    /// `kubectl get nodes,pods -A` writes one (managedFields included), 90 % of the pods
+    /// bound, in each shape (YAML documents, a YAML List, a JSON List), and simulate each
+    /// in its own child process, timing parse, build, scheduling and report.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "single", "filter"])]
+    load: bool,
+    /// With --load: nodes of the generated cluster (times --scale).
+    #[arg(long, default_value_t = 5000, requires = "load")]
+    load_nodes: usize,
+    /// With --load: pods of the generated cluster (times --scale).
+    #[arg(long, default_value_t = 100_000, requires = "load")]
+    load_pods: usize,
+    /// With --load: only these shapes (default: all three).
+    #[arg(long, value_enum, value_delimiter = ',', requires = "load")]
+    shape: Vec<LoadShape>,
+    /// With --load: write the dumps into this folder and keep them (default: a temporary
+    /// folder, removed at the end). Existing dumps of the same size are reused.
+    #[arg(long, value_name = "DIR", requires = "load")]
+    load_dir: Option<PathBuf>,
+    /// Simulate this one dump file in this process and print its result as JSON (what
+    /// --load runs in each child process).
+    #[arg(long, value_name = "FILE", hide = true)]
+    single_load: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum LoadShape {
+    Documents,
+    ListYaml,
+    ListJson,
+}
+
+impl From<LoadShape> for kubesched_sim::bench::dump::DumpShape {
+    fn from(s: LoadShape) -> Self {
+        match s {
+            LoadShape::Documents => Self::Documents,
+            LoadShape::ListYaml => Self::ListYaml,
+            LoadShape::ListJson => Self::ListJson,
+        }
+    }
 }
 
 fn bench(args: BenchArgs) -> ExitCode {
     use kubesched_sim::bench;
     if let Some(kubeconfig) = &args.kubeconfig {
         return kube_bench(&args, kubeconfig.clone());
+    }
+    if let Some(file) = &args.single_load {
+        let name = args
+            .filter
+            .clone()
+            .unwrap_or_else(|| file.display().to_string());
+        return match bench::load::run_load(file, &name) {
+            Ok(r) => {
+                print(&format!(
+                    "{}\n",
+                    serde_json::to_string(&[r]).unwrap_or_default()
+                ));
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        };
+    }
+    if args.load {
+        return load_bench(&args);
     }
     let options = bench::BenchOptions {
         seed: args.seed,
@@ -1003,6 +1062,125 @@ fn kube_bench(args: &BenchArgs, kubeconfig: PathBuf) -> ExitCode {
     }
     if failures > 0 {
         return fail(&format!("{failures} workload(s) failed"));
+    }
+    ExitCode::SUCCESS
+}
+
+/// `kubesched bench --load`: generates each dump (unless the folder has it already) and
+/// simulates it in a child process.
+fn load_bench(args: &BenchArgs) -> ExitCode {
+    use kubesched_sim::bench::{self, dump};
+    if !(args.scale > 0.0 && args.scale <= 1.0) {
+        return fail(&format!("--scale must be in (0, 1], not {}", args.scale));
+    }
+    let spec = dump::DumpSpec {
+        nodes: ((args.load_nodes as f64 * args.scale).ceil() as usize).max(1),
+        pods: (args.load_pods as f64 * args.scale).ceil() as usize,
+        bound_percent: 90,
+    };
+    let shapes: Vec<dump::DumpShape> = if args.shape.is_empty() {
+        dump::DumpShape::ALL.to_vec()
+    } else {
+        args.shape.iter().map(|&s| s.into()).collect()
+    };
+    let (dir, temporary) = match &args.load_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("kubesched-load-{}", std::process::id())),
+            true,
+        ),
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return fail(&format!("creating {}: {e}", dir.display()));
+    }
+    let exe = PathBuf::from("/proc/self/exe");
+    let exe = if exe.exists() {
+        exe
+    } else {
+        match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => return fail(&format!("finding this binary to run the dumps: {e}")),
+        }
+    };
+    let mut results = Vec::new();
+    let mut failures = 0;
+    for shape in shapes {
+        let name = format!("LoadDump/{}Nodes/{}", spec.nodes, shape.name());
+        let path = dir.join(format!(
+            "dump-{}nodes-{}pods-{}.{}",
+            spec.nodes,
+            spec.pods,
+            shape.name(),
+            shape.extension()
+        ));
+        if !path.exists() {
+            let written = std::fs::File::create(&path).and_then(|f| {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                dump::write_dump(&spec, shape, &mut w)?;
+                std::io::Write::flush(&mut w)
+            });
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&path);
+                return fail(&format!("writing {}: {e}", path.display()));
+            }
+        }
+        let started = std::time::Instant::now();
+        let output = std::process::Command::new(&exe)
+            .arg("bench")
+            .arg("--single-load")
+            .arg(&path)
+            .arg("--filter")
+            .arg(&name)
+            .stdin(std::process::Stdio::null())
+            .output();
+        let outcome = match output {
+            Err(e) => Err(format!("starting {}: {e}", exe.display())),
+            Ok(o) if !o.status.success() => {
+                Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+            }
+            Ok(o) => serde_json::from_slice::<Vec<bench::load::LoadResult>>(&o.stdout)
+                .map_err(|e| format!("reading the child's result: {e}"))
+                .and_then(|mut r| r.pop().ok_or_else(|| "the child printed no result".into())),
+        };
+        match outcome {
+            Ok(r) => {
+                note(&format!(
+                    "{name}: parse {:.2} s, build {:.2} s, schedule {:.2} s, total {:.2} s, peak {} MiB ({})",
+                    r.parse_seconds,
+                    r.build_seconds,
+                    r.schedule_seconds,
+                    r.total_seconds,
+                    r.peak_rss_bytes.map_or(0, |b| b >> 20),
+                    bench::short_duration(started.elapsed())
+                ));
+                results.push(r);
+            }
+            Err(e) => {
+                failures += 1;
+                note(&format!("{name}: failed: {e}"));
+            }
+        }
+    }
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if let Some(path) = &args.save
+        && let Err(e) = std::fs::write(
+            path,
+            serde_json::to_string_pretty(&results).unwrap_or_default(),
+        )
+    {
+        warn(&format!("writing {}: {e}", path.display()));
+    }
+    match args.output {
+        BenchOutput::Json => print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&results).unwrap_or_default()
+        )),
+        BenchOutput::Markdown => print(&bench::load::load_markdown(&results)),
+    }
+    if failures > 0 {
+        return fail(&format!("{failures} dump(s) failed"));
     }
     ExitCode::SUCCESS
 }

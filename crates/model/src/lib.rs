@@ -21,7 +21,7 @@ pub mod topology;
 pub use node::{ImageStateSummary, Kept, Node, NodeInfo, NodeNumbers, next_generation};
 pub use pod::{
     AffinityTerm, DEFAULT_SCHEDULER_NAME, InclusionPolicy, PodInfo, TopologySpreadConstraint,
-    WeightedAffinityTerm, WhenUnsatisfiable,
+    WeightedAffinityTerm, WhenUnsatisfiable, slim_pod,
 };
 pub use ports::{DEFAULT_BIND_ALL_HOST_IP, HostPort, HostPortInfo, any_conflict};
 pub use quantity::{Quantity, QuantityError};

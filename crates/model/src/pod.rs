@@ -786,3 +786,186 @@ mod tests {
         );
     }
 }
+
+/// The annotation `kubectl apply` keeps the whole applied object in.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops from a pod what no part of kubesched reads (the model, the plugins, the
+/// simulator and its reports), so that a store of many pods keeps what scheduling needs
+/// rather than whole API objects: `managedFields` and `kubectl apply`'s copy of the
+/// object; each container's command, arguments, environment, probes, lifecycle hooks,
+/// security context and terminal settings; the status's container states, addresses
+/// and start time. Kept are identity, labels and the other annotations, owners, the
+/// whole scheduling-relevant spec (containers' images, resources, ports, restart policy
+/// and mounts; volumes, claims, affinity, tolerations, spread constraints, gates,
+/// priority, overhead, pod-level resources) and the phase, conditions and nomination.
+/// Container statuses keep only their name and resources (in-place resize reports them).
+pub fn slim_pod(pod: &mut api::Pod) {
+    let meta = &mut pod.metadata;
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(LAST_APPLIED_ANNOTATION);
+        if a.is_empty() {
+            meta.annotations = None;
+        }
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            slim_container(c);
+        }
+        for c in spec.ephemeral_containers.iter_mut().flatten() {
+            c.command = None;
+            c.args = None;
+            c.env = None;
+            c.env_from = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+            c.lifecycle = None;
+            c.security_context = None;
+            c.working_dir = None;
+            c.termination_message_path = None;
+            c.termination_message_policy = None;
+        }
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.host_ip = None;
+        status.host_ips = None;
+        status.pod_ip = None;
+        status.pod_ips = None;
+        status.start_time = None;
+        status.ephemeral_container_statuses = None;
+        for statuses in [
+            &mut status.container_statuses,
+            &mut status.init_container_statuses,
+        ] {
+            let kept: Vec<api::ContainerStatus> = statuses
+                .take()
+                .into_iter()
+                .flatten()
+                .filter(|s| s.resources.is_some() || s.allocated_resources.is_some())
+                .map(|s| api::ContainerStatus {
+                    name: s.name,
+                    resources: s.resources,
+                    allocated_resources: s.allocated_resources,
+                    ..Default::default()
+                })
+                .collect();
+            *statuses = (!kept.is_empty()).then_some(kept);
+        }
+    }
+}
+
+fn slim_container(c: &mut api::Container) {
+    c.command = None;
+    c.args = None;
+    c.env = None;
+    c.env_from = None;
+    c.liveness_probe = None;
+    c.readiness_probe = None;
+    c.startup_probe = None;
+    c.lifecycle = None;
+    c.security_context = None;
+    c.working_dir = None;
+    c.termination_message_path = None;
+    c.termination_message_policy = None;
+    c.image_pull_policy = None;
+    c.stdin = None;
+    c.stdin_once = None;
+    c.tty = None;
+}
+
+#[cfg(test)]
+mod slim_tests {
+    use super::*;
+
+    /// A pod with every part the scheduling view reads, and the bulk a dump adds.
+    fn rich_pod() -> api::Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-1", "namespace": "shop", "uid": "u1",
+                "labels": {"app": "web"},
+                "annotations": {LAST_APPLIED_ANNOTATION: "{...}", "team": "a"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "r1", "controller": true}],
+                "managedFields": [{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+            },
+            "spec": {
+                "containers": [{
+                    "name": "app", "image": "nginx:1", "command": ["run"], "args": ["-v"],
+                    "env": [{"name": "A", "value": "b"}],
+                    "livenessProbe": {"httpGet": {"port": 80}},
+                    "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}, "limits": {"cpu": "1"}},
+                    "volumeMounts": [{"name": "data", "mountPath": "/d"}],
+                }],
+                "initContainers": [{"name": "init", "image": "busybox", "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "50m"}}, "env": [{"name": "X"}]}],
+                "overhead": {"cpu": "10m"},
+                "nodeSelector": {"disk": "ssd"},
+                "affinity": {
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]},
+                },
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "web"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}}],
+                "schedulingGates": [{"name": "wait"}],
+                "priority": 10,
+                "nodeName": "n1",
+            },
+            "status": {
+                "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [
+                    {"name": "app", "image": "nginx:1", "imageID": "x", "ready": true, "restartCount": 0},
+                    {"name": "resized", "image": "i", "imageID": "y", "ready": true, "restartCount": 3,
+                        "resources": {"requests": {"cpu": "200m"}}},
+                ],
+                "nominatedNodeName": "n2",
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_slim_pod_gives_the_same_scheduling_view() {
+        let full = rich_pod();
+        let mut slim = full.clone();
+        slim_pod(&mut slim);
+        let view = |p: api::Pod| {
+            let mut info = PodInfo::new(Arc::new(p)).unwrap();
+            info.pod = Arc::new(api::Pod::default());
+            format!("{info:?}")
+        };
+        assert_eq!(view(full.clone()), view(slim.clone()));
+        // The bulk is gone; what the reports and what-ifs read stays.
+        assert!(slim.metadata.managed_fields.is_none());
+        let annotations = slim.metadata.annotations.clone().unwrap();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["team"]);
+        assert_eq!(
+            slim.metadata.owner_references,
+            full.metadata.owner_references
+        );
+        let spec = slim.spec.as_ref().unwrap();
+        let c = &spec.containers[0];
+        assert!(c.env.is_none() && c.command.is_none() && c.liveness_probe.is_none());
+        assert_eq!(
+            c.volume_mounts,
+            full.spec.as_ref().unwrap().containers[0].volume_mounts
+        );
+        let status = slim.status.as_ref().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.nominated_node_name.as_deref(), Some("n2"));
+        assert!(status.pod_ip.is_none());
+        let statuses = status.container_statuses.as_ref().unwrap();
+        assert_eq!(statuses.len(), 1);
+        assert_eq!(statuses[0].name, "resized");
+        assert!(statuses[0].resources.is_some());
+    }
+}

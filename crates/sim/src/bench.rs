@@ -21,6 +21,9 @@ use crate::report::percentile;
 use crate::runner::{SimError, Simulation, SimulationOptions};
 use crate::workload::{Op, Workload, WorkloadError};
 
+pub mod dump;
+pub mod load;
+
 /// Attempt latency percentiles of the measured pods, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyMs {

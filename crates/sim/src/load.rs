@@ -24,6 +24,7 @@ use crate::cluster::SimCluster;
 mod dedup;
 #[cfg(test)]
 mod dump_tests;
+mod fast_yaml;
 mod split;
 mod stream;
 mod walk;
@@ -667,7 +668,7 @@ impl<'m> Loader<'m> {
 
     /// Adds a decoded pod: kept aside as invalid when an API server would refuse it,
     /// reported when it is a second copy.
-    fn add_pod(&mut self, p: api::Pod, file: &str, position: &Position) {
+    fn add_pod(&mut self, mut p: api::Pod, file: &str, position: &Position) {
         let object = describe_meta("Pod", &p.metadata);
         let problem = |field: &str, message: String| {
             InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
@@ -689,6 +690,8 @@ impl<'m> Loader<'m> {
             }
             return;
         }
+        // Kept is what scheduling and the reports read, not the whole object.
+        kubesched_model::slim_pod(&mut p);
         let duplicate = self.seen.add_pod(self.manifests, p, origin(file, position));
         self.duplicate(duplicate, problem);
     }
@@ -794,6 +797,30 @@ fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
     }
     let text: &str = &piece.text;
     let has_name = |m: &ObjectMeta| m.name.as_deref().is_some_and(|n| !n.is_empty());
+    // kubectl's own YAML first: read fast, decoded from the tree; anything the fast reader
+    // leaves, or whose decoding fails, goes the general way below (its errors and all).
+    if let Some(tree) = fast_yaml::parse(text) {
+        match tree.get("kind").and_then(serde_json::Value::as_str) {
+            Some("Pod") => {
+                if let Ok(mut p) = serde_json::from_value::<api::Pod>(tree)
+                    && has_name(&p.metadata)
+                {
+                    // Slimmed here too, on the parsing thread, so a batch waiting to be
+                    // added holds slim pods.
+                    kubesched_model::slim_pod(&mut p);
+                    return Parsed::Pod(Box::new(p));
+                }
+            }
+            Some("Node") => {
+                if let Ok(n) = serde_json::from_value::<api::Node>(tree)
+                    && has_name(&n.metadata)
+                {
+                    return Parsed::Node(Box::new(n));
+                }
+            }
+            _ => return Parsed::Value(tree),
+        }
+    }
     match peek_kind(text) {
         Some("Pod") => {
             if let Ok(p) =

@@ -14,6 +14,7 @@ mod examples;
 mod extenders;
 mod fidelity;
 mod html_report;
+mod load_bench;
 mod node_declared_features;
 mod plugin_kinds;
 mod preemption_report;
