@@ -1,6 +1,9 @@
 //! Binding end to end: a 409 (the pod was bound by someone else meanwhile) is not retried
-//! and the cache follows the API; server errors are retried with backoff and their
-//! FailedScheduling events aggregated; a pod deleted while its bind is in flight is
+//! and the cache follows the API; transient server errors (500, 503) are retried within the
+//! Bind call with client-go's backoff (v1.37), and once those retries run out the pod goes
+//! back through the queue's backoff with its FailedScheduling events aggregated; other
+//! errors (403, 422) are not retried within the call (429, 503 and 504 are retried below it,
+//! by the HTTP layer); a pod deleted while its bind is in flight is
 //! neither retried nor left behind.
 
 use std::time::Duration;
@@ -77,12 +80,65 @@ async fn conflict_on_bind_follows_the_api() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_errors_on_bind_are_retried_and_their_events_aggregated() {
+async fn transient_bind_errors_are_retried_within_the_binding_cycle() {
+    bounded(60, "500s on bind, retried", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        server.create("pods", pod("flaky", "1"));
+        // Three transient answers (v1.37, kubernetes#138855): the fourth and last call of
+        // the one Bind succeeds. 500s, as a 503 is retried by the HTTP layer already.
+        server.fail_requests("POST", "/binding", 3, 500);
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        let binds = server
+            .wait_for_requests(4, Duration::from_secs(20), |r| {
+                r.method == "POST" && r.path.ends_with("/binding")
+            })
+            .await
+            .expect("four binding requests answered");
+        assert_eq!(
+            binds.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [500, 500, 500, 201].map(Some)
+        );
+        // client-go's DefaultBackoff between the calls: 10 ms, 50 ms, 250 ms (and up to a
+        // tenth more); lower bounds only, a slow machine cannot make them fail.
+        for (pair, least) in binds.windows(2).zip([10, 50, 250]) {
+            let waited = pair[1].at.duration_since(pair[0].at);
+            assert!(
+                waited >= Duration::from_millis(least),
+                "waited {waited:?}, want {least} ms"
+            );
+        }
+        assert!(
+            server
+                .wait_until(Duration::from_secs(5), |s| events_of(
+                    s,
+                    "Scheduled",
+                    "flaky"
+                )
+                .len()
+                    == 1)
+                .await
+        );
+        assert_eq!(node_of(&server, "flaky").as_deref(), Some("n1"));
+        // One binding cycle: no failure reported, no status patch with SchedulerError.
+        assert!(events_of(&server, "FailedScheduling", "flaky").is_empty());
+        assert!(requests_to(&server, "PATCH", "/pods/flaky/status").is_empty());
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_failing_every_retry_fails_the_cycle_and_the_events_are_aggregated() {
     bounded(60, "500s on bind", async {
         let server = TestApiServer::start().await;
         server.create("nodes", node("n1", "2"));
         server.create("pods", pod("flaky", "1"));
-        server.fail_requests("POST", "/binding", 3, 500);
+        // Two binding cycles' worth of 500s (four calls each), then the API recovers.
+        server.fail_requests("POST", "/binding", 8, 500);
         let runner = Runner::start(options(&server, false, "solo"))
             .await
             .expect("start");
@@ -93,16 +149,18 @@ async fn server_errors_on_bind_are_retried_and_their_events_aggregated() {
         );
         // The binding's effect shows before its answer is logged: wait for the answers.
         let binds = server
-            .wait_for_requests(4, Duration::from_secs(10), |r| {
+            .wait_for_requests(9, Duration::from_secs(10), |r| {
                 r.method == "POST" && r.path.ends_with("/binding")
             })
             .await
-            .expect("four binding requests answered");
-        assert_eq!(
-            binds.iter().map(|r| r.status).collect::<Vec<_>>(),
-            [500, 500, 500, 201].map(Some)
-        );
-        // Three identical failures: one event created, turned into a series on the second.
+            .expect("nine binding requests answered");
+        let mut want = vec![Some(500); 8];
+        want.push(Some(201));
+        assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), want);
+        // Between the cycles the pod waited out its backoff (1 s in these tests' profile).
+        assert!(binds[4].at.duration_since(binds[3].at) >= Duration::from_secs(1));
+        assert!(binds[8].at.duration_since(binds[7].at) >= Duration::from_secs(1));
+        // Two identical failures: one event created, turned into a series on the second.
         assert!(
             server
                 .wait_until(Duration::from_secs(5), |s| events_of(
@@ -138,6 +196,38 @@ async fn server_errors_on_bind_are_retried_and_their_events_aggregated() {
             "one FailedScheduling and one Scheduled event created"
         );
         assert_eq!(event_writes("PATCH"), 1, "the series patched once");
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_bind_errors_are_not_retried_within_the_cycle() {
+    bounded(60, "403 and 422 on bind", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "2"));
+        server.create("pods", pod("refused", "1"));
+        // Neither is upstream's transient kind: each ends its binding cycle at once.
+        server.fail_requests("POST", "/binding", 1, 403);
+        server.fail_requests("POST", "/binding", 1, 422);
+        let runner = Runner::start(options(&server, false, "solo"))
+            .await
+            .expect("start");
+        let binds = server
+            .wait_for_requests(3, Duration::from_secs(20), |r| {
+                r.method == "POST" && r.path.ends_with("/binding")
+            })
+            .await
+            .expect("three binding requests answered");
+        assert_eq!(
+            binds.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [403, 422, 201].map(Some)
+        );
+        // Each failure went back through the queue's backoff (1 s in these tests' profile).
+        assert!(binds[1].at.duration_since(binds[0].at) >= Duration::from_secs(1));
+        assert!(binds[2].at.duration_since(binds[1].at) >= Duration::from_secs(1));
+        assert_eq!(node_of(&server, "refused").as_deref(), Some("n1"));
         runner.stop();
         runner.wait().await.expect("clean stop");
     })

@@ -18,9 +18,29 @@ pub enum ClientError {
     /// The object does not exist (HTTP 404).
     #[error("not found: {0}")]
     NotFound(String),
+    /// A failure upstream's `Retriable` counts as transient: the server answered HTTP 500
+    /// (InternalError) or 503 (ServiceUnavailable), or refused the connection. Writes that
+    /// upstream retries (the pod's binding) are tried again on it.
+    #[error("{0}")]
+    Transient(String),
     /// Any other failure.
     #[error("{0}")]
     Other(String),
+}
+
+impl ClientError {
+    /// Whether trying the same write again may succeed: only [`ClientError::Transient`]. A
+    /// conflict or a missing object stays so, and anything else is not known to pass.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Transient(_))
+    }
+
+    /// The message without the variant's prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Conflict(m) | Self::NotFound(m) | Self::Transient(m) | Self::Other(m) => m,
+        }
+    }
 }
 
 /// A reference to the object an event is about.

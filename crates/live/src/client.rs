@@ -134,14 +134,34 @@ impl KubeClient {
     }
 }
 
-/// Maps a kube error to the scheduler's: 409 is a conflict, 404 not found.
+/// Maps a kube error to the scheduler's: 409 is a conflict, 404 not found; 500, 503 and a
+/// refused connection are transient (upstream's `Retriable`).
 pub fn client_error(e: kube::Error, doing: &str) -> ClientError {
     match e {
         kube::Error::Api(s) if s.code == 409 => ClientError::Conflict(s.message),
         kube::Error::Api(s) if s.code == 404 => ClientError::NotFound(s.message),
+        kube::Error::Api(s) if s.code == 500 || s.code == 503 => {
+            ClientError::Transient(format!("{doing}: {} ({})", s.message, s.code))
+        }
         kube::Error::Api(s) => ClientError::Other(format!("{doing}: {} ({})", s.message, s.code)),
+        other if connection_refused(&other) => ClientError::Transient(format!("{doing}: {other}")),
         other => ClientError::Other(format!("{doing}: {other}")),
     }
+}
+
+/// Whether the error comes from a refused TCP connection, anywhere in its causes (as Go's
+/// `net.IsConnectionRefused` looks through wrapped errors).
+fn connection_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 fn claim_name(claim: &ResourceClaim) -> (&str, &str) {
@@ -564,7 +584,41 @@ mod tests {
         );
         assert_eq!(
             client_error(api(500), "binding"),
-            ClientError::Other("binding: m500 (500)".into())
+            ClientError::Transient("binding: m500 (500)".into())
         );
+        assert_eq!(
+            client_error(api(503), "binding"),
+            ClientError::Transient("binding: m503 (503)".into())
+        );
+        // Neither a throttled request nor a refused permission is upstream's transient kind.
+        for code in [429, 403, 422, 502] {
+            assert!(
+                matches!(client_error(api(code), "binding"), ClientError::Other(_)),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_is_transient() {
+        let refused = kube::Error::Service(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused",
+        )));
+        assert!(client_error(refused, "binding").is_transient());
+        let reset = kube::Error::Service(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset",
+        )));
+        assert!(!client_error(reset, "binding").is_transient());
+        // Wrapped one level down, as hyper's connector reports it.
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Wrapper(#[source] std::io::Error);
+        let wrapped = kube::Error::Service(Box::new(Wrapper(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "tcp connect error",
+        ))));
+        assert!(client_error(wrapped, "binding").is_transient());
     }
 }

@@ -982,6 +982,11 @@ impl SchedulingQueue {
     ) -> bool {
         self.run_pre_enqueue(&mut info);
         let uid = info.pod_info.uid.clone();
+        if event == internal::POD_ADD || event == internal::POD_UPDATE {
+            // Before the pod lands anywhere, gated or not (v1.37, kubernetes#139057): a
+            // gated pod's nominatedNodeName keeps its room from lower-priority pods too.
+            self.nominator.add(info.pod_info.clone(), None);
+        }
         if let Some(plugin) = &info.gating_plugin {
             if st.active.contains(&uid) || st.backoff.contains(&uid) {
                 return false;
@@ -996,9 +1001,6 @@ impl SchedulingQueue {
         self.take_unschedulable(st, &uid);
         let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
         st.backoff.remove(&uid, &backoff_less);
-        if event == internal::POD_ADD || event == internal::POD_UPDATE {
-            self.nominator.add(info.pod_info.clone(), None);
-        }
         let less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.less(a, b);
         st.active.push(info, &less);
         self.record(SubQueue::Active, event);

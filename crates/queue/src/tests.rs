@@ -1256,6 +1256,40 @@ fn nominator_follows_pending_pods() {
     assert!(e.nominator.is_empty());
 }
 
+#[test]
+fn a_gated_pod_is_nominated_from_its_arrival() {
+    // v1.37 (kubernetes#139057): the nominator learns a gated pod's nominatedNodeName when
+    // the pod is added, before PreEnqueue sends it to unschedulablePods.
+    let e = env();
+    let gated = PodBuilder::new("g")
+        .scheduling_gate("wait")
+        .nominated_node("n1")
+        .info();
+    e.add(gated.clone());
+    assert_eq!(e.q.counts().gated, 1);
+    assert_eq!(e.nominator.node_of("g").as_deref(), Some("n1"));
+    // Updates while gated keep it in step; the gate opening changes nothing to it.
+    let moved = PodBuilder::new("g")
+        .scheduling_gate("wait")
+        .nominated_node("n2")
+        .info();
+    e.q.update(&gated, moved.clone());
+    assert_eq!(e.nominator.node_of("g").as_deref(), Some("n2"));
+    let open = PodBuilder::new("g").nominated_node("n2").info();
+    e.q.update(&moved, open.clone());
+    assert_eq!(e.q.counts().gated, 0);
+    assert_eq!(e.nominator.node_of("g").as_deref(), Some("n2"));
+    // A gated pod that first shows up by an update (the queue never saw it) is nominated too.
+    let late = PodBuilder::new("late")
+        .scheduling_gate("wait")
+        .nominated_node("n1")
+        .info();
+    e.q.update(&late, late.clone());
+    assert_eq!(e.nominator.node_of("late").as_deref(), Some("n1"));
+    e.q.delete(&late);
+    assert_eq!(e.nominator.node_of("late"), None);
+}
+
 // ---- pop_wait -----------------------------------------------------------------------------
 
 #[tokio::test]

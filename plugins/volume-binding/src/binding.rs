@@ -294,7 +294,5 @@ fn older(store: &Option<String>, written: &Option<String>) -> bool {
 
 /// The API server's own words, as upstream passes a client error on.
 fn api_message(e: &ClientError) -> String {
-    match e {
-        ClientError::Conflict(m) | ClientError::NotFound(m) | ClientError::Other(m) => m.clone(),
-    }
+    e.message().to_string()
 }

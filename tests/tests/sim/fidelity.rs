@@ -526,3 +526,90 @@ fn v1_34_metrics_are_recorded() {
     assert_eq!(buckets("scheduler_plugin_execution_duration_seconds"), 21);
     assert_eq!(buckets("scheduler_event_handling_duration_seconds"), 13);
 }
+
+#[test]
+fn a_gated_pods_nomination_keeps_its_room_from_lower_priority_pods() {
+    // v1.37 (kubernetes#139057): the nomination of a pod that a scheduling gate holds back
+    // is known to the nominator from the moment the pod is added, so a lower-priority pod
+    // does not take the room; an equal-or-higher one would. Once the gate opens, the
+    // nominated pod gets its node.
+    let input = format!(
+        "{}{}{}",
+        node("n1", "2", ""),
+        pod(
+            "gated",
+            "nominated",
+            "2",
+            ", priority: 1000, schedulingGates: [{name: wait}]",
+            "nominatedNodeName: n1"
+        ),
+        pod("gated", "low", "1", ", priority: 0", "")
+    );
+    let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(kubesched_tests::manifests_of(&input), "input.yaml");
+        sim.settle().await;
+        let report = sim.report();
+        assert_eq!(state_of(&report, "low"), PodState::Unschedulable);
+        let low = report.pods.iter().find(|p| p.name == "low").expect("low");
+        assert_eq!(
+            low.message.as_deref(),
+            Some(
+                "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+            )
+        );
+        let nominated = sim.cluster().pod("gated/nominated").expect("pod");
+        assert!(
+            nominated
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none()
+        );
+
+        // The gate opens: the nominated pod takes n1.
+        let mut opened = (*nominated).clone();
+        opened
+            .spec
+            .get_or_insert_with(Default::default)
+            .scheduling_gates = None;
+        sim.cluster().apply_pod(opened);
+        sim.settle().await;
+        let placed = sim.cluster().pod("gated/nominated").expect("pod");
+        assert_eq!(
+            placed.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("n1")
+        );
+        assert!(
+            sim.cluster()
+                .pod("gated/low")
+                .expect("pod")
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none()
+        );
+    });
+}
+
+#[test]
+fn a_gated_pods_nomination_does_not_hold_room_from_higher_priority_pods() {
+    let input = format!(
+        "{}{}{}",
+        node("n1", "2", ""),
+        pod(
+            "gated-high",
+            "nominated",
+            "2",
+            ", priority: 0, schedulingGates: [{name: wait}]",
+            "nominatedNodeName: n1"
+        ),
+        pod("gated-high", "high", "1", ", priority: 1000", "")
+    );
+    let loaded = kubesched_config::load_str(CONFIG, "config.yaml").expect("valid config");
+    kubesched_tests::with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(kubesched_tests::manifests_of(&input), "input.yaml");
+        sim.settle().await;
+        assert_eq!(state_of(&sim.report(), "high"), PodState::Scheduled);
+    });
+}
