@@ -794,11 +794,12 @@ const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-config
 /// simulator and its reports), so that a store of many pods keeps what scheduling needs
 /// rather than whole API objects: `managedFields` and `kubectl apply`'s copy of the
 /// object; each container's command, arguments, environment, probes, lifecycle hooks,
-/// security context and terminal settings; the status's container states, addresses
-/// and start time. Kept are identity, labels and the other annotations, owners, the
+/// security context and terminal settings; the status's container states and
+/// addresses. Kept are identity, labels and the other annotations, owners, the
 /// whole scheduling-relevant spec (containers' images, resources, ports, restart policy
 /// and mounts; volumes, claims, affinity, tolerations, spread constraints, gates,
-/// priority, overhead, pod-level resources) and the phase, conditions and nomination.
+/// priority, overhead, pod-level resources) and the phase, conditions, nomination and
+/// start time (preemption prefers the candidate whose victims started latest).
 /// Container statuses keep only their name and resources (in-place resize reports them).
 pub fn slim_pod(pod: &mut api::Pod) {
     let meta = &mut pod.metadata;
@@ -837,7 +838,6 @@ pub fn slim_pod(pod: &mut api::Pod) {
         status.host_ips = None;
         status.pod_ip = None;
         status.pod_ips = None;
-        status.start_time = None;
         status.ephemeral_container_statuses = None;
         for statuses in [
             &mut status.container_statuses,
@@ -921,6 +921,7 @@ mod slim_tests {
             },
             "status": {
                 "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
+                "startTime": "2024-01-01T00:01:00Z",
                 "conditions": [{"type": "Ready", "status": "True"}],
                 "containerStatuses": [
                     {"name": "app", "image": "nginx:1", "imageID": "x", "ready": true, "restartCount": 0},
@@ -963,6 +964,7 @@ mod slim_tests {
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert_eq!(status.nominated_node_name.as_deref(), Some("n2"));
         assert!(status.pod_ip.is_none());
+        assert_eq!(status.start_time, full.status.as_ref().unwrap().start_time);
         let statuses = status.container_statuses.as_ref().unwrap();
         assert_eq!(statuses.len(), 1);
         assert_eq!(statuses[0].name, "resized");
