@@ -34,10 +34,9 @@ fn kind_of(file_type: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// Reads a regular file of at most `max_bytes` as UTF-8 text. Anything else is an error
-/// that says what the path is (a character device, a named pipe, a folder) or how big
-/// the file is.
-pub fn read_text_file(path: &Path, max_bytes: u64) -> io::Result<String> {
+/// Opens a regular file of at most `max_bytes`. Anything else is an error that says what
+/// the path is (a character device, a named pipe, a folder) or how big the file is.
+pub fn open_regular_file(path: &Path, max_bytes: u64) -> io::Result<File> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
         return Err(io::Error::new(
@@ -51,7 +50,12 @@ pub fn read_text_file(path: &Path, max_bytes: u64) -> io::Result<String> {
     if meta.len() > max_bytes {
         return Err(too_large(meta.len(), max_bytes));
     }
-    read_text(File::open(path)?, max_bytes)
+    File::open(path)
+}
+
+/// Reads a regular file of at most `max_bytes` as UTF-8 text (see [`open_regular_file`]).
+pub fn read_text_file(path: &Path, max_bytes: u64) -> io::Result<String> {
+    read_text(open_regular_file(path, max_bytes)?, max_bytes)
 }
 
 /// Reads at most `max_bytes` of UTF-8 text from `reader` (a file that grows while it is

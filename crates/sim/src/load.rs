@@ -9,6 +9,7 @@
 //! KubeSchedulerConfiguration are problems, never silent.
 
 use std::fmt;
+use std::io::BufRead;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1 as api;
@@ -25,9 +26,11 @@ mod dedup;
 #[cfg(test)]
 mod dump_tests;
 mod fast_yaml;
+mod json_stream;
 mod split;
 mod stream;
 mod walk;
+mod yaml_stream;
 
 /// A problem with the input: which file, which document, which object, which field, what.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -129,7 +132,8 @@ pub struct InvalidPod {
 }
 
 /// The largest file (or standard input) read: a bigger one is refused with its size.
-pub const MAX_FILE_BYTES: u64 = 1 << 30;
+/// Files are read as they are parsed, so this bounds time, not memory.
+pub const MAX_FILE_BYTES: u64 = 64 << 30;
 
 /// Where an object is in its file: the document (1-based), the item of a List (1-based,
 /// nested Lists give several), and the line the document or item starts on when known.
@@ -237,8 +241,8 @@ pub fn load_paths(paths: &[PathBuf]) -> (Manifests, Vec<InputProblem>) {
     let mut loader = Loader::new(&mut manifests, &mut problems);
     for f in files {
         let name = f.display().to_string();
-        match walk::read(&f) {
-            Ok(text) => loader.load_file(&text, &name),
+        match walk::open(&f) {
+            Ok(reader) => loader.load_reader(reader, &name),
             Err(message) => loader.problems.push(InputProblem::file(&name, message)),
         }
     }
@@ -255,7 +259,22 @@ pub fn load_text(
     problems: &mut Vec<InputProblem>,
 ) {
     let mut loader = Loader::new(manifests, problems);
-    loader.load_file(text, file);
+    loader.load_reader(text.as_bytes(), file);
+    loader.finish();
+}
+
+/// [`load_text`] with YAML windows of `window` bytes, so that tests stream small files.
+#[cfg(test)]
+fn load_text_windowed(
+    text: &str,
+    file: &str,
+    window: usize,
+    manifests: &mut Manifests,
+    problems: &mut Vec<InputProblem>,
+) {
+    let mut loader = Loader::new(manifests, problems);
+    loader.window = window;
+    loader.load_reader(text.as_bytes(), file);
     loader.finish();
 }
 
@@ -298,6 +317,8 @@ struct Loader<'m> {
     manifests: &'m mut Manifests,
     problems: &'m mut Vec<InputProblem>,
     seen: dedup::Seen,
+    /// YAML is read in windows of this many bytes (see `yaml_stream`).
+    window: usize,
 }
 
 impl<'m> Loader<'m> {
@@ -307,6 +328,7 @@ impl<'m> Loader<'m> {
             manifests,
             problems,
             seen,
+            window: yaml_stream::WINDOW,
         }
     }
 
@@ -315,21 +337,141 @@ impl<'m> Loader<'m> {
         self.seen.check_bindings(self.manifests, self.problems);
     }
 
-    fn load_file(&mut self, text: &str, file: &str) {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        if looks_like_json(text) {
-            self.load_json(text, file);
+    /// Reads one file as it is parsed: JSON or YAML, told apart by its first bytes.
+    fn load_reader(&mut self, mut reader: impl BufRead, file: &str) {
+        let head = match reader.fill_buf() {
+            Ok(head) => head,
+            Err(e) => {
+                self.problems
+                    .push(InputProblem::file(file, format!("cannot read: {e}")));
+                return;
+            }
+        };
+        let bom = head.starts_with("\u{feff}".as_bytes());
+        let head = &head[if bom { 3 } else { 0 }..];
+        let valid = match std::str::from_utf8(head) {
+            Ok(t) => t,
+            Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        let json = looks_like_json(valid);
+        if bom {
+            reader.consume(3);
+        }
+        if json {
+            self.load_json_stream(reader, file);
         } else {
-            self.load_yaml(text, file);
+            self.load_yaml_stream(reader, file);
         }
     }
 
-    /// JSON: one or more values one after the other; a List's items are decoded one at a
-    /// time as they are read.
-    fn load_json(&mut self, text: &str, file: &str) {
+    /// JSON, read piece by piece: a top-level object's items parsed in batches across
+    /// threads, the rest of it once it ends.
+    fn load_json_stream(&mut self, reader: impl BufRead, file: &str) {
+        let mut stream = json_stream::JsonStream::new(reader);
+        let mut document = 0;
+        let mut object_line = 1;
+        let mut items = 0;
+        let mut batch: Vec<(Position, Vec<u8>, usize)> = Vec::new();
+        let at = |document| Position {
+            document,
+            ..Position::default()
+        };
+        loop {
+            match stream.next_piece() {
+                Ok(Some(json_stream::Piece::Start { line })) => {
+                    document += 1;
+                    object_line = line;
+                    items = 0;
+                }
+                Ok(Some(json_stream::Piece::Item { text, line })) => {
+                    items += 1;
+                    batch.push((at(document).item(items, None), text, line));
+                    if batch.len() >= BATCH {
+                        self.add_json_items(std::mem::take(&mut batch), file);
+                    }
+                }
+                Ok(Some(json_stream::Piece::End { text })) => {
+                    self.add_json_items(std::mem::take(&mut batch), file);
+                    let position = at(document);
+                    match serde_json::from_slice::<serde_json::Value>(&text) {
+                        Ok(mut header) => {
+                            if let Some(m) = header.as_object_mut()
+                                && m.get("items").is_some_and(|i| {
+                                    i.as_array().is_some_and(Vec::is_empty)
+                                })
+                            {
+                                m.remove("items");
+                            }
+                            self.add_header(header, items, file, &position, None);
+                        }
+                        Err(e) => self.problems.push(
+                            InputProblem::file(
+                                file,
+                                format!(
+                                    "invalid JSON in the object that starts on line {object_line}: {}",
+                                    without_location(&e)
+                                ),
+                            )
+                            .at(&position),
+                        ),
+                    }
+                }
+                Ok(Some(json_stream::Piece::Rest { text, line })) => {
+                    self.add_json_items(std::mem::take(&mut batch), file);
+                    match String::from_utf8(text) {
+                        Ok(text) => self.load_json(&text, file, document, line),
+                        Err(e) => self.problems.push(InputProblem::file(
+                            file,
+                            format!("cannot read from line {line} on: not UTF-8 text: {e}"),
+                        )),
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.add_json_items(std::mem::take(&mut batch), file);
+                    let message = match e {
+                        json_stream::CutError::Io(e) => format!("cannot read: {e}"),
+                        json_stream::CutError::Truncated { line } => format!(
+                            "invalid JSON: the file ends inside the value that starts on line {line}"
+                        ),
+                    };
+                    self.problems
+                        .push(InputProblem::file(file, message).at(&at(document)));
+                }
+            }
+        }
+        self.add_json_items(batch, file);
+    }
+
+    /// Items of a JSON object: parsed in parallel, added in order.
+    fn add_json_items(&mut self, batch: Vec<(Position, Vec<u8>, usize)>, file: &str) {
+        if batch.is_empty() {
+            return;
+        }
+        let texts: Vec<&[u8]> = batch.iter().map(|(_, t, _)| t.as_slice()).collect();
+        let parsed = parse_in_parallel(&texts, |t| parse_json_piece(t));
+        for ((position, _, line), parsed) in batch.iter().zip(parsed) {
+            if let Some((message, at)) = self.add_parsed(parsed, None, file, position) {
+                let message = match at {
+                    Some((l, column)) => format!(
+                        "invalid JSON: {message} at line {} column {column}",
+                        line + l - 1
+                    ),
+                    None => format!("invalid JSON: {message}"),
+                };
+                self.problems
+                    .push(InputProblem::file(file, message).at(position));
+            }
+        }
+    }
+
+    /// JSON text read whole: one or more values one after the other, the first being
+    /// document `before + 1` and starting on line `first_line`; a List's items are
+    /// decoded one at a time as they are read.
+    fn load_json(&mut self, text: &str, file: &str, before: usize, first_line: usize) {
         use serde::de::DeserializeSeed;
         let mut de = serde_json::Deserializer::from_str(text);
-        let mut document = 0;
+        let mut document = before;
         loop {
             if de.end().is_ok() {
                 break;
@@ -350,8 +492,14 @@ impl<'m> Loader<'m> {
             match seed.deserialize(&mut de) {
                 Ok(header) => self.add_header(header, items, file, &position, None),
                 Err(e) => {
+                    let message = format!(
+                        "invalid JSON: {} at line {} column {}",
+                        without_location(&e),
+                        first_line + e.line().max(1) - 1,
+                        e.column()
+                    );
                     self.problems
-                        .push(InputProblem::file(file, format!("invalid JSON: {e}")).at(&position));
+                        .push(InputProblem::file(file, message).at(&position));
                     // Where the next value starts is unknown after a syntax error.
                     break;
                 }
@@ -359,16 +507,73 @@ impl<'m> Loader<'m> {
         }
     }
 
-    /// YAML: documents parsed one by one; a block List's items one by one too.
-    fn load_yaml(&mut self, text: &str, file: &str) {
-        // Documents that are not Lists, parsed in batches across threads, added in order.
+    /// YAML, read in windows (see `yaml_stream`): whole documents as they come, a large
+    /// List's items a window at a time.
+    fn load_yaml_stream(&mut self, reader: impl BufRead, file: &str) {
+        let mut stream = yaml_stream::YamlStream::with_window(reader, self.window);
+        let mut streamed_items = 0;
+        let at = |document, line| Position {
+            document,
+            items: Vec::new(),
+            line: Some(line),
+        };
+        loop {
+            match stream.next_chunk() {
+                Ok(Some(yaml_stream::Chunk::Documents {
+                    text,
+                    first_line,
+                    first_document,
+                })) => self.load_yaml(&text, file, first_document - 1, first_line),
+                Ok(Some(yaml_stream::Chunk::Items {
+                    text,
+                    first_line,
+                    document,
+                    document_line,
+                })) => {
+                    let position = at(document, document_line);
+                    streamed_items +=
+                        self.add_items_window(&text, first_line, streamed_items, file, &position);
+                }
+                Ok(Some(yaml_stream::Chunk::ListEnd {
+                    header,
+                    document,
+                    document_line,
+                })) => {
+                    let position = at(document, document_line);
+                    let header = self
+                        .list_header(&header, file, &position, true)
+                        .unwrap_or_else(|| serde_json::json!({"kind": "List"}));
+                    self.add_header(header, streamed_items, file, &position, None);
+                    streamed_items = 0;
+                }
+                Ok(None) => break,
+                Err(yaml_stream::ReadError::Io(e)) => self
+                    .problems
+                    .push(InputProblem::file(file, format!("cannot read: {e}"))),
+                Err(yaml_stream::ReadError::NotUtf8 { line }) => {
+                    self.problems.push(InputProblem::file(
+                        file,
+                        format!(
+                            "line {line} is not UTF-8 text: the documents before the one it is in are read, the rest of the file is not"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// YAML documents read whole: the text's first document is the file's document
+    /// `before + 1` and starts on the file's line `first_line`. Documents that are not
+    /// Lists are parsed in batches across threads and added in order.
+    fn load_yaml(&mut self, text: &str, file: &str, before: usize, first_line: usize) {
         let mut batch: Vec<(Position, split::Piece<'_>)> = Vec::new();
-        for (i, piece) in split::documents(text).into_iter().enumerate() {
+        for (i, mut piece) in split::documents(text).into_iter().enumerate() {
             if split::is_empty_document(&piece.text) {
                 continue;
             }
+            piece.first_line += first_line - 1;
             let position = Position {
-                document: i + 1,
+                document: before + i + 1,
                 items: Vec::new(),
                 line: Some(piece.first_line),
             };
@@ -387,16 +592,69 @@ impl<'m> Loader<'m> {
         self.add_documents(batch, file);
     }
 
+    /// A window of a streamed List's items (`items:` and their lines, starting on the
+    /// file's line `first_line`), `before` items having come before it; returns how many
+    /// items it held.
+    fn add_items_window(
+        &mut self,
+        text: &str,
+        first_line: usize,
+        before: usize,
+        file: &str,
+        position: &Position,
+    ) -> usize {
+        if let Some(list) = split::list_items(text, first_line)
+            && list.header.trim().is_empty()
+        {
+            self.add_list_items(text, &list, before, file, position);
+            return list.len();
+        }
+        // A layout the cut cannot follow: the window is parsed whole.
+        let count = split::count_items(text);
+        match serde_saphyr::from_str_with_options::<serde_json::Value>(
+            text,
+            yaml_options(text.len()),
+        ) {
+            Ok(mut doc) => {
+                let items = match doc.get_mut("items").map(serde_json::Value::take) {
+                    Some(serde_json::Value::Array(items)) => items,
+                    _ => Vec::new(),
+                };
+                let n = items.len();
+                for (j, item) in items.into_iter().enumerate() {
+                    self.add_object(item, file, &position.item(before + j + 1, None), None);
+                }
+                n
+            }
+            Err(e) => {
+                let (message, line) = yaml_error(&e);
+                let mut problem =
+                    InputProblem::file(file, invalid_yaml(&message, line, first_line));
+                problem.document = Some(format!(
+                    "{position}, items {} to {}",
+                    before + 1,
+                    before + count.max(1)
+                ));
+                self.problems.push(problem);
+                count
+            }
+        }
+    }
+
     /// Parses documents (in parallel) and adds what they hold, in order.
     fn add_documents(&mut self, batch: Vec<(Position, split::Piece<'_>)>, file: &str) {
         let pieces: Vec<&split::Piece<'_>> = batch.iter().map(|(_, p)| p).collect();
-        for ((position, piece), parsed) in batch.iter().zip(parse_pieces(&pieces)) {
-            if let Some((message, line)) = self.add_parsed(parsed, &piece.text, file, position) {
+        for ((position, piece), parsed) in batch
+            .iter()
+            .zip(parse_in_parallel(&pieces, |p| parse_piece(p)))
+        {
+            if let Some((message, at)) = self.add_parsed(parsed, Some(&piece.text), file, position)
+            {
                 self.problems.push(unparsed(
                     file,
                     &piece.text,
                     &message,
-                    line,
+                    at.map(|(line, _)| line),
                     piece.first_line,
                     position,
                 ));
@@ -404,28 +662,28 @@ impl<'m> Loader<'m> {
         }
     }
 
-    /// Adds a parsed piece; returns why it did not parse.
+    /// Adds a parsed piece (`text` is its source, kept for a configuration); returns
+    /// why it did not parse and where (line and column of the piece).
     fn add_parsed(
         &mut self,
         parsed: Parsed,
-        text: &str,
+        text: Option<&str>,
         file: &str,
         position: &Position,
-    ) -> Option<(String, Option<usize>)> {
+    ) -> Option<(String, Option<(usize, usize)>)> {
         match parsed {
             Parsed::Pod(p) => self.add_pod(*p, file, position),
             Parsed::Node(n) => self.add_node(*n, file, position),
             Parsed::Value(serde_json::Value::Null) => {}
-            Parsed::Value(doc) => self.add_object(doc, file, position, Some(text)),
-            Parsed::Failed(message, line) => return Some((message, line)),
+            Parsed::Value(doc) => self.add_object(doc, file, position, text),
+            Parsed::Failed(message, at) => return Some((message, at)),
         }
         None
     }
 
-    /// A List cut into items: its header and each item parsed on their own (an item that
-    /// does not parse alone because it refers to another item, through an alias, is taken
-    /// from the whole document). Returns false, having added nothing, when the header is
-    /// not a List's: the caller then parses the document whole.
+    /// A List cut into items: its header and each item parsed on their own. Returns
+    /// false, having added nothing, when the header is not a List's: the caller then
+    /// parses the document whole.
     fn load_split_list(
         &mut self,
         text: &str,
@@ -433,25 +691,8 @@ impl<'m> Loader<'m> {
         file: &str,
         position: &Position,
     ) -> bool {
-        let header = match serde_saphyr::from_str_with_options::<serde_json::Value>(
-            &list.header,
-            yaml_options(list.header.len()),
-        ) {
-            Ok(h) => h,
-            // A broken header costs only itself when its kind line still says List.
-            Err(e) if peek_kind(&list.header).is_some_and(|k| k.ends_with("List")) => {
-                let (message, line) = yaml_error(&e);
-                // The header's lines are the document's before and after the items; the
-                // line is right when the error is before them (the usual place).
-                let mut problem = InputProblem::file(
-                    file,
-                    invalid_yaml(&message, line, position.line.unwrap_or(1)),
-                );
-                problem.document = Some(position.to_string());
-                self.problems.push(problem);
-                serde_json::json!({"kind": "List"})
-            }
-            Err(_) => return false,
+        let Some(header) = self.list_header(&list.header, file, position, false) else {
+            return false;
         };
         let is_list = header
             .get("kind")
@@ -461,6 +702,54 @@ impl<'m> Loader<'m> {
         if !is_list {
             return false;
         }
+        self.add_list_items(text, list, 0, file, position);
+        self.add_header(header, list.len(), file, position, None);
+        true
+    }
+
+    /// A List's lines other than its items, parsed. When they do not parse, the problem
+    /// is reported and a bare List given instead if their kind line still says List (a
+    /// broken header costs only itself), or `always` is set (the items were added
+    /// already); otherwise `None`, nothing reported.
+    fn list_header(
+        &mut self,
+        header: &str,
+        file: &str,
+        position: &Position,
+        always: bool,
+    ) -> Option<serde_json::Value> {
+        match serde_saphyr::from_str_with_options::<serde_json::Value>(
+            header,
+            yaml_options(header.len()),
+        ) {
+            Ok(h) => Some(h),
+            Err(e) if always || peek_kind(header).is_some_and(|k| k.ends_with("List")) => {
+                let (message, line) = yaml_error(&e);
+                // The header's lines are the document's before and after the items; the
+                // line is right when the error is before them (the usual place).
+                let mut problem = InputProblem::file(
+                    file,
+                    invalid_yaml(&message, line, position.line.unwrap_or(1)),
+                );
+                problem.document = Some(position.to_string());
+                self.problems.push(problem);
+                Some(serde_json::json!({"kind": "List"}))
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The items of a List cut into items, each parsed on its own (an item that does not
+    /// parse alone because it refers to another item, through an alias, is taken from
+    /// `text` parsed whole); `before` items of the same List came earlier.
+    fn add_list_items(
+        &mut self,
+        text: &str,
+        list: &split::SplitList<'_>,
+        before: usize,
+        file: &str,
+        position: &Position,
+    ) {
         let count = list.len();
         // Items that do not parse alone: (index, message, line of the piece, whether the
         // whole document might still give it).
@@ -469,15 +758,16 @@ impl<'m> Loader<'m> {
             let pieces: Vec<split::Piece<'_>> = (from..count.min(from + BATCH))
                 .map(|j| list.item(j))
                 .collect();
-            let refs: Vec<&split::Piece<'_>> = pieces.iter().collect();
-            for (k, (item, parsed)) in pieces.iter().zip(parse_pieces(&refs)).enumerate() {
+            let parsed = parse_in_parallel(&pieces, parse_piece);
+            for (k, (item, parsed)) in pieces.iter().zip(parsed).enumerate() {
                 let j = from + k;
-                let at = position.item(j + 1, Some(item.first_line));
-                if let Some((message, line)) = self.add_parsed(parsed, &item.text, file, &at) {
+                let at = position.item(before + j + 1, Some(item.first_line));
+                if let Some((message, line)) = self.add_parsed(parsed, Some(&item.text), file, &at)
+                {
                     // An item needs the rest of the document only through an alias (to an
                     // anchor of another item) or a layout the cut cannot follow.
                     let retry = item.misindented.is_some() || item.text.contains('*');
-                    failed.push((j, message, line, retry));
+                    failed.push((j, message, line.map(|(l, _)| l), retry));
                 }
             }
         }
@@ -499,7 +789,7 @@ impl<'m> Loader<'m> {
             Some(mut items) => {
                 for (j, ..) in failed {
                     let doc = items[j].take();
-                    let at = position.item(j + 1, Some(list.item(j).first_line));
+                    let at = position.item(before + j + 1, Some(list.item(j).first_line));
                     if !doc.is_null() {
                         self.add_object(doc, file, &at, None);
                     }
@@ -508,7 +798,7 @@ impl<'m> Loader<'m> {
             None => {
                 for (j, message, line, _) in failed {
                     let item = list.item(j);
-                    let at = position.item(j + 1, Some(item.first_line));
+                    let at = position.item(before + j + 1, Some(item.first_line));
                     self.problems.push(unparsed(
                         file,
                         &item.text,
@@ -520,8 +810,6 @@ impl<'m> Loader<'m> {
                 }
             }
         }
-        self.add_header(header, count, file, position, None);
-        true
     }
 
     /// The rest of a document whose items were added one by one: a List header, or an
@@ -783,7 +1071,8 @@ enum Parsed {
     Pod(Box<api::Pod>),
     Node(Box<api::Node>),
     Value(serde_json::Value),
-    Failed(String, Option<usize>),
+    /// Why, and where in the piece (line and column, 1-based) when known.
+    Failed(String, Option<(usize, usize)>),
 }
 
 /// Parses one piece. A piece whose root mapping says `kind: Pod` or `kind: Node` is
@@ -793,7 +1082,7 @@ enum Parsed {
 fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
     if let Some(line) = piece.misindented {
         let message = "a line indented less than its List item's content, or with a tab";
-        return Parsed::Failed(message.to_string(), Some(line));
+        return Parsed::Failed(message.to_string(), Some((line, 1)));
     }
     let text: &str = &piece.text;
     let has_name = |m: &ObjectMeta| m.name.as_deref().is_some_and(|n| !n.is_empty());
@@ -844,24 +1133,72 @@ fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
         Ok(v) => Parsed::Value(v),
         Err(e) => {
             let (message, line) = yaml_error(&e);
-            Parsed::Failed(message, line)
+            Parsed::Failed(message, line.map(|l| (l, 1)))
         }
     }
 }
 
+/// Parses a JSON item. A Pod or a Node (as its `kind` says) is decoded straight into the
+/// typed object; when that fails, or for any other kind, it is parsed into the general
+/// tree, whose decoding then says exactly which field is wrong.
+fn parse_json_piece(text: &[u8]) -> Parsed {
+    #[derive(serde::Deserialize)]
+    struct KindOnly<'a> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let has_name = |m: &ObjectMeta| m.name.as_deref().is_some_and(|n| !n.is_empty());
+    let kind = serde_json::from_slice::<KindOnly<'_>>(text)
+        .ok()
+        .and_then(|k| k.kind);
+    match kind.as_deref() {
+        Some("Pod") => {
+            if let Ok(mut p) = serde_json::from_slice::<api::Pod>(text)
+                && has_name(&p.metadata)
+            {
+                kubesched_model::slim_pod(&mut p);
+                return Parsed::Pod(Box::new(p));
+            }
+        }
+        Some("Node") => {
+            if let Ok(n) = serde_json::from_slice::<api::Node>(text)
+                && has_name(&n.metadata)
+            {
+                return Parsed::Node(Box::new(n));
+            }
+        }
+        _ => {}
+    }
+    match serde_json::from_slice::<serde_json::Value>(text) {
+        Ok(v) => Parsed::Value(v),
+        Err(e) => Parsed::Failed(without_location(&e), Some((e.line(), e.column()))),
+    }
+}
+
+/// A JSON error's message without the position serde_json appends (given as a line of
+/// the file instead).
+fn without_location(e: &serde_json::Error) -> String {
+    let mut message = e.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    message
+}
+
 /// Parses pieces on up to 8 threads; the results are in the pieces' order.
-fn parse_pieces(pieces: &[&split::Piece<'_>]) -> Vec<Parsed> {
+fn parse_in_parallel<T: Sync>(pieces: &[T], parse: impl Fn(&T) -> Parsed + Sync) -> Vec<Parsed> {
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(8);
     if threads == 1 || pieces.len() < 64 {
-        return pieces.iter().map(|p| parse_piece(p)).collect();
+        return pieces.iter().map(&parse).collect();
     }
     let chunk = pieces.len().div_ceil(threads);
+    let parse = &parse;
     std::thread::scope(|scope| {
         let workers: Vec<_> = pieces
             .chunks(chunk)
-            .map(|c| scope.spawn(move || c.iter().map(|p| parse_piece(p)).collect::<Vec<_>>()))
+            .map(|c| scope.spawn(move || c.iter().map(parse).collect::<Vec<_>>()))
             .collect();
         workers
             .into_iter()

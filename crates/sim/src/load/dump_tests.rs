@@ -471,3 +471,143 @@ fn windows_line_endings_and_a_byte_order_mark_load_the_same() {
         "the same objects either way"
     );
 }
+
+fn load_windowed(text: &str, window: usize) -> (Vec<String>, Vec<InputProblem>) {
+    let mut m = Manifests::default();
+    let mut problems = Vec::new();
+    load_text_windowed(text, "dump.yaml", window, &mut m, &mut problems);
+    let pods = m.pods.iter().map(|p| &p.metadata);
+    let nodes = m.nodes.iter().map(|n| &n.metadata);
+    let names = pods
+        .chain(nodes)
+        .map(|meta| meta.name.clone().unwrap_or_default())
+        .collect();
+    (names, problems)
+}
+
+/// One piece of a generated file: a pod document, a List of pods, a broken document, a
+/// node, or a List with a broken item.
+#[derive(Debug, Clone)]
+enum Part {
+    Pod,
+    List(usize),
+    Broken(Breakage),
+    Node,
+    ListWithBroken(usize, Breakage),
+}
+
+fn part() -> impl Strategy<Value = Part> {
+    prop_oneof![
+        Just(Part::Pod),
+        (1usize..6).prop_map(Part::List),
+        breakage().prop_map(Part::Broken),
+        Just(Part::Node),
+        (2usize..6, breakage()).prop_map(|(n, b)| Part::ListWithBroken(n, b)),
+    ]
+}
+
+fn file_of(parts: &[Part]) -> String {
+    let mut text = String::new();
+    let mut n = 0;
+    let mut name = || {
+        n += 1;
+        format!("p{n}")
+    };
+    for part in parts {
+        text.push_str("---\n");
+        match part {
+            Part::Pod => text.push_str(&pod_yaml(&name(), "", "")),
+            Part::List(k) => text.push_str(&list_yaml((0..*k).map(|_| name()))),
+            Part::Broken(how) => text.push_str(&broken(&name(), *how)),
+            Part::Node => text.push_str(&format!("kind: Node\nmetadata:\n  name: {}\n", name())),
+            Part::ListWithBroken(k, how) => {
+                text.push_str("apiVersion: v1\nitems:\n");
+                for i in 0..*k {
+                    if i == 1 {
+                        text.push_str(&pod_yaml_of(&broken(&name(), *how)));
+                    } else {
+                        text.push_str(&pod_yaml(&name(), "- ", "  "));
+                    }
+                }
+                text.push_str("kind: List\nmetadata:\n  resourceVersion: \"\"\n");
+            }
+        }
+    }
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Read in windows of any size, a file loads exactly as read whole: the same
+    /// objects in the same order, the same problems at the same documents and lines.
+    #[test]
+    fn windows_of_any_size_load_what_the_whole_file_does(
+        parts in proptest::collection::vec(part(), 1..8),
+        window in prop_oneof![Just(1usize), 16usize..4096],
+    ) {
+        let text = file_of(&parts);
+        let whole = load_windowed(&text, usize::MAX);
+        let windowed = load_windowed(&text, window);
+        prop_assert_eq!(&whole.0, &windowed.0);
+        prop_assert_eq!(&whole.1, &windowed.1);
+    }
+}
+
+#[test]
+fn a_streamed_list_reads_its_header_at_its_end() {
+    // A List past the window, its kind after the items (as kubectl writes it), then a
+    // broken header of a second one: the items load, the header is reported.
+    let text = format!(
+        "{}---\napiVersion: v1\nitems:\n{}{}kind: List\nmetadata: {{resourceVersion: \"\"\n",
+        list_yaml((0..40).map(|i| format!("a{i}"))),
+        pod_yaml("b0", "- ", "  "),
+        pod_yaml("b1", "- ", "  "),
+    );
+    let (names, problems) = load_windowed(&text, 256);
+    assert_eq!(names.len(), 42, "{problems:?}");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].message.starts_with("invalid YAML"),
+        "{}",
+        problems[0]
+    );
+    let second = text.find("\n---\n").expect("two documents") + 1;
+    let line = text[..second].lines().count() + 1;
+    assert_eq!(
+        problems[0].document.as_deref(),
+        Some(format!("document 2 (line {line})").as_str())
+    );
+}
+
+#[test]
+fn json_items_are_parsed_alone_and_a_cut_short_file_keeps_what_came_before() {
+    let pod = |name: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}})
+            .to_string()
+    };
+    let good = format!(
+        "{{\"apiVersion\": \"v1\",\n\"items\": [\n{},\n{{\"kind\": \"Pod\", \"metadata\": {{\"name\": \"bad\",}}}},\n{}\n],\n\"kind\": \"List\"}}\n",
+        pod("a"),
+        pod("c")
+    );
+    let (m, problems) = load(&good, "pods.json");
+    let names: Vec<_> = m
+        .pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["a", "c"]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(
+        problems[0].to_string(),
+        "pods.json: document 1, item 2: invalid JSON: trailing comma at line 4 column 44"
+    );
+    let cut = format!("{{\"items\": [\n{},\n{}", pod("a"), &pod("b")[..20]);
+    let (m, problems) = load(&cut, "pods.json");
+    assert_eq!(m.pods.len(), 1);
+    assert_eq!(
+        problems[0].message,
+        "invalid JSON: the file ends inside the value that starts on line 1"
+    );
+}

@@ -34,14 +34,14 @@ fn lines_with_offsets(text: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// Whether the line starts with `marker` followed by whitespace or the end of the line.
-fn is_marker(line: &str, marker: &str) -> bool {
+pub(super) fn is_marker(line: &str, marker: &str) -> bool {
     line.strip_prefix(marker)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
 }
 
 /// Whether a line holds nothing a parser turns into content: blank, a comment, or a
 /// directive (`%YAML`, `%TAG`).
-fn is_filler(line: &str) -> bool {
+pub(super) fn is_filler(line: &str) -> bool {
     let t = line.trim_start();
     t.is_empty() || t.starts_with('#') || line.starts_with('%')
 }
@@ -132,7 +132,7 @@ impl<'a> SplitList<'a> {
     }
 }
 
-fn indentation(line: &str) -> usize {
+pub(super) fn indentation(line: &str) -> usize {
     line.len() - line.trim_start_matches(' ').len()
 }
 
@@ -202,7 +202,19 @@ pub(crate) fn list_items(doc: &str, first_line: usize) -> Option<SplitList<'_>> 
     })
 }
 
-fn is_item_start(line: &str, indent: usize) -> bool {
+/// How many items a window of a List (`items:` and item lines) starts, by its lines.
+pub(crate) fn count_items(text: &str) -> usize {
+    let mut lines = text.lines().skip(1).filter(|l| !is_filler(l));
+    let Some(first) = lines.next() else {
+        return 0;
+    };
+    let seq = indentation(first);
+    1 + lines
+        .filter(|l| indentation(l) == seq && is_item_start(l, seq))
+        .count()
+}
+
+pub(super) fn is_item_start(line: &str, indent: usize) -> bool {
     line.get(indent..).is_some_and(|rest| {
         rest.strip_prefix('-')
             .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\r', '\n']))

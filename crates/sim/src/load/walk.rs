@@ -1,9 +1,10 @@
 //! Finding the files to read under the paths given: folders walked in name order, each
 //! folder once (a symlink that leads back to a folder already walked is reported, not
 //! followed again), and files read only when they are regular files of at most
-//! [`MAX_FILE_BYTES`](super::MAX_FILE_BYTES); `-` is standard input.
+//! [`MAX_FILE_BYTES`](super::MAX_FILE_BYTES), as they are parsed; `-` is standard input.
 
 use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::{InputProblem, MAX_FILE_BYTES};
@@ -90,15 +91,63 @@ impl Walk {
     }
 }
 
-/// Reads one file (or standard input for `-`): a regular file of at most
-/// [`MAX_FILE_BYTES`], UTF-8; the error is the problem's message.
-pub(super) fn read(path: &Path) -> Result<String, String> {
-    let result = if path == Path::new(STDIN) {
-        kubesched_config::input::read_text(std::io::stdin().lock(), MAX_FILE_BYTES)
-    } else {
-        kubesched_config::input::read_text_file(path, MAX_FILE_BYTES)
-    };
-    result.map_err(|e| format!("cannot read: {e}"))
+/// The read buffer: large reads for a large file.
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// Opens one file (or standard input for `-`) to be read as it is parsed: a regular file
+/// of at most [`MAX_FILE_BYTES`] (standard input is cut off there with an error); the
+/// error is the problem's message.
+pub(super) fn open(path: &Path) -> Result<Box<dyn BufRead>, String> {
+    if path == Path::new(STDIN) {
+        let stdin = Limited::new(std::io::stdin().lock(), MAX_FILE_BYTES);
+        return Ok(Box::new(BufReader::with_capacity(BUFFER_BYTES, stdin)));
+    }
+    let file = kubesched_config::input::open_regular_file(path, MAX_FILE_BYTES)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let file = Limited::new(file, MAX_FILE_BYTES);
+    Ok(Box::new(BufReader::with_capacity(BUFFER_BYTES, file)))
+}
+
+/// A reader that fails past `max` bytes (a file that grows while it is read, or standard
+/// input, cannot make a read go on without end).
+struct Limited<R> {
+    inner: R,
+    left: u64,
+    max: u64,
+}
+
+impl<R: Read> Limited<R> {
+    fn new(inner: R, max: u64) -> Self {
+        Self {
+            inner,
+            left: max,
+            max,
+        }
+    }
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let mut one = [0u8];
+            return match self.inner.read(&mut one)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "more than {} bytes (the limit): the rest is not read",
+                        self.max
+                    ),
+                )),
+            };
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -136,7 +185,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn devices_and_pipes_are_refused() {
-        let e = read(Path::new("/dev/zero")).expect_err("a device");
+        let e = open(Path::new("/dev/zero")).err().expect("a device");
         assert!(e.contains("a character device"), "{e}");
         let dir = temp_dir("fifo");
         let fifo = dir.join("pipe.yaml");
@@ -147,9 +196,23 @@ mod tests {
             let mut problems = Vec::new();
             Walk::default().collect(&dir, &mut files, &mut problems);
             assert_eq!(files, vec![fifo.clone()]);
-            let e = read(&fifo).expect_err("a pipe");
+            let e = open(&fifo).err().expect("a pipe");
             assert!(e.contains("a named pipe"), "{e}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_reader_stops_past_its_limit() {
+        let mut text = String::new();
+        let e = Limited::new(&b"12345"[..], 4)
+            .read_to_string(&mut text)
+            .expect_err("over");
+        assert!(e.to_string().contains("more than 4 bytes"), "{e}");
+        let mut text = String::new();
+        Limited::new(&b"1234"[..], 4)
+            .read_to_string(&mut text)
+            .expect("at the limit");
+        assert_eq!(text, "1234");
     }
 }
