@@ -787,6 +787,30 @@ mod tests {
     }
 }
 
+/// Clears a container's fields no part of kubesched reads; a macro because `Container`
+/// and `EphemeralContainer` are two types with these same fields.
+macro_rules! clear_unread_container_fields {
+    ($c:expr) => {{
+        let c = $c;
+        c.command = None;
+        c.args = None;
+        c.env = None;
+        c.env_from = None;
+        c.liveness_probe = None;
+        c.readiness_probe = None;
+        c.startup_probe = None;
+        c.lifecycle = None;
+        c.security_context = None;
+        c.working_dir = None;
+        c.termination_message_path = None;
+        c.termination_message_policy = None;
+        c.image_pull_policy = None;
+        c.stdin = None;
+        c.stdin_once = None;
+        c.tty = None;
+    }};
+}
+
 /// The annotation `kubectl apply` keeps the whole applied object in.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -819,18 +843,7 @@ pub fn slim_pod(pod: &mut api::Pod) {
             slim_container(c);
         }
         for c in spec.ephemeral_containers.iter_mut().flatten() {
-            c.command = None;
-            c.args = None;
-            c.env = None;
-            c.env_from = None;
-            c.liveness_probe = None;
-            c.readiness_probe = None;
-            c.startup_probe = None;
-            c.lifecycle = None;
-            c.security_context = None;
-            c.working_dir = None;
-            c.termination_message_path = None;
-            c.termination_message_policy = None;
+            clear_unread_container_fields!(c);
         }
     }
     if let Some(status) = pod.status.as_mut() {
@@ -861,22 +874,7 @@ pub fn slim_pod(pod: &mut api::Pod) {
 }
 
 fn slim_container(c: &mut api::Container) {
-    c.command = None;
-    c.args = None;
-    c.env = None;
-    c.env_from = None;
-    c.liveness_probe = None;
-    c.readiness_probe = None;
-    c.startup_probe = None;
-    c.lifecycle = None;
-    c.security_context = None;
-    c.working_dir = None;
-    c.termination_message_path = None;
-    c.termination_message_policy = None;
-    c.image_pull_policy = None;
-    c.stdin = None;
-    c.stdin_once = None;
-    c.tty = None;
+    clear_unread_container_fields!(c);
 }
 
 #[cfg(test)]

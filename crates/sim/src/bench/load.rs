@@ -44,6 +44,12 @@ pub struct LoadResult {
     pub cpu_seconds: Option<f64>,
     /// Peak resident set size of the process (`VmHWM`).
     pub peak_rss_bytes: Option<u64>,
+    /// The peak once the file was parsed into objects (what loading costs).
+    #[serde(default)]
+    pub peak_rss_after_parse_bytes: Option<u64>,
+    /// The peak once the cluster, the scheduler and its cache were built.
+    #[serde(default)]
+    pub peak_rss_after_build_bytes: Option<u64>,
 }
 
 /// Simulates the dump at `path` with the default profile and measures each phase.
@@ -61,6 +67,7 @@ pub fn run_load(path: &Path, workload: &str) -> Result<LoadResult, BenchError> {
     let started = Instant::now();
     let (manifests, problems) = load_paths(&[path.to_path_buf()]);
     let parse_seconds = started.elapsed().as_secs_f64();
+    let peak_rss_after_parse_bytes = peak_rss_bytes();
     let problem_count = problems.len();
     let nodes = manifests.nodes.len();
     let pods = manifests.pods.len();
@@ -78,6 +85,7 @@ pub fn run_load(path: &Path, workload: &str) -> Result<LoadResult, BenchError> {
         sim.add_problems(problems);
         sim.load(manifests, &path.display().to_string());
         let build_seconds = built.elapsed().as_secs_f64();
+        let peak_rss_after_build_bytes = peak_rss_bytes();
         let scheduling = Instant::now();
         sim.settle().await;
         let schedule_seconds = scheduling.elapsed().as_secs_f64();
@@ -104,18 +112,27 @@ pub fn run_load(path: &Path, workload: &str) -> Result<LoadResult, BenchError> {
                 .zip(process_cpu_seconds())
                 .map(|(before, after)| (after - before).max(0.0)),
             peak_rss_bytes: peak_rss_bytes(),
+            peak_rss_after_parse_bytes,
+            peak_rss_after_build_bytes,
         })
     })
+}
+
+fn mib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(
+        || "-".into(),
+        |b| format!("{:.0}", b as f64 / (1024.0 * 1024.0)),
+    )
 }
 
 /// Results as a Markdown table.
 pub fn load_markdown(results: &[LoadResult]) -> String {
     let mut out = String::from(
-        "| Dump | File MB | Nodes | Pods | Pending | Scheduled | Parse s | Build s | Schedule s | Report s | Total s | CPU s | Peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| Dump | File MB | Nodes | Pods | Pending | Scheduled | Parse s | Build s | Schedule s | Report s | Total s | CPU s | Peak RSS MiB: parsed | built | end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results {
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |\n",
+            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |\n",
             r.workload,
             r.file_bytes as f64 / 1e6,
             r.nodes,
@@ -129,8 +146,9 @@ pub fn load_markdown(results: &[LoadResult]) -> String {
             r.total_seconds,
             r.cpu_seconds
                 .map_or_else(|| "-".into(), |s| format!("{s:.1}")),
-            r.peak_rss_bytes
-                .map_or_else(|| "-".into(), |b| format!("{:.0}", b as f64 / (1024.0 * 1024.0))),
+            mib(r.peak_rss_after_parse_bytes),
+            mib(r.peak_rss_after_build_bytes),
+            mib(r.peak_rss_bytes),
         ));
     }
     out
