@@ -298,21 +298,20 @@ impl<R: BufRead> YamlStream<R> {
             return;
         };
         if is_marker(line, "---") || is_marker(line, "...") {
+            // The List ends here: `...` closes it (and is its line), `---` opens the next
+            // document, which a new window starts with.
             let closes = is_marker(line, "...");
             if closes {
                 list.header.push_str(line);
             }
             self.end_list();
+            self.documents_before += 1;
             self.start_window();
             if closes {
-                self.documents_before += 1;
                 self.window_line = current + 1;
                 self.document_line = current + 1;
                 self.has_content = false;
             } else {
-                self.documents_before += 1;
-                self.window_line = current;
-                self.document_line = current;
                 self.has_content = true;
                 self.window.push_str(line);
             }
@@ -493,6 +492,34 @@ mod tests {
                     text: "---\nlast: doc\n".into(),
                     first_line: 13,
                     first_document: 3
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_document_end_marker_closes_a_streamed_list() {
+        let text = "apiVersion: v1\nitems:\n- a: 1\n- b: 2\n...\nc: 3\n";
+        let items = |text: &str, first_line| Chunk::Items {
+            text: text.into(),
+            first_line,
+            document: 1,
+            document_line: 1,
+        };
+        assert_eq!(
+            chunks(text, 8),
+            vec![
+                items("items:\n- a: 1\n", 2),
+                items("items:\n- b: 2\n", 3),
+                Chunk::ListEnd {
+                    header: "apiVersion: v1\n...\n".into(),
+                    document: 1,
+                    document_line: 1
+                },
+                Chunk::Documents {
+                    text: "c: 3\n".into(),
+                    first_line: 6,
+                    first_document: 2
                 },
             ]
         );
