@@ -818,7 +818,8 @@ const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-config
 /// simulator and its reports), so that a store of many pods keeps what scheduling needs
 /// rather than whole API objects: `managedFields` and `kubectl apply`'s copy of the
 /// object; each container's command, arguments, environment, probes, lifecycle hooks,
-/// security context and terminal settings; the status's container states and
+/// security context and terminal settings; volumes no plugin reads (see
+/// `volume_is_read`); the kubelet's conditions; the status's container states and
 /// addresses. Kept are identity, labels and the other annotations, owners, the
 /// whole scheduling-relevant spec (containers' images, resources, ports, restart policy
 /// and mounts; volumes, claims, affinity, tolerations, spread constraints, gates,
@@ -845,8 +846,26 @@ pub fn slim_pod(pod: &mut api::Pod) {
         for c in spec.ephemeral_containers.iter_mut().flatten() {
             clear_unread_container_fields!(c);
         }
+        // A `Volume` is over 3 KB inline, and nearly every pod has a projected
+        // service-account volume no plugin looks at.
+        if let Some(volumes) = spec.volumes.as_mut() {
+            volumes.retain(volume_is_read);
+            if volumes.is_empty() {
+                spec.volumes = None;
+            } else {
+                volumes.shrink_to_fit();
+            }
+        }
     }
     if let Some(status) = pod.status.as_mut() {
+        if let Some(conditions) = status.conditions.as_mut() {
+            conditions.retain(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()));
+            if conditions.is_empty() {
+                status.conditions = None;
+            } else {
+                conditions.shrink_to_fit();
+            }
+        }
         status.host_ip = None;
         status.host_ips = None;
         status.pod_ip = None;
@@ -871,6 +890,33 @@ pub fn slim_pod(pod: &mut api::Pod) {
             *statuses = (!kept.is_empty()).then_some(kept);
         }
     }
+}
+
+/// Pod conditions the kubelet keeps; the scheduler reads only its own (`PodScheduled`)
+/// and the disruption ones (`DisruptionTarget`).
+const KUBELET_CONDITIONS: [&str; 4] = [
+    "Ready",
+    "ContainersReady",
+    "Initialized",
+    "PodReadyToStartContainers",
+];
+
+/// Whether some plugin reads this volume: claims (persistent and generic ephemeral),
+/// inline CSI volumes (attach limits), image volumes (ImageLocality), and the in-tree
+/// disks that VolumeRestrictions and the migrated volume limits look at. ConfigMaps,
+/// secrets, projected and downward-API volumes, emptyDir and hostPath never affect
+/// a decision.
+fn volume_is_read(v: &api::Volume) -> bool {
+    v.persistent_volume_claim.is_some()
+        || v.ephemeral.is_some()
+        || v.csi.is_some()
+        || v.image.is_some()
+        || v.gce_persistent_disk.is_some()
+        || v.aws_elastic_block_store.is_some()
+        || v.azure_disk.is_some()
+        || v.cinder.is_some()
+        || v.rbd.is_some()
+        || v.iscsi.is_some()
 }
 
 fn slim_container(c: &mut api::Container) {
@@ -912,7 +958,11 @@ mod slim_tests {
                 "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
                 "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
                     "labelSelector": {"matchLabels": {"app": "web"}}}],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}},
+                    {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+                    {"name": "cache", "emptyDir": {}},
+                ],
                 "schedulingGates": [{"name": "wait"}],
                 "priority": 10,
                 "nodeName": "n1",
@@ -920,7 +970,7 @@ mod slim_tests {
             "status": {
                 "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
                 "startTime": "2024-01-01T00:01:00Z",
-                "conditions": [{"type": "Ready", "status": "True"}],
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
                 "containerStatuses": [
                     {"name": "app", "image": "nginx:1", "imageID": "x", "ready": true, "restartCount": 0},
                     {"name": "resized", "image": "i", "imageID": "y", "ready": true, "restartCount": 3,
@@ -958,7 +1008,21 @@ mod slim_tests {
             c.volume_mounts,
             full.spec.as_ref().unwrap().containers[0].volume_mounts
         );
+        let volumes: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(volumes, ["data"]);
         let status = slim.status.as_ref().unwrap();
+        let conditions: Vec<&str> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(conditions, ["PodScheduled"]);
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert_eq!(status.nominated_node_name.as_deref(), Some("n2"));
         assert!(status.pod_ip.is_none());

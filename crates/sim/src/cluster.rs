@@ -167,13 +167,21 @@ impl SimCluster {
 
     /// Adds or replaces a pod. As the resource-claim controller would, the claims of its
     /// `resourceClaimTemplateName` entries are created first.
-    pub fn apply_pod(&self, mut pod: api::Pod) {
+    pub fn apply_pod(&self, pod: impl Into<Arc<api::Pod>>) {
+        let mut pod = pod.into();
         if pod.metadata.namespace.is_none() {
-            pod.metadata.namespace = Some("default".into());
+            Arc::make_mut(&mut pod).metadata.namespace = Some("default".into());
         }
-        let claim_changes = claims::generate_claims(&mut pod, &self.objects);
+        let claim_changes = if pod
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.resource_claims.is_some())
+        {
+            claims::generate_claims(Arc::make_mut(&mut pod), &self.objects)
+        } else {
+            None
+        };
         let key = pod_key(&pod);
-        let pod = Arc::new(pod);
         let mut s = self.state.lock();
         s.changes.extend(claim_changes.into_iter().flatten());
         let change = match s.pods.insert(key, pod.clone()) {

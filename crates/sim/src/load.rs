@@ -11,6 +11,7 @@
 use std::fmt;
 use std::io::BufRead;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -105,8 +106,9 @@ impl fmt::Display for InputProblem {
 pub struct Manifests {
     /// Nodes.
     pub nodes: Vec<api::Node>,
-    /// Pods (bound ones carry `spec.nodeName`).
-    pub pods: Vec<api::Pod>,
+    /// Pods (bound ones carry `spec.nodeName`), slimmed, each in the allocation the
+    /// in-memory cluster and the scheduler's cache go on sharing.
+    pub pods: Vec<Arc<api::Pod>>,
     /// Pods an API server would refuse: not simulated, reported with status `Invalid`.
     pub invalid_pods: Vec<InvalidPod>,
     /// Priority classes, used to resolve `priorityClassName`.
@@ -980,7 +982,9 @@ impl<'m> Loader<'m> {
         }
         // Kept is what scheduling and the reports read, not the whole object.
         kubesched_model::slim_pod(&mut p);
-        let duplicate = self.seen.add_pod(self.manifests, p, origin(file, position));
+        let duplicate = self
+            .seen
+            .add_pod(self.manifests, Arc::new(p), origin(file, position));
         self.duplicate(duplicate, problem);
     }
 

@@ -316,12 +316,15 @@ impl Simulation {
 
     /// Adds a pod, resolving its priority class; a pod that cannot be understood is
     /// reported and left out, and parts of one that do not compile are reported.
-    pub fn add_pod(&mut self, mut pod: api::Pod, file: &str, measured: bool) {
+    pub fn add_pod(&mut self, pod: impl Into<Arc<api::Pod>>, file: &str, measured: bool) {
+        // The loader's pods arrive alone in their allocation: changed in place, never
+        // copied, and shared from here on by the cluster and the scheduler's cache.
+        let mut pod = pod.into();
         if pod.metadata.namespace.is_none() {
-            pod.metadata.namespace = Some("default".into());
+            Arc::make_mut(&mut pod).metadata.namespace = Some("default".into());
         }
         let key = pod_key(&pod);
-        if let Err(m) = resolve_priority(&mut pod, &self.priority_classes) {
+        if let Err(m) = resolve_priority(Arc::make_mut(&mut pod), &self.priority_classes) {
             self.problems.push(InputProblem::object(
                 file,
                 format!("Pod {key}"),
@@ -330,7 +333,7 @@ impl Simulation {
             ));
             return;
         }
-        match PodInfo::new(Arc::new(pod.clone())) {
+        match PodInfo::new(pod.clone()) {
             Err(e) => {
                 self.problems.push(InputProblem::object(
                     file,
@@ -522,13 +525,16 @@ impl Simulation {
         for n in manifests.nodes {
             self.add_node(n, file_hint);
         }
-        let (bound, pending): (Vec<_>, Vec<_>) = manifests.pods.into_iter().partition(|p| {
-            p.spec
+        // Bound pods first (a stable sort keeps each group's input order), so pending
+        // ones meet the cluster they were dumped from.
+        let mut pods = manifests.pods;
+        pods.sort_by_key(|p| {
+            !p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
                 .is_some_and(|n| !n.is_empty())
         });
-        for p in bound.into_iter().chain(pending) {
+        for p in pods {
             self.add_pod(p, file_hint, false);
         }
     }

@@ -872,10 +872,10 @@ pub async fn explain_pod(
     let mut target = None;
     scenario.manifests.pods.retain_mut(|p| {
         if p.metadata.namespace.is_none() {
-            p.metadata.namespace = Some("default".into());
+            Arc::make_mut(p).metadata.namespace = Some("default".into());
         }
         if pod_key(p) == pod {
-            target = Some(p.clone());
+            target = Some(api::Pod::clone(p));
             return false;
         }
         node_of(p).is_some()
@@ -901,7 +901,7 @@ pub async fn explain_pod(
         status.conditions = None;
     }
     target.metadata.deletion_timestamp = None;
-    scenario.manifests.pods.push(target);
+    scenario.manifests.pods.push(Arc::new(target));
     let mut sim = scenario.start()?;
     if !sim.scheduler().profiles().contains_key(&profile) {
         let mut known: Vec<&String> = sim.scheduler().profiles().keys().collect();

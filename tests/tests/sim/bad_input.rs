@@ -198,7 +198,7 @@ fn problems_name_their_file(problems: &[kubesched_sim::InputProblem], file: &str
 /// Everything kubesched builds from loaded objects: no panic, whatever they hold.
 fn compile_all(m: &kubesched_sim::Manifests) {
     for p in &m.pods {
-        if let Ok(info) = kubesched_model::PodInfo::new(Arc::new(p.clone())) {
+        if let Ok(info) = kubesched_model::PodInfo::new(p.clone()) {
             for e in &info.problems {
                 assert!(!e.field.is_empty(), "{e}");
             }
@@ -218,7 +218,7 @@ fn the_seeds_load_cleanly() {
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!((m.nodes.len(), m.pods.len()), (1, 2));
     for p in &m.pods {
-        let info = kubesched_model::PodInfo::new(Arc::new(p.clone())).expect("pod compiles");
+        let info = kubesched_model::PodInfo::new(p.clone()).expect("pod compiles");
         assert!(info.problems.is_empty(), "{:?}", info.problems);
     }
     kubesched_sim::Workload::from_str(WORKLOAD, "workload.yaml").expect("valid workload");

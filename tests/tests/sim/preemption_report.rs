@@ -164,7 +164,8 @@ fn global_default_never_is_copied_to_pods_without_a_class() {
     let (mut manifests, _) = load_paths(&[example_dir()]);
     for p in &mut manifests.pods {
         if p.metadata.name.as_deref() == Some("weekly-report") {
-            p.spec
+            std::sync::Arc::make_mut(p)
+                .spec
                 .get_or_insert_with(Default::default)
                 .preemption_policy = Some("PreemptLowerPriority".into());
         }
@@ -179,7 +180,8 @@ fn missing_priority_class_is_an_input_problem() {
     let (mut manifests, _) = load_paths(&[example_dir()]);
     for p in &mut manifests.pods {
         if p.metadata.name.as_deref() == Some("train-2") {
-            p.spec
+            std::sync::Arc::make_mut(p)
+                .spec
                 .get_or_insert_with(Default::default)
                 .priority_class_name = Some("no-such-class".into());
         }

@@ -153,11 +153,11 @@ impl Seen {
     pub(super) fn add_pod(
         &mut self,
         m: &mut Manifests,
-        pod: k8s_openapi::api::core::v1::Pod,
+        pod: std::sync::Arc<k8s_openapi::api::core::v1::Pod>,
         origin: Origin,
     ) -> Option<String> {
         let key = key_of(&pod.metadata, true);
-        add(&mut m.pods, &mut self.pods, key, pod, origin, rv)
+        add(&mut m.pods, &mut self.pods, key, pod, origin, |p| rv(&**p))
     }
 
     pub(super) fn add_node(
