@@ -6,8 +6,10 @@
 
 use std::path::PathBuf;
 
-use kubesched_plugin_coscheduling::group_rejected;
+use std::sync::Arc;
+
 use kubesched_plugin_coscheduling::{PodGroup, phase};
+use kubesched_plugin_coscheduling::{REJECTED_IN_POST_FILTER, failed_recently, group_rejected};
 use kubesched_sim::{Manifests, PodState, SimReport, Simulation, load_paths, load_text};
 // Links every in-tree plugin, and Coscheduling, into this test binary.
 use kubesched_plugin_coscheduling as _;
@@ -219,19 +221,50 @@ profiles:
       permitWaitingTimeSeconds: 10
 ";
 
+/// Simulates manifests like [`simulate`], but gives up (panics) once the run has gone
+/// through more than `max_cycles` scheduling cycles (counted from the simulation's progress
+/// reports, one per 256 cycles): a live-lock fails the test instead of hanging it, with no
+/// wall-clock timeout.
+fn simulate_bounded(manifests: Manifests, max_cycles: usize) -> (SimReport, Simulation) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (file, text) = manifests
+        .config
+        .clone()
+        .expect("the manifests have a config");
+    let loaded = kubesched_config::load_str(&text, &file).expect("valid config");
+    let reports = Arc::new(AtomicUsize::new(0));
+    let counted = reports.clone();
+    let progress = move |_: kubesched_sim::Progress| {
+        let seen = counted.fetch_add(1, Ordering::SeqCst);
+        // The run reports once more at its end.
+        assert!(
+            seen * 256 <= max_cycles,
+            "more than {max_cycles} scheduling cycles: the run does not end"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let options = kubesched_sim::SimulationOptions {
+            seed: Some(0),
+            explain: None,
+            progress: Some(Box::new(progress)),
+        };
+        let mut sim = Simulation::new(&loaded, options).expect("simulation");
+        sim.load(manifests, "livelock");
+        sim.settle().await;
+        (sim.report(), sim)
+    })
+}
+
 #[test]
 fn a_gang_that_never_fits_does_not_retry_without_end() {
     let manifests = config_and_cluster(LIVELOCK_CONFIG, LIVELOCK_CLUSTER);
-    // Before the fix the run never ended (the rejected gang was placed and rejected again
-    // some 2,000 times a second on a clock that never moved): bound it, so a regression
-    // fails here instead of hanging the suite.
-    let (done, result) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(simulate(manifests).0);
-    });
-    let report = result
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .expect("the simulation ends");
+    // Before the fix the run never ended: the rejected gang was placed and rejected again
+    // some 2,000 times a second on a clock that never moved.
+    let (report, sim) = simulate_bounded(manifests, 2_000);
     let pod = |name: &str| {
         report
             .pods
@@ -242,11 +275,57 @@ fn a_gang_that_never_fits_does_not_retry_without_end() {
     for name in ["small-0", "small-1"] {
         assert_eq!(pod(name).status, PodState::Scheduled, "{name}");
     }
-    for name in ["big-0", "big-1", "big-2"] {
-        let big = pod(name);
-        assert_ne!(big.status, PodState::Scheduled, "{name}");
-        assert_eq!(big.node, None, "{name}");
-        // A handful of tries, not thousands.
-        assert!(big.attempts <= 20, "{name}: {} attempts", big.attempts);
+    let notes_of = |pod: &str| -> Vec<&str> {
+        report
+            .events
+            .iter()
+            .filter(|e| e.reason == "FailedScheduling" && e.regarding.name == pod)
+            .map(|e| e.note.as_str())
+            .collect()
+    };
+    let big = ["big-0", "big-1", "big-2"];
+    for name in big {
+        let p = pod(name);
+        assert_eq!(p.status, PodState::Unschedulable, "{name}");
+        assert_eq!(p.node, None, "{name}");
+        // One round for the group, and the retry the rejection itself causes.
+        assert!(p.attempts <= 2, "{name}: {} attempts", p.attempts);
+        // No pod of the given-up group was placed again and left holding its node
+        // through a Permit wait for siblings that were not coming.
+        assert!(
+            notes_of(name)
+                .iter()
+                .all(|n| !n.contains("rejected due to timeout")),
+            "{name}: {:#?}",
+            notes_of(name)
+        );
     }
+    // The pod that did not fit says why; the denied retry says the group failed recently.
+    let notes: Vec<&str> = big.iter().flat_map(|p| notes_of(p)).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("Insufficient cpu") && n.contains("gets rejected due to Pod")),
+        "{notes:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&failed_recently("default/big"))),
+        "{notes:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.ends_with(&format!("1 {REJECTED_IN_POST_FILTER}."))),
+        "{notes:#?}"
+    );
+    // Nothing waited on the virtual clock: no Permit wait ran out.
+    assert!(
+        sim.clock().elapsed() < std::time::Duration::from_secs(10),
+        "{:?} of virtual time",
+        sim.clock().elapsed()
+    );
+    // The report counts the gang as unschedulable, not pending without a word.
+    assert_eq!(report.summary.unschedulable, 3, "{:?}", report.summary);
 }

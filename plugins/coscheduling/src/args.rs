@@ -9,8 +9,9 @@ pub struct CoschedulingArgs {
     /// How long placed pods wait at Permit for their siblings, when their PodGroup sets no
     /// `scheduleTimeoutSeconds`.
     pub permit_waiting_time_seconds: i64,
-    /// How long a group that failed is refused at PreFilter before it is tried again
-    /// (0: no group backoff, the pods' own backoff only).
+    /// How long a group PostFilter rejected whole is refused at PreFilter before it is
+    /// tried again (0: one second, [`crate::REJECTED_GROUP_DEFAULT_BACKOFF`]; upstream has
+    /// none then).
     pub pod_group_backoff_seconds: i64,
     /// When at most this percentage of `minMember` is still unplaced, a PostFilter failure
     /// does not reject the whole group: the remaining pods get to try again.

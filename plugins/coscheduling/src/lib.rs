@@ -6,7 +6,9 @@
 //! hold them until `minMember` pods exist (and, with `minResources`, until the cluster has
 //! room for the whole group); Permit makes each placed pod wait until `minMember` are
 //! placed, then lets them all bind; a failure of one (PostFilter, Unreserve, a Permit
-//! timeout) sends the waiting siblings back to the queue. The group's `status` follows:
+//! timeout) sends the waiting siblings back to the queue, and a group PostFilter rejects
+//! whole is refused at PreFilter for `podGroupBackoffSeconds` (one second when 0, see
+//! [`REJECTED_GROUP_DEFAULT_BACKOFF`]). The group's `status` follows:
 //! phase Pending while held, Scheduling once tried, Scheduled (with the `scheduled` count
 //! from PostBind) once `minMember` pods are bound, then Running, Finished or Failed from
 //! the pods' phases (the `running`/`succeeded`/`failed` counts), which the plugin follows
@@ -50,6 +52,15 @@ pub use podgroup::{
 
 /// How long a passed `minResources` check holds when `permitWaitingTimeSeconds` is 0.
 const RESOURCES_CHECK_DEFAULT_TTL: Duration = Duration::from_secs(3);
+
+/// How long a group PostFilter rejected whole is refused at PreFilter when
+/// `podGroupBackoffSeconds` is 0 (the queue's default initial pod backoff). Not upstream,
+/// which then has no group backoff: releasing the placed siblings frees room, that event
+/// requeues the pod that did not fit, and with SchedulerPopFromBackoffQ it is retried at
+/// once, placed, activates its siblings and fails them again, without end (thousands of
+/// rounds a second; in simulate on a clock that never moves). One second stops the round
+/// the rejection starts by itself and leaves later events and flushes to wake the group.
+pub const REJECTED_GROUP_DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The plugin's registered name.
 pub const NAME: &str = "Coscheduling";
@@ -97,8 +108,8 @@ pub struct Coscheduling {
     permit_timeout: Duration,
     /// How long a passed `minResources` check holds for a group.
     resources_ttl: Duration,
-    /// How long a failed group is refused, if at all.
-    group_backoff: Option<Duration>,
+    /// How long a group PostFilter rejected whole is refused at PreFilter.
+    group_backoff: Duration,
     /// `podGroupRejectPercentage` as a fraction.
     reject_threshold: f64,
     book: Arc<Mutex<Bookkeeping>>,
@@ -129,9 +140,6 @@ struct Bookkeeping {
     /// When the group last failed: it sorts as if created then, so a group that cannot
     /// be placed does not keep the head of the queue.
     last_failure: HashMap<String, SystemTime>,
-    /// When the group last failed on the scheduler's clock: for one Permit wait after it,
-    /// a placed pod does not pull its siblings back (see Permit).
-    failed_at: HashMap<String, Instant>,
     /// The phase last written to each group's status, so siblings do not write it again
     /// before the store shows it.
     phase_written: HashMap<String, &'static str>,
@@ -163,7 +171,6 @@ impl Bookkeeping {
         self.resources_checked.retain(|g, _| exists(g));
         self.backed_off.retain(|g, _| exists(g));
         self.last_failure.retain(|g, _| exists(g));
-        self.failed_at.retain(|g, _| exists(g));
         self.phase_written.retain(|g, _| exists(g));
         self.start_written.retain(|g, _| exists(g));
         self.whole.retain(|g| exists(g));
@@ -217,8 +224,10 @@ impl Coscheduling {
             0 => RESOURCES_CHECK_DEFAULT_TTL,
             s => Duration::from_secs(s as u64),
         };
-        let group_backoff = (args.pod_group_backoff_seconds > 0)
-            .then(|| Duration::from_secs(args.pod_group_backoff_seconds as u64));
+        let group_backoff = match args.pod_group_backoff_seconds {
+            0 => REJECTED_GROUP_DEFAULT_BACKOFF,
+            s => Duration::from_secs(s as u64),
+        };
         Ok(Self {
             handle: handle.clone(),
             groups,
@@ -478,11 +487,9 @@ impl Coscheduling {
 
     fn mark_failure(&self, group: &str) {
         let wall = self.handle.clock().wall_now();
-        let now = self.now();
         let mut book = self.book();
         book.resources_checked.remove(group);
         book.last_failure.insert(group.to_string(), wall);
-        book.failed_at.insert(group.to_string(), now);
     }
 
     /// Rejects every pod of the group waiting at Permit.
@@ -757,6 +764,7 @@ impl PreFilterPlugin for Coscheduling {
             let mut book = self.book();
             match book.backed_off.get(&full) {
                 Some(until) if *until > now => {
+                    tracing::debug!(pod = %pod.key(), podgroup = %full, "the group failed recently; refused until its backoff ends");
                     return (None, Status::unresolvable(failed_recently(&full)));
                 }
                 Some(_) => {
@@ -843,10 +851,11 @@ impl PostFilterPlugin for Coscheduling {
             );
         }
         self.reject_waiting(&full, REJECTED_IN_POST_FILTER);
-        if let Some(backoff) = self.group_backoff
-            && members.len() as i64 >= i64::from(min)
-        {
-            let until = self.now() + backoff;
+        // As upstream, only a whole group is backed off: one still short of pods was
+        // refused for that, and must come back as soon as they exist.
+        if members.len() as i64 >= i64::from(min) {
+            let until = self.now() + self.group_backoff;
+            tracing::debug!(podgroup = %full, backoff = ?self.group_backoff, "PostFilter rejects the group and backs it off");
             self.book().backed_off.insert(full.clone(), until);
         }
         self.mark_failure(&full);
@@ -972,11 +981,7 @@ impl PermitPlugin for Coscheduling {
             .insert(pod.name.clone());
         let placed = self.placed_count(&full, &members);
         if placed as i64 >= i64::from(group.spec.min_member) {
-            {
-                let mut book = self.book();
-                book.last_failure.remove(&full);
-                book.failed_at.remove(&full);
-            }
+            self.book().last_failure.remove(&full);
             for waiting in self.handle.waiting_pods().list() {
                 if full_group_name(waiting.pod()).as_deref() == Some(full.as_str()) {
                     waiting.allow(NAME);
@@ -984,19 +989,7 @@ impl PermitPlugin for Coscheduling {
             }
             return (Status::success(), Duration::ZERO);
         }
-        let timeout = group.permit_timeout(self.permit_timeout);
-        // Siblings rejected on the group's behalf (PostFilter, Unreserve, a Permit
-        // timeout) within the last Permit wait come back with the events that wake the
-        // group. Pulling them back at once placed and rejected a group that cannot fit
-        // again and again without end: each round's first placed pod activated the
-        // others, and with pods popped from backoffQ when activeQ is empty no backoff
-        // slowed it (thousands of rounds a second, the clock never moving).
-        let failed_recently = self
-            .book()
-            .failed_at
-            .get(&full)
-            .is_some_and(|at| self.now() < *at + timeout);
-        if placed == 1 && !failed_recently {
+        if placed == 1 {
             // The group's first placed pod: its siblings may sit in the unschedulable
             // pods (rejected before the group was whole); bring them back.
             let siblings: Vec<String> = members
@@ -1008,7 +1001,7 @@ impl PermitPlugin for Coscheduling {
                 self.handle.activate(&siblings);
             }
         }
-        (Status::wait(), timeout)
+        (Status::wait(), group.permit_timeout(self.permit_timeout))
     }
 }
 

@@ -454,6 +454,102 @@ fn post_filter_rejects_waiting_siblings_and_backs_the_group_off() {
     assert!(f.pre_filter(&pods[1]).is_success(), "the backoff is over");
 }
 
+/// The deny cache: after PostFilter gives a whole group up, PreFilter refuses every pod of
+/// it until the group's backoff ends on the scheduler's clock, then lets them through.
+fn check_deny(backoff_seconds: i64, refused_for: Duration) {
+    let f = fixture(CoschedulingArgs {
+        pod_group_backoff_seconds: backoff_seconds,
+        ..Default::default()
+    });
+    f.add_group(group("gang", 3));
+    f.add_group(group("other", 1));
+    let pods = f.gang("gang", 3);
+    let other = f.gang("other", 1);
+    assert!(f.pre_filter(&pods[0]).is_success(), "not denied yet");
+    f.permit(&pods[0]);
+    f.permit(&pods[1]);
+    assert_eq!(
+        f.post_filter(&pods[2]).message(),
+        group_rejected("default/gang", "gang-2")
+    );
+    let refused = (
+        Code::UnschedulableAndUnresolvable,
+        failed_recently("default/gang"),
+    );
+    // The siblings released from Permit and the pod that did not fit alike.
+    for pod in &pods {
+        assert_eq!(outcome(&f.pre_filter(pod)), refused, "{}", pod.name);
+    }
+    assert!(f.pre_filter(&other[0]).is_success(), "other groups go on");
+    f.clock.advance(refused_for - Duration::from_millis(1));
+    assert_eq!(
+        outcome(&f.pre_filter(&pods[1])),
+        refused,
+        "just before the end"
+    );
+    f.clock.advance(Duration::from_millis(1));
+    for pod in &pods {
+        assert!(
+            f.pre_filter(pod).is_success(),
+            "{}: the backoff is over",
+            pod.name
+        );
+    }
+}
+
+#[test]
+fn a_rejected_group_is_denied_for_pod_group_backoff_seconds() {
+    check_deny(5, Duration::from_secs(5));
+}
+
+#[test]
+fn a_rejected_group_is_denied_for_a_second_without_pod_group_backoff_seconds() {
+    check_deny(0, REJECTED_GROUP_DEFAULT_BACKOFF);
+}
+
+#[test]
+fn a_group_short_of_pods_is_not_denied() {
+    // Only two of three pods exist (they were queued before the PodGroup was known): the
+    // group is not backed off, so the third pod's arrival is enough to try it again.
+    let f = fixture(CoschedulingArgs::default());
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 2);
+    f.post_filter(&pods[1]);
+    let third = f.gang_extra("gang", 2);
+    assert!(f.pre_filter(&third).is_success());
+}
+
+#[test]
+fn a_placed_pod_activates_its_siblings_after_the_group_failed() {
+    // Upstream's Permit: the group's first placed pod brings its siblings back, also
+    // right after the group was given up (the deny at PreFilter keeps that from looping).
+    let f = fixture(CoschedulingArgs::default());
+    let activated = Arc::new(Mutex::new(Vec::<String>::new()));
+    f.handle
+        .set_activator(Arc::new(Recorder(activated.clone())));
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 3);
+    f.permit(&pods[0]);
+    f.post_filter(&pods[2]);
+    f.plugin.unreserve(&mut CycleState::new(), &pods[0], "n1");
+    f.handle.waiting_pods().remove(&pods[0].uid);
+    activated.lock().clear();
+    f.clock.advance(REJECTED_GROUP_DEFAULT_BACKOFF);
+    assert!(f.pre_filter(&pods[1]).is_success());
+    assert!(f.permit(&pods[1]).0.is_wait());
+    let mut got = activated.lock().clone();
+    got.sort();
+    assert_eq!(got, ["gang-0", "gang-2"]);
+}
+
+struct Recorder(Arc<Mutex<Vec<String>>>);
+
+impl kubesched_framework::PodActivator for Recorder {
+    fn activate(&self, uids: &[String]) {
+        self.0.lock().extend(uids.iter().cloned());
+    }
+}
+
 #[test]
 fn a_deleted_pod_groups_records_are_forgotten() {
     let f = fixture(CoschedulingArgs {
