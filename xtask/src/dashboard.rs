@@ -99,7 +99,7 @@ const ROWS: &[Row] = &[
             unit: "short",
             queries: &[
                 ("sum(scheduler_goroutines{SEL, operation=\"binding\"})", "bindings in flight"),
-                ("sum by (type) (scheduler_scheduler_cache_size{SEL})", "cache: {{type}}"),
+                ("sum by (type) (scheduler_cache_size{SEL})", "cache: {{type}}"),
             ],
         },
     ]},

@@ -482,7 +482,7 @@ impl Cache {
         self.inner.lock().pods.len()
     }
 
-    /// Nodes, pods and assumed pods, read together (`scheduler_scheduler_cache_size`).
+    /// Nodes, pods and assumed pods, read together (`scheduler_cache_size`).
     pub fn sizes(&self) -> CacheSizes {
         let st = self.inner.lock();
         CacheSizes {

@@ -367,9 +367,9 @@ impl SchedulerMetrics {
             event_handling_duration.clone(),
         );
         let cache_sizes = Family::<Labels, Gauge>::default();
-        // Upstream's name has the subsystem twice: scheduler_scheduler_cache_size.
+        // v1.34 removed the old name with the subsystem twice (scheduler_scheduler_cache_size).
         registry.register(
-            "scheduler_cache_size",
+            "cache_size",
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache",
             cache_sizes.clone(),
         );
@@ -474,7 +474,7 @@ impl SchedulerMetrics {
             .observe(took.as_secs_f64());
     }
 
-    /// The cache's sizes (`scheduler_scheduler_cache_size{type}`).
+    /// The cache's sizes (`scheduler_cache_size{type}`).
     pub fn cache_sizes(&self, sizes: kubesched_cache::CacheSizes) {
         let [nodes, pods, assumed] = &self.cache_size;
         nodes.set(sizes.nodes as i64);
@@ -527,7 +527,8 @@ impl SchedulerMetrics {
         &self.plugin_metrics
     }
 
-    /// The OpenMetrics text of every metric, plugins' own counters included.
+    /// The OpenMetrics text of every metric, plugins' own counters included, each
+    /// family's HELP as upstream's component-base writes it (see [`UPSTREAM_FAMILIES`]).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
@@ -538,8 +539,166 @@ impl SchedulerMetrics {
             Some(at) => out.insert_str(at, &plugins),
             None => out.push_str(&plugins),
         }
-        out
+        with_upstream_help(&out)
     }
+}
+
+/// A metric's stability level, which component-base writes at the head of its HELP text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stability {
+    /// `[ALPHA]`.
+    Alpha,
+    /// `[BETA]`.
+    Beta,
+    /// `[STABLE]`.
+    Stable,
+}
+
+impl Stability {
+    fn tag(self) -> &'static str {
+        match self {
+            Self::Alpha => "[ALPHA]",
+            Self::Beta => "[BETA]",
+            Self::Stable => "[STABLE]",
+        }
+    }
+}
+
+/// The families kubesched exposes under upstream's names, with their v1.37 stability
+/// level and help text (`pkg/scheduler/metrics/metrics.go` and the VolumeBinding plugin's
+/// metrics at v1.37). Names are OpenMetrics family names: counters without `_total`.
+/// Dashboards and alerts key on the names; the levels say which ones upstream promises
+/// to keep.
+pub const UPSTREAM_FAMILIES: &[(&str, Stability, &str)] = &[
+    (
+        "scheduler_schedule_attempts",
+        Stability::Stable,
+        "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+    ),
+    (
+        "scheduler_scheduling_attempt_duration_seconds",
+        Stability::Stable,
+        "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+    ),
+    (
+        "scheduler_scheduling_algorithm_duration_seconds",
+        Stability::Beta,
+        "Scheduling algorithm latency in seconds",
+    ),
+    (
+        "scheduler_event_handling_duration_seconds",
+        Stability::Alpha,
+        "Event handling latency in seconds.",
+    ),
+    (
+        "scheduler_preemption_victims",
+        Stability::Stable,
+        "Number of selected preemption victims for preemption initiated by a single pod",
+    ),
+    (
+        "scheduler_preemption_attempts",
+        Stability::Stable,
+        "Total preemption attempts in the cluster till now",
+    ),
+    (
+        "scheduler_pending_pods",
+        Stability::Stable,
+        "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated; 'incomplete' means number of pods in incompletePodGroupPods; 'pending' means number of pods in pendingPodGroupPods.",
+    ),
+    (
+        "scheduler_goroutines",
+        Stability::Beta,
+        "Number of running goroutines split by the work they do such as binding.",
+    ),
+    (
+        "scheduler_pod_scheduling_sli_duration_seconds",
+        Stability::Beta,
+        "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
+    ),
+    (
+        "scheduler_pod_scheduling_attempts",
+        Stability::Stable,
+        "Number of attempts to successfully schedule a pod.",
+    ),
+    (
+        "scheduler_pod_scheduled_after_flush",
+        Stability::Alpha,
+        "Number of pods that were successfully scheduled after being flushed from unschedulableEntities due to timeout. This metric helps detect potential queueing hint misconfigurations or event handling issues.",
+    ),
+    (
+        "scheduler_framework_extension_point_duration_seconds",
+        Stability::Stable,
+        "Latency for running all plugins of a specific extension point.",
+    ),
+    (
+        "scheduler_plugin_execution_duration_seconds",
+        Stability::Beta,
+        "Duration for running a plugin at a specific extension point.",
+    ),
+    (
+        "scheduler_queueing_hint_execution_duration_seconds",
+        Stability::Alpha,
+        "Duration for running a queueing hint function of a plugin.",
+    ),
+    (
+        "scheduler_queue_incoming_pods",
+        Stability::Stable,
+        "Number of pods added to scheduling queues by event and queue type.",
+    ),
+    (
+        "scheduler_permit_wait_duration_seconds",
+        Stability::Beta,
+        "Duration of waiting on permit.",
+    ),
+    (
+        "scheduler_cache_size",
+        Stability::Alpha,
+        "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+    ),
+    (
+        "scheduler_unschedulable_pods",
+        Stability::Beta,
+        "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
+    ),
+    (
+        "scheduler_plugin_evaluation",
+        Stability::Beta,
+        "Number of attempts to schedule pods by each plugin and the extension point (available only in PreFilter, Filter, PreScore, and Score).",
+    ),
+    (
+        "scheduler_volume_scheduling_stage_error",
+        Stability::Alpha,
+        "Volume scheduling stage error count",
+    ),
+    (
+        "scheduler_volume_binder_cache_requests",
+        Stability::Alpha,
+        "Total number for request volume binding cache",
+    ),
+];
+
+/// Rewrites the HELP line of each family in [`UPSTREAM_FAMILIES`] as component-base
+/// writes it: the stability level, then upstream's text exactly (prometheus-client
+/// would otherwise end every help with a period of its own).
+fn with_upstream_help(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 4096);
+    for line in text.lines() {
+        let upstream = line.strip_prefix("# HELP ").and_then(|rest| {
+            let name = rest.split_once(' ').map_or(rest, |(n, _)| n);
+            UPSTREAM_FAMILIES
+                .iter()
+                .find(|(family, _, _)| *family == name)
+                .map(|(family, stability, help)| {
+                    format!("# HELP {family} {} {help}", stability.tag())
+                })
+        });
+        match upstream {
+            Some(l) => out.push_str(&l),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Time spent in one plugin at one extension point, from the plugin duration histogram.
@@ -738,6 +897,38 @@ impl kubesched_queue::QueueMetrics for SchedulerMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every family the scheduler registers carries upstream's stability level and
+    /// help, so a dashboard written for kube-scheduler v1.37 reads the same text.
+    #[test]
+    fn every_family_has_upstream_stability_and_help() {
+        let m = SchedulerMetrics::new();
+        m.attempt(AttemptResult::Scheduled, "p", Duration::from_millis(1));
+        let text = m.encode();
+        let helps: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# HELP "))
+            .collect();
+        assert!(helps.len() >= 5, "{text}");
+        for help in &helps {
+            let (name, rest) = help.split_once(' ').unwrap();
+            assert!(
+                ["[ALPHA] ", "[BETA] ", "[STABLE] "]
+                    .iter()
+                    .any(|tag| rest.starts_with(tag)),
+                "{name} has no stability level: {rest:?}"
+            );
+        }
+        assert!(text.contains(
+            "# HELP scheduler_schedule_attempts [STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means"
+        ));
+        // Upstream's text has no period at the end here, and gets none.
+        assert!(text.contains(
+            "# HELP scheduler_scheduling_algorithm_duration_seconds [BETA] Scheduling algorithm latency in seconds\n"
+        ));
+        assert!(text.contains("# HELP scheduler_cache_size [ALPHA] "));
+        assert!(!text.contains("scheduler_scheduler_cache_size"));
+    }
 
     #[test]
     fn plugin_totals_sum_over_status_codes() {

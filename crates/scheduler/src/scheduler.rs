@@ -291,7 +291,7 @@ impl Scheduler {
         self.profiles.contains_key(&pod.scheduler_name)
     }
 
-    /// `scheduler_scheduler_cache_size` (the queue reports `scheduler_pending_pods` itself,
+    /// `scheduler_cache_size` (the queue reports `scheduler_pending_pods` itself,
     /// after every change).
     fn refresh_cache_gauges(&self) {
         self.metrics.cache_sizes(self.cache.sizes());

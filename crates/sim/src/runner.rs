@@ -529,10 +529,10 @@ impl Simulation {
         // ones meet the cluster they were dumped from.
         let mut pods = manifests.pods;
         pods.sort_by_key(|p| {
-            !p.spec
+            p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
-                .is_some_and(|n| !n.is_empty())
+                .is_none_or(str::is_empty)
         });
         for p in pods {
             self.add_pod(p, file_hint, false);

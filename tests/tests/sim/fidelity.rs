@@ -480,12 +480,9 @@ fn v1_34_metrics_are_recorded() {
         1.0
     );
     assert_eq!(v("scheduler_pending_pods{queue=\"unschedulable\"}"), 1.0);
-    assert_eq!(v("scheduler_scheduler_cache_size{type=\"nodes\"}"), 2.0);
-    assert_eq!(v("scheduler_scheduler_cache_size{type=\"pods\"}"), 1.0);
-    assert_eq!(
-        v("scheduler_scheduler_cache_size{type=\"assumed_pods\"}"),
-        0.0
-    );
+    assert_eq!(v("scheduler_cache_size{type=\"nodes\"}"), 2.0);
+    assert_eq!(v("scheduler_cache_size{type=\"pods\"}"), 1.0);
+    assert_eq!(v("scheduler_cache_size{type=\"assumed_pods\"}"), 0.0);
     assert_eq!(
         v("scheduler_event_handling_duration_seconds_count{event=\"NodeAdd\"}"),
         2.0
