@@ -457,3 +457,36 @@ fn what_if_flags_answer_in_json_and_exclude_each_other() {
     assert!(!ok);
     assert!(stderr.contains("KIND/NAMESPACE/NAME=REPLICAS"), "{stderr}");
 }
+
+#[test]
+fn dynamic_resources_args_are_read_and_validated() {
+    let cfg = |args: &str| {
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: DynamicResources
+    args:
+{args}
+"
+        )
+    };
+    let good = cfg("      filterTimeout: 30s\n      bindingTimeout: 5m");
+    let (ok, stdout, stderr) = kubesched(
+        &["config", "validate", "dra.yaml"],
+        Some(("dra.yaml", &good)),
+    );
+    assert!(ok, "{stdout}{stderr}");
+    let bad = cfg("      filterTimeout: -1s");
+    let (ok, stdout, stderr) = kubesched(
+        &["config", "validate", "dra-bad.yaml"],
+        Some(("dra-bad.yaml", &bad)),
+    );
+    assert!(!ok, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("filterTimeout: Invalid value: \"-1s\": must be zero or positive"),
+        "{stderr}"
+    );
+}

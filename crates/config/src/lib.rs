@@ -10,7 +10,7 @@
 //! plugin crates, build plugins, or talk to a cluster.
 
 mod decode;
-pub mod duration;
+pub use kubesched_framework::duration;
 mod error;
 pub mod input;
 mod plugins;

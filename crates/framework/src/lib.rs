@@ -16,6 +16,7 @@
 mod client;
 pub mod clock;
 mod cycle_state;
+pub mod duration;
 pub mod events;
 mod explain;
 mod extender;

@@ -176,24 +176,7 @@ fn timeout_message(plugin: &str, waited: Duration) -> String {
 
 /// Formats a duration the way Go prints a `time.Duration` (e.g. `10s`, `1m30s`, `500ms`).
 pub fn go_duration(d: Duration) -> String {
-    let total_ms = d.as_millis();
-    if total_ms < 1000 {
-        return format!("{total_ms}ms");
-    }
-    let secs = d.as_secs_f64();
-    let h = (secs / 3600.0).floor() as u64;
-    let m = ((secs - h as f64 * 3600.0) / 60.0).floor() as u64;
-    let s = secs - h as f64 * 3600.0 - m as f64 * 60.0;
-    let s = if s.fract() == 0.0 {
-        format!("{}", s as u64)
-    } else {
-        format!("{s}")
-    };
-    match (h, m) {
-        (0, 0) => format!("{s}s"),
-        (0, m) => format!("{m}m{s}s"),
-        (h, m) => format!("{h}h{m}m{s}s"),
-    }
+    crate::duration::format(d)
 }
 
 /// Every pod waiting at Permit, by UID.

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use kubesched_framework::model::Labels;
 use kubesched_framework::model::k8s_openapi::api::core::v1::{
@@ -151,9 +152,27 @@ impl Allocator {
     /// Allocates every claim on `node`: `Ok(None)` when they do not all fit, `Err` when
     /// something is wrong with a claim, class, selector or slice.
     pub fn allocate(&self, node: NodeRef<'_>) -> Result<Option<Vec<AllocationResult>>, String> {
-        let plans = self.plans.as_ref().map_err(Clone::clone)?;
-        let pools = gather_pools(&self.index, node)?;
+        self.allocate_until(node, None).map_err(|e| match e {
+            Stopped::Deadline => TIMED_OUT.to_string(),
+            Stopped::Failed(e) => e,
+        })
+    }
+
+    /// [`Allocator::allocate`], giving up when the search is still going at `deadline`
+    /// (DynamicResourcesArgs' `filterTimeout`).
+    pub fn allocate_until(
+        &self,
+        node: NodeRef<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<AllocationResult>>, Stopped> {
+        let plans = self
+            .plans
+            .as_ref()
+            .map_err(|e| Stopped::Failed(e.clone()))?;
+        let pools = gather_pools(&self.index, node).map_err(Stopped::Failed)?;
         let mut run = Run {
+            deadline,
+            steps: 0,
             plans,
             allocated: &self.allocated,
             pools: &pools,
@@ -173,7 +192,7 @@ impl Allocator {
                 let mut min_for_request = usize::MAX;
                 for (si, alt) in req.alternatives.iter().enumerate() {
                     let n = if alt.all {
-                        let devices = run.all_devices_for(ci, alt)?;
+                        let devices = run.all_devices_for(ci, alt).map_err(Stopped::Failed)?;
                         let n = devices.len();
                         run.all_devices.insert((ci, ri, si), devices);
                         n
@@ -189,29 +208,29 @@ impl Allocator {
                 };
             }
             if min_devices > ALLOCATION_RESULTS_MAX_SIZE {
-                return Err(format!(
+                return Err(Stopped::Failed(format!(
                     "claim {}: number of requested devices {min_devices} exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}",
                     kobj(&plan.claim)
-                ));
+                )));
             }
         }
         match run.allocate_one(Pos::default(), false) {
             Ok(true) => {}
             Ok(false) | Err(Stop::MaxSize) => {
-                if let Some(p) = pools.iter().find(|p| p.invalid.is_some()) {
-                    let _ = p;
-                    return Err(
+                if pools.iter().any(|p| p.invalid.is_some()) {
+                    return Err(Stopped::Failed(
                         "invalid resource pools were encountered: allocation failed on this node"
                             .into(),
-                    );
+                    ));
                 }
                 return Ok(None);
             }
-            Err(Stop::Fatal(e)) => return Err(e),
+            Err(Stop::Deadline) => return Err(Stopped::Deadline),
+            Err(Stop::Fatal(e)) => return Err(Stopped::Failed(e)),
         }
         let mut out = Vec::with_capacity(plans.len());
         for (ci, plan) in plans.iter().enumerate() {
-            out.push(run.result_of(ci, plan)?);
+            out.push(run.result_of(ci, plan).map_err(Stopped::Failed)?);
         }
         Ok(Some(out))
     }
@@ -429,9 +448,27 @@ struct Pos {
     device: usize,
 }
 
+/// Why [`Allocator::allocate_until`] gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// The search was still going at the deadline.
+    Deadline,
+    /// Something is wrong with a claim, class, selector or slice.
+    Failed(String),
+}
+
+/// What the allocation of a timed-out search says, without the node upstream's error
+/// puts in front.
+pub const TIMED_OUT: &str = "timed out trying to allocate devices";
+
+/// How many search steps pass between two looks at the clock.
+const STEPS_PER_CLOCK_READ: u32 = 64;
+
 enum Stop {
     /// A claim would get more than [`ALLOCATION_RESULTS_MAX_SIZE`] devices.
     MaxSize,
+    /// The deadline passed.
+    Deadline,
     /// Something is broken; allocation must not go on.
     Fatal(String),
 }
@@ -447,6 +484,9 @@ struct DeviceChoice<'a> {
 type SliceDevice<'a> = (&'a IndexedSlice, &'a IndexedDevice);
 
 struct Run<'a> {
+    /// When to give up (`filterTimeout`), read every [`STEPS_PER_CLOCK_READ`] steps.
+    deadline: Option<Instant>,
+    steps: u32,
     plans: &'a [ClaimPlan],
     allocated: &'a DeviceSet,
     pools: &'a [Pool<'a>],
@@ -502,6 +542,14 @@ impl<'a> Run<'a> {
     }
 
     fn allocate_one(&mut self, r: Pos, in_alternative: bool) -> Result<bool, Stop> {
+        if let Some(deadline) = self.deadline {
+            // The first step looks too, so a deadline already past stops every search.
+            let look = self.steps.is_multiple_of(STEPS_PER_CLOCK_READ);
+            self.steps = self.steps.wrapping_add(1);
+            if look && Instant::now() >= deadline {
+                return Err(Stop::Deadline);
+            }
+        }
         if r.claim >= self.plans.len() {
             return Ok(true);
         }

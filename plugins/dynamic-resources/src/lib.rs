@@ -10,8 +10,16 @@
 //! claims skip everything after one look at their spec. The plugin reads claims, slices
 //! and classes from the object store and never talks to the API server but through
 //! [`ClusterClient`](kubesched_framework::ClusterClient).
+//!
+//! `DynamicResourcesArgs` (v1.37) are read: `filterTimeout` bounds each Filter's search
+//! (an error naming the node when it runs out, so the pod backs off), `bindingTimeout` is
+//! validated as upstream does. Not done from v1.35–v1.37: DRA-backed extended resources,
+//! scoring of prioritized lists, device taints, consumable capacity, partitionable
+//! devices' counters and binding conditions (devices with them are allocated without
+//! waiting for their conditions).
 
 pub mod allocator;
+mod args;
 pub mod cel;
 pub mod manager;
 pub mod slices;
@@ -34,7 +42,8 @@ use kubesched_framework::{
 };
 use parking_lot::Mutex;
 
-use crate::allocator::{Allocator, Features, NodeRef, kobj};
+use crate::allocator::{Allocator, Features, NodeRef, Stopped, TIMED_OUT, kobj};
+pub use crate::args::{ArgDuration, ArgGates, DynamicResourcesArgs};
 use crate::manager::{Manager, uid};
 
 /// The plugin's registered name.
@@ -64,23 +73,35 @@ pub struct DynamicResources {
     handle: Handle,
     manager: Arc<Manager>,
     features: Features,
+    /// How long one Filter call may search a node (None: without limit).
+    filter_timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for DynamicResources {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamicResources")
             .field("features", &self.features)
+            .field("filter_timeout", &self.filter_timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl DynamicResources {
     /// Builds the plugin on the handle's object store and cluster client.
-    pub fn new(handle: &Handle) -> Result<Self, PluginError> {
+    pub fn new(args: &DynamicResourcesArgs, handle: &Handle) -> Result<Self, PluginError> {
+        let gate = |name: &str| handle.features().enabled_by_name(name).unwrap_or(false);
+        let filter_timeout = args
+            .filter_limit(ArgGates {
+                filter_timeout: gate("DRASchedulerFilterTimeout"),
+                binding_conditions: gate("DRADeviceBindingConditions")
+                    && gate("DRAResourceClaimDeviceStatus"),
+            })
+            .map_err(|e| PluginError(format!("{NAME}: invalid DynamicResourcesArgs: {e}")))?;
         Ok(Self {
             handle: handle.clone(),
             manager: manager::for_store(handle.objects()),
             features: Features::default(),
+            filter_timeout,
         })
     }
 
@@ -238,6 +259,7 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1 as resourcev1;
 kubesched_framework::register_plugin! {
     name: NAME,
     plugin: DynamicResources,
+    args: DynamicResourcesArgs,
     kinds: [
         resourcev1::ResourceClaim,
         resourcev1::ResourceSlice,
@@ -488,11 +510,18 @@ impl FilterPlugin for DynamicResources {
             .collect();
         let mut allocations = None;
         if let Some(allocator) = &s.allocator {
-            match allocator.allocate(NodeRef {
+            let deadline = self.filter_timeout.map(|t| std::time::Instant::now() + t);
+            let node_ref = NodeRef {
                 name: &n.name,
                 labels: &n.labels,
-            }) {
-                Err(e) => {
+            };
+            match allocator.allocate_until(node_ref, deadline) {
+                // Possibly transient (v1.36): an error, so the pod backs off and retries
+                // instead of waiting for a cluster event.
+                Err(Stopped::Deadline) => {
+                    return Status::error(format!("node {}: {TIMED_OUT}", n.name));
+                }
+                Err(Stopped::Failed(e)) => {
                     tracing::debug!(pod = %pod.key(), node = %n.name, error = %e, "allocation failed");
                     return Status::error(e);
                 }
@@ -743,11 +772,13 @@ impl EnqueueExtensions for DynamicResources {
             handle: self.handle.clone(),
             manager: self.manager.clone(),
             features: self.features,
+            filter_timeout: self.filter_timeout,
         };
         let for_pods = Self {
             handle: self.handle.clone(),
             manager: self.manager.clone(),
             features: self.features,
+            filter_timeout: self.filter_timeout,
         };
         vec![
             // A node's labels may decide which slices or allocations reach it.

@@ -496,7 +496,7 @@ fn cel_functions_and_cost_limit() {
 
 fn plugin_on(objects: Arc<ObjectStore>) -> DynamicResources {
     let handle = Handle::builder().objects(objects).build();
-    DynamicResources::new(&handle).expect("plugin")
+    DynamicResources::new(&DynamicResourcesArgs::default(), &handle).expect("plugin")
 }
 
 fn pod_with_claim(claim_name: &str) -> PodBuilder {
@@ -765,4 +765,141 @@ fn queueing_hints() {
         hint(&pod, None, Some(&EventObject::Other)),
         Ok(QueueingHint::Queue)
     );
+}
+
+// ---- DynamicResourcesArgs ------------------------------------------------------------
+
+fn args(v: Value) -> DynamicResourcesArgs {
+    de(v)
+}
+
+const ALL_ON: ArgGates = ArgGates {
+    filter_timeout: true,
+    binding_conditions: true,
+};
+
+#[test]
+fn args_are_validated_as_upstream_does() {
+    let secs = std::time::Duration::from_secs;
+    // (args, gates, the filter limit or upstream's error)
+    type Case = (
+        Value,
+        ArgGates,
+        Result<Option<std::time::Duration>, &'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (json!({}), ALL_ON, Ok(Some(secs(10)))),
+        (
+            json!({"filterTimeout": "250ms"}),
+            ALL_ON,
+            Ok(Some(std::time::Duration::from_millis(250))),
+        ),
+        (json!({"filterTimeout": "0s"}), ALL_ON, Ok(None)),
+        (
+            json!({"filterTimeout": "-1s"}),
+            ALL_ON,
+            Err("filterTimeout: Invalid value: \"-1s\": must be zero or positive"),
+        ),
+        (json!({"bindingTimeout": "1s"}), ALL_ON, Ok(Some(secs(10)))),
+        (
+            json!({"bindingTimeout": "500ms"}),
+            ALL_ON,
+            Err("bindingTimeout: Invalid value: \"500ms\": must be at least 1 second"),
+        ),
+        (
+            json!({"bindingTimeout": "10m"}),
+            ArgGates {
+                binding_conditions: false,
+                ..ALL_ON
+            },
+            Err(
+                "bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled",
+            ),
+        ),
+        (
+            json!({"filterTimeout": "5s"}),
+            ArgGates {
+                filter_timeout: false,
+                ..ALL_ON
+            },
+            Err("filterTimeout: Forbidden: DRASchedulingFilterTimeout feature gate is disabled"),
+        ),
+        (
+            json!({}),
+            ArgGates {
+                filter_timeout: false,
+                ..ALL_ON
+            },
+            Ok(None),
+        ),
+        (
+            json!({"filterTimeout": "-2s", "bindingTimeout": "0s"}),
+            ALL_ON,
+            Err(
+                "[filterTimeout: Invalid value: \"-2s\": must be zero or positive, bindingTimeout: Invalid value: \"0s\": must be at least 1 second]",
+            ),
+        ),
+    ];
+    for (raw, gates, want) in cases {
+        let got = args(raw.clone()).filter_limit(gates);
+        assert_eq!(got, want.map_err(str::to_string), "{raw}");
+    }
+}
+
+#[test]
+fn args_are_written_with_the_default_filter_timeout() {
+    let written = serde_json::to_value(args(json!({}))).unwrap();
+    assert_eq!(written, json!({"filterTimeout": "10s"}));
+    let written = serde_json::to_value(args(
+        json!({"filterTimeout": "1m30s", "bindingTimeout": "10m"}),
+    ))
+    .unwrap();
+    assert_eq!(
+        written,
+        json!({"filterTimeout": "1m30s", "bindingTimeout": "10m0s"})
+    );
+    // Read back, the default stays what it was.
+    assert_eq!(
+        args(json!({"filterTimeout": "10s"})).filter_limit(ArgGates {
+            filter_timeout: false,
+            ..ALL_ON
+        }),
+        Ok(None)
+    );
+    assert!(
+        serde_json::from_value::<DynamicResourcesArgs>(json!({"filterTimeOut": "1s"})).is_err()
+    );
+}
+
+#[test]
+fn a_search_past_its_filter_timeout_is_an_error_naming_the_node() {
+    let objects = store_with(&["n1"], vec![claim("c", one_request(2, None))]);
+    let handle = Handle::builder().objects(objects).build();
+    let plugin =
+        DynamicResources::new(&args(json!({"filterTimeout": "1ns"})), &handle).expect("plugin");
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let pod = pod_with_claim("c").info();
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    let status = plugin.filter(&state, &pod, &nodes[0]);
+    assert_eq!(
+        status.code(),
+        kubesched_framework::Code::Error,
+        "{status:?}"
+    );
+    assert_eq!(
+        status.reasons(),
+        ["node n1: timed out trying to allocate devices"]
+    );
+    // Without a limit the same search succeeds.
+    let unlimited =
+        DynamicResources::new(&args(json!({"filterTimeout": "0s"})), &handle).expect("plugin");
+    let mut state = CycleState::new();
+    assert!(
+        unlimited
+            .pre_filter(&mut state, &pod, &nodes)
+            .1
+            .is_success()
+    );
+    assert!(unlimited.filter(&state, &pod, &nodes[0]).is_success());
 }

@@ -1,4 +1,5 @@
-//! Go `time.Duration` strings (`15s`, `1m30s`, `500ms`), as `metav1.Duration` reads and writes them.
+//! Go `time.Duration` strings (`15s`, `1m30s`, `500ms`), as `metav1.Duration` reads and
+//! writes them: for the configuration and for plugins' args alike.
 
 use std::time::Duration;
 
@@ -6,13 +7,24 @@ use std::time::Duration;
 /// and a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), e.g. `1h2m3.5s`. `0` alone is allowed.
 /// Negative durations are refused: no duration of the configuration may be negative.
 pub fn parse(text: &str) -> Result<Duration, String> {
+    match parse_signed(text)? {
+        (true, d) if !d.is_zero() => {
+            Err(format!("invalid duration {text:?}: must not be negative"))
+        }
+        (_, d) => Ok(d),
+    }
+}
+
+/// Parses a Go duration string that may be negative, as `metav1.Duration` decodes one
+/// before validation refuses it: whether it was negative, and its size.
+pub fn parse_signed(text: &str) -> Result<(bool, Duration), String> {
     let invalid = || format!("invalid duration {text:?}");
     let (negative, mut s) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
     if s == "0" {
-        return Ok(Duration::ZERO);
+        return Ok((negative, Duration::ZERO));
     }
     if s.is_empty() {
         return Err(invalid());
@@ -63,14 +75,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         total = total.checked_add(value).ok_or_else(invalid)?;
         s = rest;
     }
-    if negative && total != 0 {
-        return Err(format!("invalid duration {text:?}: must not be negative"));
-    }
     // Go durations are int64 nanoseconds.
     if total > i64::MAX as u128 {
         return Err(format!("duration {text:?} is too large"));
     }
-    Ok(Duration::from_nanos(total as u64))
+    Ok((negative, Duration::from_nanos(total as u64)))
 }
 
 /// Writes a duration as Go's `time.Duration.String` does: `0s`, `500ms`, `1.5µs`, `15s`,
