@@ -89,17 +89,24 @@ kubesched_framework::register_plugin! {
     factory: InterPodAffinity::new,
 }
 
-/// Whether `other` matches every term of the rejected pod. Hints see the terms as written,
-/// with no namespace labels (upstream does the same: hints must stay cheap).
+/// Whether `other` matches every term of the rejected pod (affinity wants one pod
+/// matching them all). Hints see the terms as written, with no namespace labels (upstream
+/// does the same: hints must stay cheap).
 fn hint_matches_all(terms: &[AffinityTerm], other: &PodInfo) -> bool {
-    let no_labels = Labels::new();
-    !terms.is_empty()
-        && terms
-            .iter()
-            .all(|t| t.matches(&other.namespace, &no_labels, &other.labels))
+    !terms.is_empty() && terms.iter().all(|t| hint_matches(t, other))
 }
 
-/// An assigned pod was added, relabelled or deleted.
+/// Whether `other` matches some term (one anti-affinity term is enough to repel: v1.37,
+/// #139161).
+fn hint_matches_any(terms: &[AffinityTerm], other: &PodInfo) -> bool {
+    terms.iter().any(|t| hint_matches(t, other))
+}
+
+fn hint_matches(term: &AffinityTerm, other: &PodInfo) -> bool {
+    term.matches(&other.namespace, &Labels::new(), &other.labels)
+}
+
+/// A pod was added, relabelled or deleted.
 fn pod_change_hint(
     pod: &PodInfo,
     old: Option<&EventObject>,
@@ -111,6 +118,14 @@ fn pod_change_hint(
     let modified = new
         .map(|o| o.as_pod().ok_or("expected a pod as the new object"))
         .transpose()?;
+    // The rejected pod's own labels changed: existing pods' anti-affinity may no longer
+    // repel it (v1.36, #135394).
+    if let (Some(o), Some(m)) = (original, modified)
+        && m.uid == pod.uid
+        && o.labels != m.labels
+    {
+        return Ok(QueueingHint::Queue);
+    }
     // Only assigned pods count in inter-pod affinity.
     if modified.is_some_and(|p| p.node_name.is_none())
         || original.is_some_and(|p| p.node_name.is_none())
@@ -123,12 +138,15 @@ fn pod_change_hint(
         // Updated: it now matches the affinity, or no longer matches the anti-affinity.
         (Some(o), Some(m)) => {
             (!hint_matches_all(affinity, o) && hint_matches_all(affinity, m))
-                || (hint_matches_all(anti, o) && !hint_matches_all(anti, m))
+                || (hint_matches_any(anti, o) && !hint_matches_any(anti, m))
         }
         // Added: it may satisfy the affinity.
         (None, Some(m)) => hint_matches_all(affinity, m),
-        // Deleted: it may have been what the anti-affinity objected to.
-        (Some(o), None) => hint_matches_all(anti, o),
+        // Deleted: it may have been what the anti-affinity objected to, or its own
+        // anti-affinity may have repelled the pod (v1.36, #135325).
+        (Some(o), None) => {
+            hint_matches_any(anti, o) || hint_matches_any(&o.required_anti_affinity_terms, pod)
+        }
         (None, None) => return Err("a pod event without a pod".into()),
     };
     Ok(if queue {
@@ -138,22 +156,38 @@ fn pod_change_hint(
     })
 }
 
-/// A node was added or had its labels changed: only a node carrying one of the
-/// pod's topology keys can change anything.
+/// A node was added or had its labels changed (upstream's fine-grained hint since
+/// v1.32): for an affinity term, a node that gains the topology key or moves to another
+/// domain of it; for an anti-affinity term, a node that gains, loses or changes it. A
+/// label change elsewhere on the node changes nothing for this plugin.
 fn node_change_hint(
     pod: &PodInfo,
-    _old: Option<&EventObject>,
+    old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let node = new
+    let modified = new
         .and_then(EventObject::as_node)
         .ok_or("expected a node as the new object")?;
-    let has_key = pod
+    let original = old.and_then(EventObject::as_node);
+    let value = |labels: &Labels, key: &str| labels.get(key).cloned();
+    let changed = |key: &str, losing_counts: bool| match original {
+        None => modified.labels.contains_key(key),
+        Some(o) => match (value(&o.labels, key), value(&modified.labels, key)) {
+            (None, Some(_)) => true,
+            (Some(_), None) => losing_counts,
+            (Some(a), Some(b)) => a != b,
+            (None, None) => false,
+        },
+    };
+    let queue = pod
         .required_affinity_terms
         .iter()
-        .chain(&pod.required_anti_affinity_terms)
-        .any(|t| node.labels.contains_key(&t.topology_key));
-    Ok(if has_key {
+        .any(|t| changed(&t.topology_key, false))
+        || pod
+            .required_anti_affinity_terms
+            .iter()
+            .any(|t| changed(&t.topology_key, true));
+    Ok(if queue {
         QueueingHint::Queue
     } else {
         QueueingHint::Skip

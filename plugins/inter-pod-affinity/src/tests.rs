@@ -1101,3 +1101,122 @@ fn remedies_name_the_term_and_domain_in_the_way() {
         ]
     );
 }
+
+/// The hint fixes of v1.36 and v1.37; each case is answered Skip by v1.34's hint.
+#[test]
+fn pod_hint_fixes_since_v1_34() {
+    let plugin = InterPodAffinity::new(&InterPodAffinityArgs::default(), &Handle::default())
+        .expect("plugin");
+    let hint = hint_of(&plugin.events_to_register(), EventResource::Pod);
+    use QueueingHint::Queue;
+    // Two anti-affinity terms: a pod matching one of them repels (#139161).
+    let wary = PodBuilder::new("p")
+        .uid("p")
+        .pod_anti_affinity(&[("app", "web")], ZONE)
+        .pod_anti_affinity(&[("tier", "front")], ZONE)
+        .info();
+    let web = EventObject::Pod(on("a", "n1").label("app", "web").info());
+    let plain = EventObject::Pod(on("a", "n1").label("app", "api").info());
+    assert_eq!(
+        hint(&wary, Some(&web), None),
+        Ok(Queue),
+        "deleted, one term"
+    );
+    assert_eq!(
+        hint(&wary, Some(&web), Some(&plain)),
+        Ok(Queue),
+        "relabelled away from one term"
+    );
+    // An existing pod whose own anti-affinity repelled the pending pod is deleted (#135325).
+    let pending = PodBuilder::new("q").uid("q").label("app", "db").info();
+    let hater = EventObject::Pod(
+        on("h", "n1")
+            .pod_anti_affinity(&[("app", "db")], ZONE)
+            .info(),
+    );
+    assert_eq!(
+        hint(&pending, Some(&hater), None),
+        Ok(Queue),
+        "its hater left"
+    );
+    // The pending pod's own labels change (#135394).
+    let before = EventObject::Pod(PodBuilder::new("q").uid("q").label("app", "db").info());
+    let after = EventObject::Pod(PodBuilder::new("q").uid("q").label("app", "cache").info());
+    assert_eq!(
+        hint(&pending, Some(&before), Some(&after)),
+        Ok(Queue),
+        "relabelled itself"
+    );
+    // Another pending pod's relabelling still changes nothing.
+    let other = PodBuilder::new("r").uid("r").info();
+    assert_eq!(
+        hint(&other, Some(&before), Some(&after)),
+        Ok(QueueingHint::Skip)
+    );
+}
+
+#[test]
+fn node_hint_looks_at_the_topology_keys_only() {
+    let plugin = InterPodAffinity::new(&InterPodAffinityArgs::default(), &Handle::default())
+        .expect("plugin");
+    let hint = hint_of(&plugin.events_to_register(), EventResource::Node);
+    use QueueingHint::{Queue, Skip};
+    let affine = PodBuilder::new("p")
+        .pod_affinity(&[("app", "db")], ZONE)
+        .info();
+    let wary = PodBuilder::new("w")
+        .pod_anti_affinity(&[("app", "web")], ZONE)
+        .info();
+    let n = |zone: &str, extra: &str| {
+        let b = node("n", zone);
+        EventObject::Node(
+            if extra.is_empty() {
+                b
+            } else {
+                b.label("x", extra)
+            }
+            .model(),
+        )
+    };
+    let cases = [
+        (
+            "another label changed",
+            &affine,
+            n("a", ""),
+            n("a", "y"),
+            Skip,
+        ),
+        (
+            "moved to another zone",
+            &affine,
+            n("a", ""),
+            n("b", ""),
+            Queue,
+        ),
+        ("gained the zone", &affine, n("", ""), n("a", ""), Queue),
+        (
+            "lost the zone (affinity)",
+            &affine,
+            n("a", ""),
+            n("", ""),
+            Skip,
+        ),
+        (
+            "lost the zone (anti-affinity)",
+            &wary,
+            n("a", ""),
+            n("", ""),
+            Queue,
+        ),
+        (
+            "another label (anti-affinity)",
+            &wary,
+            n("a", ""),
+            n("a", "y"),
+            Skip,
+        ),
+    ];
+    for (name, pod, old, new, want) in cases {
+        assert_eq!(hint(pod, Some(&old), Some(&new)), Ok(want), "{name}");
+    }
+}
