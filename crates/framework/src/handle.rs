@@ -14,6 +14,7 @@ use crate::metrics::PluginMetrics;
 use crate::nominator::Nominator;
 use crate::objects::ObjectStore;
 use crate::parallel::Parallelizer;
+use crate::pre_bind::PodsInPreBind;
 use crate::snapshot::Snapshot;
 use crate::waiting::WaitingPods;
 
@@ -50,6 +51,7 @@ struct HandleInner {
     live_pods: Arc<dyn LivePods>,
     nominator: Arc<Nominator>,
     waiting_pods: Arc<WaitingPods>,
+    pods_in_pre_bind: Arc<PodsInPreBind>,
     parallelizer: Parallelizer,
     clock: Arc<dyn Clock>,
     features: FeatureGates,
@@ -130,6 +132,11 @@ impl Handle {
     /// Pods waiting at Permit.
     pub fn waiting_pods(&self) -> &Arc<WaitingPods> {
         &self.inner.waiting_pods
+    }
+
+    /// Pods running their PreBind plugins (preemption cancels them in memory).
+    pub fn pods_in_pre_bind(&self) -> &Arc<PodsInPreBind> {
+        &self.inner.pods_in_pre_bind
     }
 
     /// The parallelizer.
@@ -332,6 +339,7 @@ impl HandleBuilder {
                 live_pods: self.live_pods,
                 nominator: self.nominator,
                 waiting_pods: self.waiting_pods,
+                pods_in_pre_bind: Arc::default(),
                 parallelizer: if self.caller_joins_pool {
                     Parallelizer::joining_current_thread(self.parallelism)
                 } else {

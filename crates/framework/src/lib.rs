@@ -31,6 +31,7 @@ pub mod normalize;
 mod objects;
 mod parallel;
 mod plugin;
+pub mod pre_bind;
 #[doc(hidden)]
 pub mod probe;
 pub mod registry;

@@ -1104,6 +1104,9 @@ impl Scheduler {
         start: Instant,
         pod_cycle: u64,
     ) {
+        // Whether PreBindPreFlight said some PreBind plugin has work: only such pods are
+        // registered for in-memory preemption during PreBind, as upstream's.
+        let mut pre_bind_has_work = false;
         if self
             .handle
             .features()
@@ -1114,6 +1117,7 @@ impl Scheduler {
                 self.binding_failed(fw, state, qpi, assumed, host, flight, start, pod_cycle);
                 return;
             }
+            pre_bind_has_work = flight.is_success();
             if flight.is_success() || fw.will_wait_on_permit(&assumed) {
                 // Autoscalers read where the pod is about to go while Permit or PreBind
                 // take their time; a failure to say so does not stop the binding.
@@ -1150,7 +1154,17 @@ impl Scheduler {
             permit
         } else {
             self.queue.done(&assumed.uid);
-            let pre_bind = fw.run_pre_bind_plugins(&state, &assumed, &host).await;
+            let pre_bind = if pre_bind_has_work {
+                // Preemption may cancel the binding while PreBind runs (v1.36, #135502):
+                // the cycle then fails as a PreBind error would, and the victim backs off.
+                let mut registration = self.handle.pods_in_pre_bind().add(&assumed.uid);
+                tokio::select! {
+                    s = fw.run_pre_bind_plugins(&state, &assumed, &host) => s,
+                    Ok(cause) = &mut registration.cancelled => Status::error(cause),
+                }
+            } else {
+                fw.run_pre_bind_plugins(&state, &assumed, &host).await
+            };
             if !pre_bind.is_success() {
                 pre_bind
             } else {

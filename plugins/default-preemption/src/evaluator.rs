@@ -672,9 +672,10 @@ pub(crate) async fn prepare_candidate(
     Ok(())
 }
 
-/// Evicts one victim: a pod waiting at Permit is preempted there (it goes back to the
-/// queue's backoff, nothing is deleted), any other is deleted through the client (which
-/// marks it `DisruptionTarget` first); then a `Preempted` event.
+/// Evicts one victim: a pod waiting at Permit is preempted there and one in PreBind has
+/// its binding cancelled (either goes back to the queue's backoff, nothing is deleted),
+/// any other is deleted through the client (which marks it `DisruptionTarget` first);
+/// then a `Preempted` event.
 pub(crate) async fn preempt_victim(
     handle: &Handle,
     node: &str,
@@ -686,10 +687,15 @@ pub(crate) async fn preempt_victim(
         return Ok(());
     }
     let client = handle.client();
-    let preempted_in_memory = handle
-        .waiting_pods()
-        .get(&victim.uid)
-        .is_some_and(|w| w.preempt(NAME, "preempted"));
+    // A victim waiting at Permit, or in PreBind (v1.36), is stopped in memory and goes
+    // back to the queue's backoff; PreBind that already ended falls back to deletion.
+    let preempted_in_memory = match handle.waiting_pods().get(&victim.uid) {
+        Some(w) => w.preempt(NAME, "preempted"),
+        None => handle
+            .pods_in_pre_bind()
+            .get(&victim.uid)
+            .is_some_and(|p| p.cancel(&format!("preempted by {NAME}"))),
+    };
     if !preempted_in_memory {
         match client.delete_pod(victim).await {
             Ok(()) => {}
@@ -719,7 +725,14 @@ pub(crate) async fn preempt_victim(
         event_type: EventType::Normal,
         reason: PREEMPTED_REASON.into(),
         action: PREEMPTED_ACTION.into(),
-        note: format!("Preempted by pod {} on node {}", preemptor.uid, node),
+        note: if preempted_in_memory {
+            format!(
+                "Preempted by pod {} on node {node} (in kube-scheduler memory).",
+                preemptor.uid
+            )
+        } else {
+            format!("Preempted by pod {} on node {node}", preemptor.uid)
+        },
         related: Some(ObjectRef::pod(preemptor)),
     });
     Ok(())

@@ -281,6 +281,8 @@ struct Env {
     pdbs: Vec<PodDisruptionBudget>,
     nominated: Vec<(PodBuilder, &'static str)>,
     waiting: Vec<&'static str>,
+    /// Pods running PreBind (their binding may be cancelled).
+    in_pre_bind: Vec<&'static str>,
     /// Nodes whose Filter status is replaced by UnschedulableAndUnresolvable.
     unresolvable: Vec<&'static str>,
     /// Use these statuses instead of running Filter.
@@ -306,6 +308,7 @@ impl Env {
             pdbs: Vec::new(),
             nominated: Vec::new(),
             waiting: Vec::new(),
+            in_pre_bind: Vec::new(),
             unresolvable: Vec::new(),
             statuses: None,
             args: DefaultPreemptionArgs::default(),
@@ -332,6 +335,9 @@ struct Outcome {
     cleared: Vec<String>,
     /// Waiting pods that were rejected, with the plugin and message.
     rejected_waiting: Vec<String>,
+    /// Pods in PreBind whose binding was cancelled, with the cause.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cancelled_in_pre_bind: Vec<String>,
     /// Pods the nominator still holds after the call, as `pod@node`.
     nominations: Vec<String>,
     /// What the plugin recorded, when asked to explain.
@@ -394,6 +400,14 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
             )
         })
         .collect();
+    let mut in_pre_bind: Vec<_> = env
+        .in_pre_bind
+        .iter()
+        .map(|name| {
+            let p = pods.iter().find(|p| p.name == *name).expect("pod exists");
+            (p.name.clone(), handle.pods_in_pre_bind().add(&p.uid))
+        })
+        .collect();
     let plugin = DefaultPreemption::new(&env.args, &handle)
         .expect("valid args")
         .with_offset_seed(env.seed);
@@ -442,6 +456,10 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
             ));
         }
     }
+    let cancelled_in_pre_bind = in_pre_bind
+        .iter_mut()
+        .filter_map(|(name, r)| r.cancelled.try_recv().ok().map(|c| format!("{name}: {c}")))
+        .collect();
     let mut nominations: Vec<String> = nominated_pods
         .iter()
         .filter_map(|p| nominator.node_of(&p.uid).map(|n| format!("{}@{n}", p.name)))
@@ -451,6 +469,7 @@ async fn run(env: Env, preemptor: PodBuilder) -> Outcome {
         deleted_during_post_filter,
         held_at_pre_enqueue,
         nominated: result.map(|r: PostFilterResult| r.nominated_node_name),
+        cancelled_in_pre_bind,
         code: status.code().as_str().to_string(),
         message: status.message(),
         deleted: recorder.deleted.lock().unwrap().clone(),
@@ -907,6 +926,43 @@ async fn waiting_victims_are_preempted_in_memory_terminating_ones_left_alone() {
     );
     assert_eq!(out.events.len(), 1);
     assert!(out.events[0].starts_with("waiting Normal Preempted/Preempting"));
+}
+
+/// v1.36 (#135502): a victim in PreBind has its binding cancelled instead of being
+/// deleted; the event says it happened in the scheduler's memory.
+#[tokio::test]
+async fn victims_in_pre_bind_are_cancelled_not_deleted() {
+    let env = Env {
+        in_pre_bind: vec!["binding"],
+        waiting: vec!["waiting"],
+        ..Env::new(
+            vec![node("node1", "1", "110")],
+            vec![
+                bound("binding", LOW, "node1").container(&[("cpu", "400m")]),
+                bound("waiting", LOW, "node1").container(&[("cpu", "400m")]),
+            ],
+        )
+    };
+    let out = run(
+        env,
+        pod("p", HIGH).uid("uid-p").container(&[("cpu", "800m")]),
+    )
+    .await;
+    assert_eq!(out.nominated, nominated("node1"));
+    assert!(out.deleted.is_empty(), "{:?}", out.deleted);
+    assert_eq!(
+        out.cancelled_in_pre_bind,
+        vec![format!("binding: preempted by {NAME}")]
+    );
+    let mut events = out.events.clone();
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            "binding Normal Preempted/Preempting: Preempted by pod uid-p on node node1 (in kube-scheduler memory).",
+            "waiting Normal Preempted/Preempting: Preempted by pod uid-p on node node1 (in kube-scheduler memory).",
+        ]
+    );
 }
 
 #[tokio::test]
