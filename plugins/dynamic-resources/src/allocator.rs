@@ -18,7 +18,8 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{
 };
 use kubesched_framework::model::k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
-    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, ResourceClaim,
+    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceToleration,
+    ResourceClaim,
 };
 
 use crate::cel::{CelCache, CompiledExpression};
@@ -35,6 +36,9 @@ pub struct Features {
     pub admin_access: bool,
     /// `DRAPrioritizedList` (`firstAvailable`).
     pub prioritized_list: bool,
+    /// `DRADeviceTaints` (GA in v1.37): a tainted device goes only to a request that
+    /// tolerates its taints.
+    pub device_taints: bool,
 }
 
 impl Default for Features {
@@ -42,6 +46,7 @@ impl Default for Features {
         Self {
             admin_access: true,
             prioritized_list: true,
+            device_taints: true,
         }
     }
 }
@@ -70,6 +75,9 @@ struct RequestData {
     all: bool,
     count: usize,
     admin_access: bool,
+    /// The request's tolerations of device taints; None when taints are not looked at
+    /// (DRADeviceTaints off).
+    tolerations: Option<Vec<DeviceToleration>>,
 }
 
 /// A top-level request: one alternative, or several in priority order.
@@ -271,6 +279,7 @@ fn plan_claim(
                     sub.count,
                     None,
                     sub.selectors.as_ref(),
+                    sub.tolerations.as_deref(),
                     features,
                     class_of,
                     cel,
@@ -292,6 +301,7 @@ fn plan_claim(
                     exact.count,
                     exact.admin_access,
                     exact.selectors.as_ref(),
+                    exact.tolerations.as_deref(),
                     features,
                     class_of,
                     cel,
@@ -339,6 +349,7 @@ fn request_data(
     count: Option<i64>,
     admin_access: Option<bool>,
     selectors: Option<&Vec<DeviceSelector>>,
+    tolerations: Option<&[DeviceToleration]>,
     features: Features,
     class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
     cel: &CelCache,
@@ -391,6 +402,11 @@ fn request_data(
         all,
         count,
         admin_access: admin_access == Some(true),
+        tolerations: features.device_taints.then(|| {
+            tolerations
+                .map(<[DeviceToleration]>::to_vec)
+                .unwrap_or_default()
+        }),
     })
 }
 
@@ -896,6 +912,42 @@ fn same_value(a: &DeviceAttribute, b: &DeviceAttribute) -> bool {
     false
 }
 
+/// Whether every taint of a device that keeps pods away (`NoSchedule`, `NoExecute`) is
+/// tolerated; `None` and effects kubesched does not know are ignored, as upstream's
+/// `resourceclaim.ToleratesTaint` asks of its callers.
+fn taints_tolerated(taints: &[DeviceTaint], tolerations: &[DeviceToleration]) -> bool {
+    taints
+        .iter()
+        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// One toleration against one taint: an empty effect or key matches any, `Exists`
+/// matches any value, `Equal` (or no operator) the same value.
+fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
+    if toleration
+        .effect
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != taint.effect)
+    {
+        return false;
+    }
+    if toleration
+        .key
+        .as_deref()
+        .is_some_and(|k| !k.is_empty() && k != taint.key)
+    {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => {
+            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+        "Exists" => true,
+        _ => false,
+    }
+}
+
 /// Whether the class's and the request's selectors all select the device.
 fn selectable(
     _claim_index: usize,
@@ -909,6 +961,14 @@ fn selectable(
         .binding_conditions
         .as_ref()
         .is_some_and(|c| !c.is_empty())
+    {
+        return Ok(false);
+    }
+    if let Some(tolerations) = &req.tolerations
+        && !taints_tolerated(
+            device.device.taints.as_deref().unwrap_or_default(),
+            tolerations,
+        )
     {
         return Ok(false);
     }

@@ -71,8 +71,8 @@ pub struct DynamicResourcesArgs {
     pub filter_timeout: Option<ArgDuration>,
     /// The longest PreBind may wait for the binding conditions of allocated devices
     /// (at least one second; upstream's default is ten minutes when binding conditions
-    /// are on). kubesched does not wait for binding conditions (see the crate's docs),
-    /// so the value is validated and shown, never waited on.
+    /// are on). kubesched does not offer devices with binding conditions (see the
+    /// crate's docs), so the value is validated and shown, never waited on.
     pub binding_timeout: Option<ArgDuration>,
 }
 

@@ -13,10 +13,11 @@
 //!
 //! `DynamicResourcesArgs` (v1.37) are read: `filterTimeout` bounds each Filter's search
 //! (an error naming the node when it runs out, so the pod backs off), `bindingTimeout` is
-//! validated as upstream does. Not done from v1.35–v1.37: DRA-backed extended resources,
-//! scoring of prioritized lists, device taints, consumable capacity, partitionable
-//! devices' counters and binding conditions (devices with them are allocated without
-//! waiting for their conditions).
+//! validated as upstream does. A device's taints (`NoSchedule`, `NoExecute`) keep it from
+//! requests that do not tolerate them (DRADeviceTaints, GA in v1.37). Not done from
+//! v1.35–v1.37: DeviceTaintRule objects, DRA-backed extended resources, scoring of
+//! prioritized lists, consumable capacity, partitionable devices' counters and binding
+//! conditions (devices with binding conditions are not offered, as with that gate off).
 
 pub mod allocator;
 mod args;
@@ -100,7 +101,11 @@ impl DynamicResources {
         Ok(Self {
             handle: handle.clone(),
             manager: manager::for_store(handle.objects()),
-            features: Features::default(),
+            features: Features {
+                admin_access: gate("DRAAdminAccess"),
+                prioritized_list: gate("DRAPrioritizedList"),
+                device_taints: gate("DRADeviceTaints"),
+            },
             filter_timeout,
         })
     }

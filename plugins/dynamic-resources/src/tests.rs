@@ -903,3 +903,101 @@ fn a_search_past_its_filter_timeout_is_an_error_naming_the_node() {
     );
     assert!(unlimited.filter(&state, &pod, &nodes[0]).is_success());
 }
+
+// ---- device taints (DRADeviceTaints, GA in v1.37) -------------------------------------
+
+/// Two GPUs on n1: gpu-0 tainted with `effect`, gpu-1 clean.
+fn tainted_pair(effect: &str) -> Fixture {
+    let mut slice = gpu_slice("n1", &["40Gi", "40Gi"]);
+    let devices = slice.spec.devices.as_mut().expect("devices");
+    devices[0].taints = Some(vec![de(json!({
+        "key": "example.com/unhealthy", "value": "ecc", "effect": effect,
+    }))]);
+    Fixture::new(vec![slice])
+}
+
+fn tolerating(count: i64, toleration: Value) -> Value {
+    let mut r = exactly("gpu", count, None);
+    r["exactly"]["tolerations"] = json!([toleration]);
+    json!({"requests": [r]})
+}
+
+#[test]
+fn tainted_devices_go_only_to_requests_that_tolerate_them() {
+    let one = claim("c", one_request(1, None));
+    let two = claim("c", one_request(2, None));
+    for effect in ["NoSchedule", "NoExecute"] {
+        let f = tainted_pair(effect);
+        // The clean device is taken; both are not to be had without a toleration.
+        assert_eq!(
+            f.devices(&[one.clone()], &[]),
+            Some(vec![vec!["gpu:gpu-1".into()]]),
+            "{effect}"
+        );
+        assert_eq!(f.devices(&[two.clone()], &[]), None, "{effect}");
+        let cases = [
+            (
+                json!({"key": "example.com/unhealthy", "operator": "Exists"}),
+                true,
+            ),
+            (json!({"operator": "Exists"}), true),
+            (
+                json!({"key": "example.com/unhealthy", "value": "ecc"}),
+                true,
+            ),
+            (
+                json!({"key": "example.com/unhealthy", "operator": "Equal", "value": "other"}),
+                false,
+            ),
+            (
+                json!({"key": "example.com/unhealthy", "operator": "Exists", "effect": effect}),
+                true,
+            ),
+            (
+                json!({"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoSomething"}),
+                false,
+            ),
+            (
+                json!({"key": "example.com/other", "operator": "Exists"}),
+                false,
+            ),
+        ];
+        for (toleration, fits) in cases {
+            let c = claim("c", tolerating(2, toleration.clone()));
+            assert_eq!(
+                f.devices(&[c], &[]).is_some(),
+                fits,
+                "{effect} {toleration}"
+            );
+        }
+    }
+    // A taint with effect None only informs.
+    let f = tainted_pair("None");
+    assert!(f.devices(&[two], &[]).is_some());
+}
+
+#[test]
+fn taints_are_ignored_with_device_taints_off() {
+    let f = tainted_pair("NoSchedule");
+    let claims = vec![Arc::new(claim("c", one_request(2, None)))];
+    let index = Arc::new(SliceIndex::build(&f.objects.resource_slices));
+    let class_of = |n: &str| f.objects.device_classes.get(None, n);
+    let off = Features {
+        device_taints: false,
+        ..Features::default()
+    };
+    let allocator = Allocator::new(
+        off,
+        &claims,
+        Arc::new(DeviceSet::default()),
+        &class_of,
+        index,
+        &CelCache::default(),
+    );
+    let labels = Default::default();
+    let got = allocator.allocate(NodeRef {
+        name: "n1",
+        labels: &labels,
+    });
+    assert!(matches!(got, Ok(Some(_))), "{got:?}");
+}
