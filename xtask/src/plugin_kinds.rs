@@ -53,6 +53,11 @@ pub const PLUGIN_ACCESS: &[PluginAccess] = &[
             },
             Rule {
                 api_group: "resource.k8s.io",
+                resource: "devicetaintrules",
+                verbs: &["get", "list", "watch"],
+            },
+            Rule {
+                api_group: "resource.k8s.io",
                 resource: "resourceclaims",
                 verbs: &["get", "list", "watch", "update"],
             },

@@ -18,8 +18,8 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{
 };
 use kubesched_framework::model::k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
-    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceToleration,
-    ResourceClaim,
+    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceTaintRule,
+    DeviceTaintSelector, DeviceToleration, ResourceClaim,
 };
 
 use crate::cel::{CelCache, CompiledExpression};
@@ -101,6 +101,45 @@ pub struct Allocator {
     plans: Result<Vec<ClaimPlan>, String>,
     allocated: Arc<DeviceSet>,
     index: Arc<SliceIndex>,
+    /// Taints DeviceTaintRules add to the devices they select.
+    taint_rules: Vec<TaintRule>,
+}
+
+/// A DeviceTaintRule: the taint, and which devices get it (each part unset: any).
+#[derive(Debug, Clone)]
+pub struct TaintRule {
+    /// `spec.deviceSelector.driver`.
+    pub driver: Option<String>,
+    /// `spec.deviceSelector.pool`.
+    pub pool: Option<String>,
+    /// `spec.deviceSelector.device`.
+    pub device: Option<String>,
+    /// `spec.taint`.
+    pub taint: DeviceTaint,
+}
+
+impl TaintRule {
+    /// The rule of a DeviceTaintRule object.
+    pub fn of(rule: &DeviceTaintRule) -> Self {
+        let selector = rule.spec.device_selector.as_ref();
+        let part = |f: fn(&DeviceTaintSelector) -> &Option<String>| {
+            selector
+                .and_then(|s| f(s).clone())
+                .filter(|v| !v.is_empty())
+        };
+        Self {
+            driver: part(|s| &s.driver),
+            pool: part(|s| &s.pool),
+            device: part(|s| &s.device),
+            taint: rule.spec.taint.clone(),
+        }
+    }
+
+    fn selects(&self, id: &DeviceId) -> bool {
+        self.driver.as_deref().is_none_or(|d| d == &*id.driver)
+            && self.pool.as_deref().is_none_or(|p| p == &*id.pool)
+            && self.device.as_deref().is_none_or(|d| d == &*id.device)
+    }
 }
 
 /// The node an allocation is attempted on.
@@ -149,7 +188,15 @@ impl Allocator {
             plans,
             allocated,
             index,
+            taint_rules: Vec::new(),
         }
+    }
+
+    /// Adds the taints of DeviceTaintRules (DRADeviceTaintRules) to the devices they
+    /// select.
+    pub fn with_taint_rules(mut self, rules: Vec<TaintRule>) -> Self {
+        self.taint_rules = rules;
+        self
     }
 
     /// How many claims this allocator allocates.
@@ -179,6 +226,7 @@ impl Allocator {
             .map_err(|e| Stopped::Failed(e.clone()))?;
         let pools = gather_pools(&self.index, node).map_err(Stopped::Failed)?;
         let mut run = Run {
+            taint_rules: &self.taint_rules,
             deadline,
             steps: 0,
             plans,
@@ -500,6 +548,7 @@ struct DeviceChoice<'a> {
 type SliceDevice<'a> = (&'a IndexedSlice, &'a IndexedDevice);
 
 struct Run<'a> {
+    taint_rules: &'a [TaintRule],
     /// When to give up (`filterTimeout`), read every [`STEPS_PER_CLOCK_READ`] steps.
     deadline: Option<Instant>,
     steps: u32,
@@ -540,7 +589,7 @@ impl<'a> Run<'a> {
             }
             for slice in &pool.slices {
                 for device in &slice.devices {
-                    if selectable(ci, &claim, req, device)? {
+                    if selectable(ci, &claim, req, device, self.taint_rules)? {
                         out.push((*slice, device));
                     }
                 }
@@ -660,7 +709,9 @@ impl<'a> Run<'a> {
                     } else if self.in_use(&device.id) {
                         continue;
                     }
-                    if !selectable(r.claim, &claim_name, req, device).map_err(Stop::Fatal)? {
+                    if !selectable(r.claim, &claim_name, req, device, self.taint_rules)
+                        .map_err(Stop::Fatal)?
+                    {
                         continue;
                     }
                     if !self.try_device(r, req, slice, device, false)? {
@@ -912,14 +963,12 @@ fn same_value(a: &DeviceAttribute, b: &DeviceAttribute) -> bool {
     false
 }
 
-/// Whether every taint of a device that keeps pods away (`NoSchedule`, `NoExecute`) is
-/// tolerated; `None` and effects kubesched does not know are ignored, as upstream's
-/// `resourceclaim.ToleratesTaint` asks of its callers.
-fn taints_tolerated(taints: &[DeviceTaint], tolerations: &[DeviceToleration]) -> bool {
-    taints
-        .iter()
-        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
-        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
+/// Whether a taint is tolerated: one that keeps pods away (`NoSchedule`, `NoExecute`)
+/// needs a matching toleration; `None` and effects kubesched does not know are ignored,
+/// as upstream's `resourceclaim.ToleratesTaint` asks of its callers.
+fn taint_tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
+    !matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+        || tolerations.iter().any(|tol| tolerates(tol, taint))
 }
 
 /// One toleration against one taint: an empty effect or key matches any, `Exists`
@@ -954,6 +1003,7 @@ fn selectable(
     claim: &str,
     req: &RequestData,
     device: &IndexedDevice,
+    taint_rules: &[TaintRule],
 ) -> Result<bool, String> {
     // Binding conditions are off in v1.34's defaults: such devices are not offered.
     if device
@@ -964,13 +1014,19 @@ fn selectable(
     {
         return Ok(false);
     }
-    if let Some(tolerations) = &req.tolerations
-        && !taints_tolerated(
-            device.device.taints.as_deref().unwrap_or_default(),
-            tolerations,
-        )
-    {
-        return Ok(false);
+    if let Some(tolerations) = &req.tolerations {
+        let own = device.device.taints.as_deref().unwrap_or_default();
+        let ruled = taint_rules
+            .iter()
+            .filter(|r| r.selects(&device.id))
+            .map(|r| &r.taint);
+        if !own
+            .iter()
+            .chain(ruled)
+            .all(|t| taint_tolerated(t, tolerations))
+        {
+            return Ok(false);
+        }
     }
     let class_name = req.class.metadata.name.as_deref().unwrap_or("");
     for (i, expr) in req.class_selectors.iter().enumerate() {

@@ -14,8 +14,9 @@
 //! `DynamicResourcesArgs` (v1.37) are read: `filterTimeout` bounds each Filter's search
 //! (an error naming the node when it runs out, so the pod backs off), `bindingTimeout` is
 //! validated as upstream does. A device's taints (`NoSchedule`, `NoExecute`) keep it from
-//! requests that do not tolerate them (DRADeviceTaints, GA in v1.37). Not done from
-//! v1.35–v1.37: DeviceTaintRule objects, DRA-backed extended resources, scoring of
+//! requests that do not tolerate them (DRADeviceTaints, GA in v1.37), and so do the
+//! taints DeviceTaintRules put on the devices they select. Not done from v1.35–v1.37:
+//! DRA-backed extended resources, scoring of
 //! prioritized lists, consumable capacity, partitionable devices' counters and binding
 //! conditions (devices with binding conditions are not offered, as with that gate off).
 
@@ -33,7 +34,8 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::k8s_openapi::api::core::v1::Pod;
 use kubesched_framework::model::k8s_openapi::api::resource::v1::{
-    AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+    AllocationResult, DeviceTaintRule, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClaimStatus,
 };
 use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo};
 use kubesched_framework::{
@@ -43,7 +45,7 @@ use kubesched_framework::{
 };
 use parking_lot::Mutex;
 
-use crate::allocator::{Allocator, Features, NodeRef, Stopped, TIMED_OUT, kobj};
+use crate::allocator::{Allocator, Features, NodeRef, Stopped, TIMED_OUT, TaintRule, kobj};
 pub use crate::args::{ArgDuration, ArgGates, DynamicResourcesArgs};
 use crate::manager::{Manager, uid};
 
@@ -76,6 +78,8 @@ pub struct DynamicResources {
     features: Features,
     /// How long one Filter call may search a node (None: without limit).
     filter_timeout: Option<std::time::Duration>,
+    /// DRADeviceTaintRules: DeviceTaintRule objects taint the devices they select.
+    taint_rules: bool,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -107,6 +111,7 @@ impl DynamicResources {
                 device_taints: gate("DRADeviceTaints"),
             },
             filter_timeout,
+            taint_rules: gate("DRADeviceTaintRules"),
         })
     }
 
@@ -269,6 +274,7 @@ kubesched_framework::register_plugin! {
         resourcev1::ResourceClaim,
         resourcev1::ResourceSlice,
         resourcev1::DeviceClass,
+        resourcev1::DeviceTaintRule,
     ],
     writes: [
         // PreBind adds its finalizer and writes the allocation; Unreserve patches reservedFor.
@@ -470,14 +476,27 @@ impl PreFilterPlugin for DynamicResources {
             let allocated = self.manager.allocated_devices(objects);
             let index = self.manager.slices.get(&objects.resource_slices);
             let class_of = |name: &str| objects.device_classes.get(None, name);
-            Some(Allocator::new(
-                self.features,
-                &pending,
-                allocated,
-                &class_of,
-                index,
-                &self.manager.cel,
-            ))
+            let taint_rules = if self.features.device_taints && self.taint_rules {
+                objects
+                    .of::<DeviceTaintRule>()
+                    .list()
+                    .iter()
+                    .map(|r| TaintRule::of(r))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Some(
+                Allocator::new(
+                    self.features,
+                    &pending,
+                    allocated,
+                    &class_of,
+                    index,
+                    &self.manager.cel,
+                )
+                .with_taint_rules(taint_rules),
+            )
         };
         state.write(DraState(Arc::new(StateInner {
             claims: Mutex::new(claims),
@@ -778,12 +797,14 @@ impl EnqueueExtensions for DynamicResources {
             manager: self.manager.clone(),
             features: self.features,
             filter_timeout: self.filter_timeout,
+            taint_rules: self.taint_rules,
         };
         let for_pods = Self {
             handle: self.handle.clone(),
             manager: self.manager.clone(),
             features: self.features,
             filter_timeout: self.filter_timeout,
+            taint_rules: self.taint_rules,
         };
         vec![
             // A node's labels may decide which slices or allocations reach it.
@@ -808,6 +829,14 @@ impl EnqueueExtensions for DynamicResources {
             ClusterEventWithHint::new(
                 EventResource::ResourceSlice,
                 ActionType::ADD.union(ActionType::UPDATE),
+            ),
+            // A rule's taints are the devices' taints: upstream's slice tracker shows a
+            // rule's change as a change of the slices it taints.
+            ClusterEventWithHint::new(
+                EventResource::of::<DeviceTaintRule>(),
+                ActionType::ADD
+                    .union(ActionType::UPDATE)
+                    .union(ActionType::DELETE),
             ),
         ]
     }

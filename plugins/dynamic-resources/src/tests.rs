@@ -732,6 +732,12 @@ fn queueing_hints() {
             ),
             ClusterEvent::new(EventResource::DeviceClass, add_update),
             ClusterEvent::new(EventResource::ResourceSlice, add_update),
+            ClusterEvent::new(
+                EventResource::of::<
+                    kubesched_framework::model::k8s_openapi::api::resource::v1::DeviceTaintRule,
+                >(),
+                add_update.union(ActionType::DELETE)
+            ),
         ]
     );
     let hint = events[1].hint.as_ref().expect("claim hint");
@@ -1000,4 +1006,40 @@ fn taints_are_ignored_with_device_taints_off() {
         labels: &labels,
     });
     assert!(matches!(got, Ok(Some(_))), "{got:?}");
+}
+
+#[test]
+fn device_taint_rules_taint_the_devices_they_select() {
+    let objects = store_with(&["n1"], vec![claim("c", one_request(4, None))]);
+    let rule: kubesched_framework::model::k8s_openapi::api::resource::v1::DeviceTaintRule =
+        de(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": "drain-gpu-0"},
+            "spec": {
+                "deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+                "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+            },
+        }));
+    objects.of().upsert(rule);
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let pod = pod_with_claim("c").info();
+    let plugin = plugin_on(objects.clone());
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    assert_eq!(
+        plugin.filter(&state, &pod, &nodes[0]).reasons(),
+        [ERR_REASON_CANNOT_ALLOCATE]
+    );
+    // With the rules gate off, the rule is not read.
+    let handle = Handle::builder()
+        .objects(objects)
+        .features(
+            kubesched_framework::features::FeatureGates::parse(["DRADeviceTaintRules=false"])
+                .expect("settable"),
+        )
+        .build();
+    let plugin = DynamicResources::new(&DynamicResourcesArgs::default(), &handle).expect("plugin");
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    assert!(plugin.filter(&state, &pod, &nodes[0]).is_success());
 }

@@ -105,6 +105,13 @@ pub const RESOURCES: &[ResourceDef] = &[
     res!(
         "resource.k8s.io",
         "v1",
+        "devicetaintrules",
+        "DeviceTaintRule",
+        false
+    ),
+    res!(
+        "resource.k8s.io",
+        "v1",
         "resourceclaimtemplates",
         "ResourceClaimTemplate",
         true
