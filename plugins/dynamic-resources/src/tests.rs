@@ -936,11 +936,11 @@ fn tainted_devices_go_only_to_requests_that_tolerate_them() {
         let f = tainted_pair(effect);
         // The clean device is taken; both are not to be had without a toleration.
         assert_eq!(
-            f.devices(&[one.clone()], &[]),
+            f.devices(std::slice::from_ref(&one), &[]),
             Some(vec![vec!["gpu:gpu-1".into()]]),
             "{effect}"
         );
-        assert_eq!(f.devices(&[two.clone()], &[]), None, "{effect}");
+        assert_eq!(f.devices(std::slice::from_ref(&two), &[]), None, "{effect}");
         let cases = [
             (
                 json!({"key": "example.com/unhealthy", "operator": "Exists"}),
