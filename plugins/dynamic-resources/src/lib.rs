@@ -38,10 +38,11 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
     ResourceClaimStatus,
 };
 use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo};
+use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::{
-    ClientError, CycleState, EnqueueExtensions, FilterPlugin, Framework, Handle, NodeToStatus,
-    PluginError, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
-    PreFilterPlugin, PreFilterResult, ReservePlugin, Status, async_trait,
+    ClientError, CycleState, EnqueueExtensions, FilterPlugin, Framework, Handle, MAX_NODE_SCORE,
+    NodeToStatus, PluginError, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
+    PreFilterPlugin, PreFilterResult, ReservePlugin, ScorePlugin, Status, async_trait,
 };
 use parking_lot::Mutex;
 
@@ -563,6 +564,93 @@ impl FilterPlugin for DynamicResources {
         if let Some(a) = allocations {
             s.node_allocations.lock().insert(n.name.clone(), a);
         }
+        Status::success()
+    }
+}
+
+/// Upstream's `FirstAvailableDeviceRequestMaxSize`: the most subrequests a request lists.
+const FIRST_AVAILABLE_MAX: i64 = 8;
+
+/// The prioritized-list score of one allocation (v1.36, GA with DRAPrioritizedList): each
+/// `firstAvailable` request earns `8 - i` for the `i`-th subrequest it got, so a node that
+/// can give a pod its first choices scores higher.
+fn first_available_score(claim: &ResourceClaim, allocation: &AllocationResult) -> i64 {
+    let allocated: BTreeSet<&str> = allocation
+        .devices
+        .as_ref()
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| r.request.as_str())
+        .filter(|r| r.contains('/'))
+        .collect();
+    let requests = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.devices.as_ref())
+        .and_then(|d| d.requests.as_ref());
+    let mut score = 0;
+    for request in requests.into_iter().flatten() {
+        if request.exactly.is_some() {
+            continue;
+        }
+        for (i, sub) in request.first_available.iter().flatten().enumerate() {
+            if allocated.contains(format!("{}/{}", request.name, sub.name).as_str()) {
+                score += FIRST_AVAILABLE_MAX - i as i64;
+            }
+        }
+    }
+    score
+}
+
+impl ScorePlugin for DynamicResources {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        if !self.features.prioritized_list {
+            return Ok(0);
+        }
+        let Some(DraState(s)) = state.read::<DraState>() else {
+            return Ok(0);
+        };
+        let claims = s.claims.lock();
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let Some(n) = node.node() else {
+            return Err(Status::error("node not found"));
+        };
+        let node_allocations = s.node_allocations.lock();
+        let Some(pending) = node_allocations.get(&n.name) else {
+            return Ok(0);
+        };
+        // Claims allocated before count with their allocation; the others with what Filter
+        // found on this node.
+        let mut score = 0;
+        let mut next_pending = pending.iter();
+        for (i, claim) in claims.iter().enumerate() {
+            let allocation = if s.to_allocate.contains(&i) {
+                next_pending.next()
+            } else {
+                claim.status.as_ref().and_then(|st| st.allocation.as_ref())
+            };
+            if let Some(a) = allocation {
+                score += first_available_score(claim, a);
+            }
+        }
+        Ok(score)
+    }
+
+    fn has_normalize_score(&self) -> bool {
+        true
+    }
+
+    fn normalize_score(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+        scores: &mut [i64],
+    ) -> Status {
+        default_normalize_score(MAX_NODE_SCORE, false, scores);
         Status::success()
     }
 }

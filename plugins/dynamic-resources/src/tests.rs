@@ -1043,3 +1043,39 @@ fn device_taint_rules_taint_the_devices_they_select() {
     assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
     assert!(plugin.filter(&state, &pod, &nodes[0]).is_success());
 }
+
+/// v1.36's prioritized-list score: a node that gives the first choice scores higher.
+#[test]
+fn nodes_giving_the_first_choice_of_a_prioritized_list_score_higher() {
+    let objects = Arc::new(ObjectStore::default());
+    objects
+        .device_classes
+        .upsert(class("gpu", Some(&format!("device.driver == '{DRIVER}'"))));
+    objects
+        .resource_slices
+        .upsert(gpu_slice("big", &["80Gi", "80Gi"]));
+    objects
+        .resource_slices
+        .upsert(gpu_slice("small", &["40Gi", "40Gi"]));
+    objects.resource_claims.upsert(claim(
+        "c",
+        json!({"requests": [{"name": "gpu", "firstAvailable": [
+            {"name": "a100", "deviceClassName": "gpu", "count": 1,
+             "selectors": [{"cel": {"expression": "device.attributes['gpu.example.com'].model == 'a100'"}}]},
+            {"name": "any", "deviceClassName": "gpu", "count": 1},
+        ]}]}),
+    ));
+    let nodes = vec![
+        node_info(NodeBuilder::new("big"), &[]),
+        node_info(NodeBuilder::new("small"), &[]),
+    ];
+    let run = PluginHarness::new(plugin_on(objects)).run(&pod_with_claim("c").info(), &nodes);
+    assert_eq!(run.feasible(), vec!["big", "small"]);
+    let scores: Vec<(Option<i64>, Option<i64>)> = run
+        .nodes
+        .iter()
+        .map(|n| (n.score, n.normalized_score))
+        .collect();
+    // 8 - 0 for the first subrequest, 8 - 1 for the second; normalized to 100 and 87.
+    assert_eq!(scores, [(Some(8), Some(100)), (Some(7), Some(87))]);
+}
