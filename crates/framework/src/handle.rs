@@ -30,6 +30,12 @@ pub trait PodActivator: Send + Sync {
 pub trait LivePods: Send + Sync {
     /// The pods of `namespace` whose label `key` has `value`, sorted by name.
     fn with_label(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<PodInfo>>;
+
+    /// The latest object of the pod with this UID, while it lives (what upstream reads
+    /// from its pod lister).
+    fn by_uid(&self, _uid: &str) -> Option<Arc<PodInfo>> {
+        None
+    }
 }
 
 /// No pods: the view of a handle built without a scheduler (unit tests).

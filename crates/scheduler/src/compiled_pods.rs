@@ -80,6 +80,10 @@ impl LivePods for CompiledPods {
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         pods
     }
+
+    fn by_uid(&self, uid: &str) -> Option<Arc<PodInfo>> {
+        self.latest(uid)
+    }
 }
 
 /// The pod's key, as the model computes `PodInfo::uid`: its uid, or `namespace/name` for

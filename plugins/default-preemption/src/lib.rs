@@ -31,7 +31,7 @@ mod extenders;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kubesched_framework::events::{
@@ -40,8 +40,8 @@ use kubesched_framework::events::{
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::registry::PluginArgs;
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, Feature, Framework, Handle, NodeToStatus, PluginError,
-    PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionExplainer,
+    Code, CycleState, EnqueueExtensions, Feature, Framework, Handle, LivePods, NodeToStatus,
+    PluginError, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionExplainer,
     PreemptionExplanation, RejectedPreemptionNode, Status, async_trait,
 };
 use parking_lot::Mutex;
@@ -83,7 +83,6 @@ pub const WAITING_FOR_PREEMPTION: &str = "waiting for the preemption for this po
 const DEFAULT_OFFSET_SEED: u64 = 0x6b75_6265_7363_6864;
 
 /// The DefaultPreemption plugin.
-#[derive(Debug)]
 pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
     /// Picks where in the list of potential nodes a dry run starts, so that preemption
@@ -91,8 +90,21 @@ pub struct DefaultPreemption {
     offsets: Mutex<fastrand::Rng>,
     /// SchedulerAsyncPreemption.
     async_preemption: bool,
-    /// Preemptors whose victims are still being evicted in the background, by UID.
-    preempting: Arc<Mutex<HashSet<String>>>,
+    /// Preemptors whose victims are still being evicted in the background, by UID, with
+    /// the UID of the last victim once only that one is left (v1.35, #134294).
+    preempting: Arc<Mutex<HashMap<String, Option<String>>>>,
+    /// Where PreEnqueue looks the last victim up.
+    live_pods: Arc<dyn LivePods>,
+}
+
+impl std::fmt::Debug for DefaultPreemption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultPreemption")
+            .field("args", &self.args)
+            .field("async_preemption", &self.async_preemption)
+            .field("preempting", &self.preempting)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DefaultPreemption {
@@ -104,18 +116,28 @@ impl DefaultPreemption {
             offsets: Mutex::new(fastrand::Rng::with_seed(DEFAULT_OFFSET_SEED)),
             async_preemption: handle.features().enabled(Feature::SchedulerAsyncPreemption),
             preempting: Arc::default(),
+            live_pods: handle.live_pods().clone(),
         })
     }
 
-    /// Whether this pod's victims are still being evicted in the background.
+    /// Whether this pod's preemption is still going on (upstream's
+    /// `IsPodRunningPreemption`): its victims are being evicted, or only the last one is
+    /// left and it is neither gone nor being deleted yet.
     pub fn is_preempting(&self, uid: &str) -> bool {
-        self.preempting.lock().contains(uid)
+        let last = match self.preempting.lock().get(uid) {
+            None => return false,
+            Some(None) => return true,
+            Some(Some(last)) => last.clone(),
+        };
+        self.live_pods
+            .by_uid(&last)
+            .is_some_and(|victim| !victim.terminating)
     }
 
     /// prepareCandidateAsync: evicts the victims on a background task. The preemptor is
-    /// held at PreEnqueue until every eviction but the last is done; it is let go just
-    /// before the last one, whose deletion event then re-checks it (were it let go after,
-    /// that event could come first and leave it waiting).
+    /// held at PreEnqueue until its preemption is done; while the last victim is being
+    /// deleted PreEnqueue looks that victim up, so the victim's deletion event (which
+    /// may come before the task ends) finds the preemptor free to go.
     fn prepare_candidate_async(
         &self,
         handle: &Handle,
@@ -123,7 +145,7 @@ impl DefaultPreemption {
         preemptor: Arc<PodInfo>,
     ) {
         let preempting = Arc::clone(&self.preempting);
-        preempting.lock().insert(preemptor.uid.clone());
+        preempting.lock().insert(preemptor.uid.clone(), None);
         let task_handle = handle.clone();
         handle.spawn_background(async move {
             let handle = task_handle;
@@ -148,15 +170,19 @@ impl DefaultPreemption {
                     break;
                 }
             }
-            preempting.lock().remove(&preemptor.uid);
-            if !failed
-                && let Some(last) = last
-                && evaluator::preempt_victim(&handle, &candidate.name, last, &preemptor)
+            // A failure spares the last victim (v1.36, #135495): the preemption has failed.
+            if !failed && let Some(last) = last {
+                if let Some(entry) = preempting.lock().get_mut(&preemptor.uid) {
+                    *entry = Some(last.uid.clone());
+                }
+                if evaluator::preempt_victim(&handle, &candidate.name, last, &preemptor)
                     .await
                     .is_err()
-            {
-                failed = true;
+                {
+                    failed = true;
+                }
             }
+            preempting.lock().remove(&preemptor.uid);
             if failed {
                 // The pod could wait in unschedulablePods for an event that never comes.
                 handle.activate(std::slice::from_ref(&preemptor.uid));

@@ -1694,3 +1694,136 @@ fn the_state_is_copied_only_when_a_pre_filter_extension_runs() {
         &fw, &state
     ));
 }
+
+/// Deletes like [`Recorder`], but holds the second deletion until `release` is notified.
+#[derive(Default)]
+struct HoldingClient {
+    deletions: Mutex<usize>,
+    second_started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl ClusterClient for HoldingClient {
+    async fn bind(&self, _: &PodInfo, _: &str) -> Result<(), ClientError> {
+        Ok(())
+    }
+    async fn delete_pod(&self, _pod: &PodInfo) -> Result<(), ClientError> {
+        let n = {
+            let mut d = self.deletions.lock().unwrap();
+            *d += 1;
+            *d
+        };
+        if n == 2 {
+            self.second_started.notify_one();
+            self.release.notified().await;
+        }
+        Ok(())
+    }
+    async fn update_pod_status(&self, _: &PodInfo, _: &PodStatusUpdate) -> Result<(), ClientError> {
+        Ok(())
+    }
+    fn record_event(&self, _: Event) {}
+    async fn update_persistent_volume(
+        &self,
+        pv: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume,
+    ) -> Result<kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume, ClientError>
+    {
+        Ok(pv.clone())
+    }
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    ) -> Result<
+        kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
+        ClientError,
+    > {
+        Ok(pvc.clone())
+    }
+}
+
+/// The victims as the informer has them, changeable by the test.
+#[derive(Default)]
+struct Victims(Mutex<HashMap<String, Arc<PodInfo>>>);
+
+impl kubesched_framework::LivePods for Victims {
+    fn with_label(&self, _: &str, _: &str, _: &str) -> Vec<Arc<PodInfo>> {
+        Vec::new()
+    }
+    fn by_uid(&self, uid: &str) -> Option<Arc<PodInfo>> {
+        self.0.lock().unwrap().get(uid).cloned()
+    }
+}
+
+/// v1.35 (#134294): the preemptor stays held while its last victim is being deleted,
+/// until that victim is gone or terminating, even if the preemption task has not ended.
+#[tokio::test]
+async fn the_preemptor_is_held_until_its_last_victim_is_being_deleted() {
+    let victims: Vec<Arc<PodInfo>> = ["v1", "v2"]
+        .iter()
+        .map(|n| {
+            bound(n, LOW, "node1")
+                .uid(n)
+                .container(&[("cpu", "1")])
+                .info()
+        })
+        .collect();
+    let snapshot = Arc::new(Snapshot::new(node_infos(
+        vec![node("node1", "2", "110")],
+        &victims,
+    )));
+    let live = Arc::new(Victims::default());
+    for v in &victims {
+        live.0.lock().unwrap().insert(v.uid.clone(), v.clone());
+    }
+    let client = Arc::new(HoldingClient::default());
+    let handle = Handle::builder()
+        .snapshot(snapshot.clone())
+        .client(client.clone())
+        .live_pods(live.clone())
+        .features(
+            FeatureGates::defaults()
+                .with(Feature::SchedulerAsyncPreemption, true)
+                .expect("not locked"),
+        )
+        .build();
+    let plugin = DefaultPreemption::new(&DefaultPreemptionArgs::default(), &handle).expect("args");
+    let fw = framework(handle.clone(), plugin);
+    let preemptor = pod("critical", HIGH)
+        .uid("critical")
+        .container(&[("cpu", "2")])
+        .info();
+    let mut state = CycleState::new();
+    assert!(
+        fw.run_pre_filter_plugins(&mut state, &preemptor, snapshot.list())
+            .status
+            .is_success()
+    );
+    let mut statuses = NodeToStatus::for_snapshot(snapshot.clone());
+    for (i, n) in snapshot.list().iter().enumerate() {
+        let s = fw.run_filter_plugins_with_nominated_pods(&state, &preemptor, n);
+        statuses.set_at(i, s);
+    }
+    let (result, status) = fw
+        .run_post_filter_plugins(&state, &preemptor, &statuses)
+        .await;
+    assert!(status.is_success(), "{status:?}");
+    assert!(result.is_some());
+    let held = |fw: &Framework| !fw.run_pre_enqueue_plugins(&preemptor).is_success();
+    // The background task deletes the first victim and starts on the last one.
+    client.second_started.notified().await;
+    assert!(held(&fw), "the last victim is still running");
+    // The informer sees the victims terminating (the first one's deletion went
+    // through, the last one's is on its way): the preemption is done.
+    for info in live.0.lock().unwrap().values_mut() {
+        let mut terminating = (**info).clone();
+        terminating.terminating = true;
+        *info = Arc::new(terminating);
+    }
+    assert!(!held(&fw), "the last victim is being deleted");
+    client.release.notify_one();
+    while handle.background_tasks() > 0 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!held(&fw));
+}
