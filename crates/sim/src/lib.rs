@@ -11,6 +11,7 @@
 pub mod bench;
 mod claims;
 mod cluster;
+mod gate;
 pub mod html;
 mod load;
 mod report;
@@ -21,12 +22,14 @@ mod whatif;
 mod workload;
 
 pub use cluster::{SimCluster, pod_key};
+pub use gate::Gate;
 pub use load::{
-    InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, load_paths, load_text, resolve_priority,
+    InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, UnreadablePath, load_paths, load_text,
+    resolve_priority, unreadable_paths,
 };
 pub use report::{
-    Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
-    percentile,
+    Attempt, AttemptResult, EventRef, PodResult, PodState, REPORT_API_VERSION, REPORT_KIND,
+    ReportEvent, ReportType, SimReport, Summary, percentile,
 };
 pub use runner::{EXPLAIN_ALL, Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{

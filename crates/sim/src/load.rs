@@ -229,6 +229,35 @@ const IGNORED_KINDS: &[&str] = &[
 /// The kind of a KubeSchedulerConfiguration.
 const CONFIG_KIND: &str = "KubeSchedulerConfiguration";
 
+/// A path named as input that cannot be read at all: missing, a folder that cannot be
+/// listed, or not a regular file. A command line refuses these rather than report them,
+/// since no simulation of the rest would answer what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: cannot read: {reason}")]
+pub struct UnreadablePath {
+    /// The path as given.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Checks the paths named as input (`-` is standard input and always readable) before any
+/// is parsed; [`load_paths`] reports the same failures as input problems instead. What is
+/// found inside a folder is not checked here: a file there that cannot be read is a
+/// problem of the input, as a bad document is.
+pub fn unreadable_paths(paths: &[PathBuf]) -> Vec<UnreadablePath> {
+    paths
+        .iter()
+        .filter(|p| p.as_path() != std::path::Path::new(walk::STDIN))
+        .filter_map(|p| {
+            walk::readable(p).err().map(|reason| UnreadablePath {
+                path: p.display().to_string(),
+                reason,
+            })
+        })
+        .collect()
+}
+
 /// Reads every manifest under the paths (files, or folders walked in name order; `-` is
 /// standard input). Files that cannot be read (folders that lead back to themselves,
 /// devices, pipes, files over [`MAX_FILE_BYTES`]) are reported and skipped.

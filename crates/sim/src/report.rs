@@ -1,14 +1,15 @@
 //! The result of a simulation and its renderings (table, JSON, YAML).
 //!
-//! The JSON/YAML shape is stable (docs/report.schema.json describes it): `pods:
+//! The JSON/YAML shape is stable (docs/report.schema.json describes it): `apiVersion:
+//! kubesched.io/v1alpha1`, `kind: SimulationReport`, `pods:
 //! [{namespace, name, node, status, message, attempts, nominated_node, victims,
 //! preempted_by, history: [{attempt, result, node, nominated_node, message}]}]`, `summary:
 //! {pods, scheduled, unschedulable, pending, invalid (when any), preempted, attempts, nodes, duration_seconds,
 //! pods_per_second, latency_ms_p50, latency_ms_p99}`, `events: [{reason, type, action,
 //! regarding: {namespace, name}, related, note}]`, `explanations`, `problems: [{file,
 //! document, object, field, message}]`, and `what_if` for `--add-nodes`, `--drain` and
-//! `--scale-workload`. Only the timing fields of the summary depend on the machine;
-//! everything else is reproducible with a seed.
+//! `--scale-workload`. Only the timing fields of the summary depend on the machine
+//! ([`SimReport::drop_timing`] leaves them out); everything else is reproducible with a seed.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -143,14 +144,44 @@ pub struct Summary {
     pub attempts: u64,
     /// Nodes in the cluster.
     pub nodes: usize,
-    /// Wall time of the run.
-    pub duration_seconds: f64,
+    /// Wall time of the run (this and the other timings are `None`, and left out of the
+    /// output, once [`SimReport::drop_timing`] took them out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
     /// Scheduled pods per second of wall time.
-    pub pods_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods_per_second: Option<f64>,
     /// Median attempt latency.
-    pub latency_ms_p50: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms_p50: Option<f64>,
     /// 99th percentile attempt latency.
-    pub latency_ms_p99: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms_p99: Option<f64>,
+}
+
+/// The `apiVersion` of the JSON/YAML report (docs/report.schema.json). A field added keeps
+/// it; a field removed or changed in meaning would move it on.
+pub const REPORT_API_VERSION: &str = "kubesched.io/v1alpha1";
+
+/// The `kind` of the JSON/YAML report.
+pub const REPORT_KIND: &str = "SimulationReport";
+
+/// `apiVersion` and `kind` at the top of a report, so that a stored report says what it
+/// is. Always [`REPORT_API_VERSION`] and [`REPORT_KIND`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReportType {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+}
+
+impl Default for ReportType {
+    fn default() -> Self {
+        Self {
+            api_version: REPORT_API_VERSION,
+            kind: REPORT_KIND,
+        }
+    }
 }
 
 /// The object an event is about, as events.k8s.io/v1 names it.
@@ -184,6 +215,9 @@ pub struct ReportEvent {
 /// Everything a simulation found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub type_meta: ReportType,
     /// Pods this scheduler was responsible for, in input order, then running pods of the
     /// input that were preempted, in eviction order.
     pub pods: Vec<PodResult>,
@@ -221,6 +255,16 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 impl SimReport {
+    /// Leaves the wall-clock timings out of the summary, so that two runs of the same
+    /// input render the same bytes (`--no-timing`).
+    pub fn drop_timing(&mut self) {
+        let s = &mut self.summary;
+        s.duration_seconds = None;
+        s.pods_per_second = None;
+        s.latency_ms_p50 = None;
+        s.latency_ms_p99 = None;
+    }
+
     /// JSON, pretty-printed.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
@@ -273,11 +317,13 @@ impl SimReport {
             "; {}",
             plural(s.attempts as usize, "attempt", "attempts")
         );
-        if with_timing {
+        if with_timing
+            && let (Some(rate), Some(p50), Some(p99)) =
+                (s.pods_per_second, s.latency_ms_p50, s.latency_ms_p99)
+        {
             let _ = write!(
                 out,
-                "; {:.0} pods/s, latency p50 {:.3} ms, p99 {:.3} ms",
-                s.pods_per_second, s.latency_ms_p50, s.latency_ms_p99
+                "; {rate:.0} pods/s, latency p50 {p50:.3} ms, p99 {p99:.3} ms"
             );
         }
         out.push('\n');
@@ -760,6 +806,7 @@ mod tests {
 
     fn report(pods: Vec<PodResult>) -> SimReport {
         SimReport {
+            type_meta: ReportType::default(),
             pods,
             summary: Summary {
                 pods: 0,
@@ -770,15 +817,40 @@ mod tests {
                 preempted: 0,
                 attempts: 0,
                 nodes: 0,
-                duration_seconds: 0.0,
-                pods_per_second: 0.0,
-                latency_ms_p50: 0.0,
-                latency_ms_p99: 0.0,
+                duration_seconds: Some(0.0),
+                pods_per_second: Some(0.0),
+                latency_ms_p50: Some(0.0),
+                latency_ms_p99: Some(0.0),
             },
             events: Vec::new(),
             explanations: Vec::new(),
             problems: Vec::new(),
             what_if: None,
+        }
+    }
+
+    #[test]
+    fn documents_say_what_they_are_and_timings_can_be_left_out() {
+        let mut r = report(vec![pod("p", Some("n1"), PodState::Scheduled, None)]);
+        assert!(
+            r.to_json().starts_with(
+                "{\n  \"apiVersion\": \"kubesched.io/v1alpha1\",\n  \"kind\": \"SimulationReport\",\n  \"pods\""
+            ),
+            "{}",
+            r.to_json()
+        );
+        assert!(
+            r.to_yaml()
+                .starts_with("apiVersion: kubesched.io/v1alpha1\nkind: SimulationReport\npods:"),
+            "{}",
+            r.to_yaml()
+        );
+        assert!(r.to_json().contains("duration_seconds"));
+        r.drop_timing();
+        for text in [r.to_json(), r.to_yaml(), r.to_table(true)] {
+            for field in ["duration_seconds", "pods_per_second", "latency", "pods/s"] {
+                assert!(!text.contains(field), "{field} in {text}");
+            }
         }
     }
 

@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use crate::cluster::{SimCluster, pod_key};
 use crate::load::{InputProblem, InvalidPod, Manifests, apply_other, resolve_priority};
 use crate::report::{
-    Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, SimReport, Summary,
-    percentile,
+    Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, ReportType, SimReport,
+    Summary, percentile,
 };
 use crate::workload::{
     CreateNodes, CreatePods, CsiNodeTemplate, DeletePods, Expect, Op, Workload, generated_node,
@@ -46,6 +46,14 @@ pub enum SimError {
     /// A what-if could not be asked of this input.
     #[error("{0}")]
     WhatIf(String),
+    /// The pod asked about is not in the input.
+    #[error("pod {pod} not found{hint}")]
+    PodNotFound {
+        /// `namespace/name`.
+        pod: String,
+        /// What was looked at, after the pod's name (e.g. ` (finished pods are not read)`).
+        hint: String,
+    },
     /// A workload op could not be applied.
     #[error("workload {workload}: ops[{op}]: {message}")]
     Op {
@@ -1044,16 +1052,17 @@ impl Simulation {
             preempted,
             attempts,
             nodes: self.cluster.node_count(),
-            duration_seconds: elapsed.as_secs_f64(),
-            pods_per_second: if elapsed.as_secs_f64() > 0.0 {
+            duration_seconds: Some(elapsed.as_secs_f64()),
+            pods_per_second: Some(if elapsed.as_secs_f64() > 0.0 {
                 scheduled as f64 / elapsed.as_secs_f64()
             } else {
                 0.0
-            },
-            latency_ms_p50: percentile(&latencies, 50.0),
-            latency_ms_p99: percentile(&latencies, 99.0),
+            }),
+            latency_ms_p50: Some(percentile(&latencies, 50.0)),
+            latency_ms_p99: Some(percentile(&latencies, 99.0)),
         };
         SimReport {
+            type_meta: ReportType::default(),
             pods,
             summary,
             events,

@@ -881,9 +881,10 @@ pub async fn explain_pod(
         node_of(p).is_some()
     });
     let Some(mut target) = target else {
-        return Err(what_if_error(format!(
-            "pod {pod} not found (finished pods are not read)"
-        )));
+        return Err(SimError::PodNotFound {
+            pod: pod.to_string(),
+            hint: " (finished pods are not read)".into(),
+        });
     };
     let bound_to = node_of(&target).map(str::to_string);
     let spec = target.spec.get_or_insert_with(Default::default);

@@ -91,6 +91,18 @@ impl Walk {
     }
 }
 
+/// Whether `path` can be read: a folder that can be listed, or a regular file of at most
+/// [`MAX_FILE_BYTES`] that opens; the error says why not.
+pub(super) fn readable(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if meta.is_dir() {
+        return std::fs::read_dir(path).map(drop).map_err(|e| e.to_string());
+    }
+    kubesched_config::input::open_regular_file(path, MAX_FILE_BYTES)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// The read buffer: large reads for a large file.
 const BUFFER_BYTES: usize = 1 << 20;
 
@@ -198,6 +210,23 @@ mod tests {
             assert_eq!(files, vec![fifo.clone()]);
             let e = open(&fifo).err().expect("a pipe");
             assert!(e.contains("a named pipe"), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn readable_paths_are_folders_and_regular_files() {
+        let dir = temp_dir("readable");
+        let file = dir.join("pods.yaml");
+        std::fs::write(&file, "kind: Pod\n").expect("write");
+        assert_eq!(readable(&dir), Ok(()));
+        assert_eq!(readable(&file), Ok(()));
+        let missing = readable(&dir.join("nope.yaml")).expect_err("missing");
+        assert!(missing.contains("No such file"), "{missing}");
+        #[cfg(unix)]
+        {
+            let device = readable(Path::new("/dev/null")).expect_err("a device");
+            assert!(device.contains("not a regular file"), "{device}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
