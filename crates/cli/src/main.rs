@@ -10,7 +10,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use kubesched::framework::{FeatureGates, Version, registry};
 use kubesched::{kube_flags, logs, version};
 use kubesched_config::LoadedConfig;
-use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
+use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths, pod_key};
 
 // With the `mimalloc` feature, mimalloc replaces the system's malloc. It keeps allocations
 // of one size together, so the node and pod records a pass walks sit closer in memory, and
@@ -78,6 +78,44 @@ enum Output {
     Json,
     Yaml,
 }
+
+/// A `--fail-on` condition (kubesched_sim::Gate).
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, PartialOrd, Ord)]
+enum FailOn {
+    /// A pod ends Unschedulable (its last attempt failed, an error included) or Invalid (an
+    /// API server would refuse it), or --add-nodes finds no count within --max.
+    Unschedulable,
+    /// A pod ends unbound, whatever the reason (unschedulable, invalid, never attempted,
+    /// evicted), or --add-nodes finds no count within --max.
+    Pending,
+    /// Preemption evicted a pod.
+    Evictions,
+    /// The input had problems (a document that does not parse, an object an API server
+    /// would refuse, a file in a folder that cannot be read).
+    Problems,
+    /// A pod's last attempt failed with an error (an extender that is down, a plugin error).
+    Errors,
+}
+
+impl From<FailOn> for kubesched_sim::Gate {
+    fn from(f: FailOn) -> Self {
+        match f {
+            FailOn::Unschedulable => Self::Unschedulable,
+            FailOn::Pending => Self::Pending,
+            FailOn::Evictions => Self::Evictions,
+            FailOn::Problems => Self::Problems,
+            FailOn::Errors => Self::Errors,
+        }
+    }
+}
+
+/// `simulate`'s exit status when a `--fail-on` condition holds.
+const EXIT_CONDITION: u8 = 1;
+/// `simulate`'s (and `explain`'s) exit status for a wrong command line or input: nothing
+/// was simulated. Clap's own usage errors exit 2 as well.
+const EXIT_INPUT: u8 = 2;
+/// `simulate`'s exit status when the simulation could not finish.
+const EXIT_RUN: u8 = 3;
 
 #[derive(Subcommand)]
 enum Command {
@@ -171,9 +209,38 @@ struct SimulateArgs {
     /// Seed for tie-breaking between equally scored nodes (runs are reproducible).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Leave wall-clock timings out of the table summary (for byte-stable output).
+    /// Leave wall-clock timings out (the table's pods/s and latencies, the summary's
+    /// duration_seconds, pods_per_second and latency_ms_* in JSON and YAML), so that two runs
+    /// of the same input print the same bytes.
     #[arg(long)]
     no_timing: bool,
+    /// Exit with status 1 after printing the report when one of these holds (a
+    /// comma-separated list; repeat or combine, e.g. `--fail-on unschedulable,problems`);
+    /// each condition that holds is named on standard error.
+    ///
+    /// Exit status of `simulate`:
+    ///
+    /// 0: the run finished, and no --fail-on condition holds. Problems inside a readable
+    /// file (a document that does not parse, an object an API server would refuse) are
+    /// listed in the report, not a failure, unless `--fail-on problems`.
+    ///
+    /// 1: a --fail-on condition holds (the report is printed all the same).
+    ///
+    /// 2: the command line or its input is wrong, and nothing was simulated: a path (or the
+    /// --config, --workload or --add-nodes file) that cannot be read at all (missing, a
+    /// folder that cannot be listed, not a regular file), a configuration or workload that
+    /// does not load, --explain of a pod the input does not have, a what-if the input
+    /// cannot answer.
+    ///
+    /// 3: the simulation could not finish (a workload op or expectation failed, the
+    /// --report file could not be written).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "CONDITION[,...]"
+    )]
+    fail_on: Vec<FailOn>,
     /// What if: the smallest number of copies of the Node(s) in this file that lets every
     /// pending pod schedule without evicting anyone, found by re-running the simulation.
     #[arg(
@@ -216,6 +283,22 @@ fn print(text: &str) {
 fn fail(message: &str) -> ExitCode {
     logs::error(message);
     ExitCode::FAILURE
+}
+
+/// Reports `message` and exits with `code`.
+fn fail_with(code: u8, message: &str) -> ExitCode {
+    logs::error(message);
+    ExitCode::from(code)
+}
+
+/// The exit status of a simulation error: the input's fault, or the run's.
+fn sim_failed(e: &kubesched_sim::SimError) -> ExitCode {
+    use kubesched_sim::SimError;
+    let code = match e {
+        SimError::Build(_) | SimError::WhatIf(_) | SimError::PodNotFound { .. } => EXIT_INPUT,
+        SimError::Expectation { .. } | SimError::Op { .. } => EXIT_RUN,
+    };
+    fail_with(code, &e.to_string())
 }
 
 fn warn(message: &str) {
@@ -486,7 +569,7 @@ fn configured(
     loaded: Result<LoadedConfig, kubesched_config::ConfigError>,
     gates: FeatureGates,
 ) -> Result<LoadedConfig, ExitCode> {
-    let mut loaded = loaded.map_err(|e| fail(&e.to_string()))?;
+    let mut loaded = loaded.map_err(|e| fail_with(EXIT_INPUT, &e.to_string()))?;
     loaded.feature_gates = gates;
     report_absent(&loaded);
     report_warnings(&loaded);
@@ -510,9 +593,27 @@ fn report_absent(loaded: &LoadedConfig) {
 
 fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     if args.paths.is_empty() && args.workload.is_none() {
-        return fail(
+        return fail_with(
+            EXIT_INPUT,
             "give manifest files or folders, or --workload FILE (try: kubesched simulate examples/cluster)",
         );
+    }
+    // A path that cannot be read at all stops the command: a report of the rest would
+    // answer a question nobody asked. Bad documents inside readable files are problems.
+    let named: Vec<PathBuf> = args
+        .paths
+        .iter()
+        .chain(&args.config)
+        .chain(&args.workload)
+        .chain(&args.add_nodes)
+        .cloned()
+        .collect();
+    let unreadable = kubesched_sim::unreadable_paths(&named);
+    if !unreadable.is_empty() {
+        for u in &unreadable {
+            logs::error(&u.to_string());
+        }
+        return ExitCode::from(EXIT_INPUT);
     }
     let (manifests, problems) = load_paths(&args.paths);
     // A configuration found among the manifests is used unless --config names one.
@@ -527,12 +628,14 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     };
     if args.add_nodes.is_some() || !args.drain.is_empty() || args.scale_workload.is_some() {
         if args.workload.is_some() {
-            return fail(
+            return fail_with(
+                EXIT_INPUT,
                 "--add-nodes, --drain and --scale-workload work on manifests, not with --workload",
             );
         }
         if args.report.is_some() {
-            return fail(
+            return fail_with(
+                EXIT_INPUT,
                 "--report works on a plain simulation, not with --add-nodes, --drain or --scale-workload",
             );
         }
@@ -541,7 +644,7 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     let workload = match &args.workload {
         Some(path) => match Workload::from_file(path) {
             Ok(w) => Some(w),
-            Err(e) => return fail(&e.to_string()),
+            Err(e) => return fail_with(EXIT_INPUT, &e.to_string()),
         },
         None => None,
     };
@@ -550,7 +653,7 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         .build()
     {
         Ok(r) => r,
-        Err(e) => return fail(&format!("starting the async runtime: {e}")),
+        Err(e) => return fail_with(EXIT_RUN, &format!("starting the async runtime: {e}")),
     };
     let bar = progress_bar();
     let progress: Option<Box<dyn Fn(kubesched_sim::Progress) + Send + Sync>> =
@@ -570,6 +673,7 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         explain,
         progress,
     };
+    let input_pods: Vec<String> = manifests.pods.iter().map(|p| pod_key(p)).collect();
     let result = runtime.block_on(async {
         let mut sim = Simulation::new(&loaded, options)?;
         sim.add_problems(problems);
@@ -591,8 +695,11 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
     }
     let (mut report, before, after) = match result {
         Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return sim_failed(&e),
     };
+    if let Err(code) = explained_pod_exists(&args, &report, &input_pods) {
+        return code;
+    }
     if let Some(path) = &args.report {
         let title = format!(
             "kubesched simulate {}",
@@ -604,19 +711,46 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         );
         let data = kubesched_sim::html::ReportData::new(&title, &report, &before, &after);
         if let Err(e) = std::fs::write(path, kubesched_sim::html::render(&data)) {
-            return fail(&format!("writing the report {}: {e}", path.display()));
+            return fail_with(
+                EXIT_RUN,
+                &format!("writing the report {}: {e}", path.display()),
+            );
         }
         let asked = args.explain.as_deref();
         report
             .explanations
             .retain(|e| Some(e.pod.as_str()) == asked);
     }
-    print_report(&report, &args)
+    print_report(&mut report, &args)
+}
+
+/// With `--explain POD`: an error (exit 2) when the pod is neither in the input nor in the
+/// report (a workload creates pods as it runs, so the report is looked at too).
+fn explained_pod_exists(
+    args: &SimulateArgs,
+    report: &kubesched_sim::SimReport,
+    input_pods: &[String],
+) -> Result<(), ExitCode> {
+    let Some(pod) = &args.explain else {
+        return Ok(());
+    };
+    if input_pods.iter().any(|k| k == pod) || report.pods.iter().any(|p| p.key() == *pod) {
+        return Ok(());
+    }
+    let hint = if pod.contains('/') {
+        ""
+    } else {
+        " (name it as NAMESPACE/POD)"
+    };
+    Err(fail_with(
+        EXIT_INPUT,
+        &format!("--explain {pod}: no such pod in the input{hint}"),
+    ))
 }
 
 /// Prints a simulation's report in the chosen format, warning first when the pod asked to
-/// be explained was never attempted.
-fn print_report(report: &kubesched_sim::SimReport, args: &SimulateArgs) -> ExitCode {
+/// be explained was never attempted; then the exit status of the `--fail-on` conditions.
+fn print_report(report: &mut kubesched_sim::SimReport, args: &SimulateArgs) -> ExitCode {
     if let Some(pod) = &args.explain
         && report.explanations.is_empty()
     {
@@ -624,12 +758,30 @@ fn print_report(report: &kubesched_sim::SimReport, args: &SimulateArgs) -> ExitC
             "no scheduling attempt of {pod} was seen, so there is nothing to explain"
         ));
     }
+    if args.no_timing {
+        report.drop_timing();
+    }
     match args.output {
         Output::Table => print(&report.to_table(!args.no_timing)),
         Output::Json => print(&format!("{}\n", report.to_json())),
         Output::Yaml => print(&report.to_yaml()),
     }
-    ExitCode::SUCCESS
+    let mut conditions = args.fail_on.clone();
+    conditions.sort();
+    conditions.dedup();
+    let mut held = false;
+    for c in conditions {
+        let gate = kubesched_sim::Gate::from(c);
+        if let Some(why) = report.gate(gate) {
+            logs::error(&format!("--fail-on {}: {why}", gate.as_str()));
+            held = true;
+        }
+    }
+    if held {
+        ExitCode::from(EXIT_CONDITION)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Answers `--add-nodes`, `--drain` or `--scale-workload` on the loaded manifests.
@@ -639,6 +791,7 @@ fn what_if(
     manifests: kubesched_sim::Manifests,
     problems: Vec<kubesched_sim::InputProblem>,
 ) -> ExitCode {
+    let input_pods: Vec<String> = manifests.pods.iter().map(|p| pod_key(p)).collect();
     let scenario = kubesched_sim::Scenario {
         config,
         manifests,
@@ -655,10 +808,13 @@ fn what_if(
         Some(path) => {
             let (m, problems) = load_paths(std::slice::from_ref(path));
             if let Some(p) = problems.first() {
-                return fail(&format!("--add-nodes: {p}"));
+                return fail_with(EXIT_INPUT, &format!("--add-nodes: {p}"));
             }
             if m.nodes.is_empty() {
-                return fail(&format!("--add-nodes: {} holds no Node", path.display()));
+                return fail_with(
+                    EXIT_INPUT,
+                    &format!("--add-nodes: {} holds no Node", path.display()),
+                );
             }
             m.nodes
         }
@@ -669,7 +825,7 @@ fn what_if(
         .build()
     {
         Ok(r) => r,
-        Err(e) => return fail(&format!("starting the async runtime: {e}")),
+        Err(e) => return fail_with(EXIT_RUN, &format!("starting the async runtime: {e}")),
     };
     let result = runtime.block_on(async {
         if args.add_nodes.is_some() {
@@ -681,8 +837,11 @@ fn what_if(
         }
     });
     match result {
-        Ok(report) => print_report(&report, &args),
-        Err(e) => fail(&e.to_string()),
+        Ok(mut report) => match explained_pod_exists(&args, &report, &input_pods) {
+            Ok(()) => print_report(&mut report, &args),
+            Err(code) => code,
+        },
+        Err(e) => sim_failed(&e),
     }
 }
 
@@ -702,7 +861,8 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
 
 #[derive(clap::Args)]
 struct ExplainArgs {
-    /// The pod.
+    /// The pod. Exit status 2 when the cluster has no such pod (or the configuration does
+    /// not load), 1 when the cluster cannot be read.
     #[arg(value_name = "NAMESPACE/POD")]
     pod: String,
     /// The kubeconfig of the cluster; without it, KUBECONFIG, ~/.kube/config, then the
@@ -753,10 +913,10 @@ fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
     let result = runtime.block_on(async {
         let client = kubesched_live::read::connect(args.kubeconfig.as_deref())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| (1, e.to_string()))?;
         let read = kubesched_live::read::read_cluster(&client, args.page_size)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| (1, e.to_string()))?;
         let text = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": read.objects})
             .to_string();
         let mut manifests = kubesched_sim::Manifests::default();
@@ -772,11 +932,15 @@ fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
         };
         kubesched_sim::explain_pod(&scenario, &pod, args.profile.as_deref())
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                // The one answer that is the caller's input, not the cluster's or ours.
+                kubesched_sim::SimError::PodNotFound { .. } => (EXIT_INPUT, e.to_string()),
+                e => (1, e.to_string()),
+            })
     });
     let report = match result {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err((code, e)) => return fail_with(code, &e),
     };
     match args.output {
         Output::Table => print(&report.to_table(false)),

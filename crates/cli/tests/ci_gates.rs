@@ -1,0 +1,245 @@
+//! `kubesched simulate` as a CI step: the exit status says whether the input could be read
+//! (2 when not), whether a `--fail-on` condition holds (1), and `-o json|yaml --no-timing`
+//! prints the same bytes on every run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// A fresh folder holding `files` (name, text).
+fn input(test: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kubesched-ci-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("tmp");
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+    dir
+}
+
+fn kubesched(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .args(args)
+        .output()
+        .expect("runs");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// One node of one CPU, a pod that fits and one that never can.
+const CLUSTER: &str = "apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status:
+  allocatable: {cpu: '1', memory: 1Gi, pods: '10'}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: small, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: big, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: '8'}}}]
+";
+
+const BROKEN: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: [broken\n";
+
+#[test]
+fn a_path_that_cannot_be_read_exits_2_naming_it() {
+    let dir = input("missing", &[("cluster.yaml", CLUSTER)]);
+    let missing = dir.join("no-such-dump.yaml");
+    let run = kubesched(&["simulate", path(&dir), path(&missing)]);
+    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains(path(&missing)), "{}", run.stderr);
+    assert!(
+        run.stdout.is_empty(),
+        "nothing is simulated: {}",
+        run.stdout
+    );
+    let run = kubesched(&[
+        "simulate",
+        path(&dir),
+        "--add-nodes",
+        path(&dir.join("no-template.yaml")),
+    ]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("no-template.yaml"), "{}", run.stderr);
+    if cfg!(unix) {
+        let run = kubesched(&["simulate", "/dev/null"]);
+        assert_eq!(run.code, Some(2), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("/dev/null") && run.stderr.contains("not a regular file"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn fail_on_unschedulable_exits_1_only_when_asked() {
+    let dir = input("unschedulable", &[("cluster.yaml", CLUSTER)]);
+    let run = kubesched(&["simulate", path(&dir), "--no-timing"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let run = kubesched(&[
+        "simulate",
+        path(&dir),
+        "--no-timing",
+        "--fail-on",
+        "problems,unschedulable",
+    ]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--fail-on unschedulable: 1 pod unschedulable: default/big"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("--fail-on problems"), "{}", run.stderr);
+    // The report is printed all the same.
+    assert!(run.stdout.contains("default/big"), "{}", run.stdout);
+    let run = kubesched(&["simulate", path(&dir), "--fail-on", "evictions,errors"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+}
+
+#[test]
+fn fail_on_problems_exits_1_for_a_broken_document() {
+    let dir = input(
+        "problems",
+        &[("cluster.yaml", CLUSTER), ("broken.yaml", BROKEN)],
+    );
+    let run = kubesched(&["simulate", path(&dir), "--no-timing"]);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "a bad document is a problem: {}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("broken.yaml"), "{}", run.stdout);
+    let run = kubesched(&["simulate", path(&dir), "--fail-on", "problems"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--fail-on problems: 1 input problem: ")
+            && run.stderr.contains("broken.yaml"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn explain_of_a_pod_not_in_the_input_exits_2() {
+    let dir = input("explain", &[("cluster.yaml", CLUSTER)]);
+    let run = kubesched(&["simulate", path(&dir), "--explain", "default/nope"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("default/nope"), "{}", run.stderr);
+    let run = kubesched(&["simulate", path(&dir), "--explain", "default/big"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("Explanation for default/big"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn add_nodes_short_of_its_maximum_fails_on_unschedulable_and_pending() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/what-if");
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "simulate".to_string(),
+            root.join("cluster").display().to_string(),
+            root.join("pending.yaml").display().to_string(),
+            "--add-nodes".into(),
+            root.join("new-node.yaml").display().to_string(),
+            "--max".into(),
+            "1".into(),
+            "--no-timing".into(),
+        ]
+        .into();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run_with = |extra: &[&'static str]| {
+        let a = args(extra);
+        kubesched(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let run = run_with(&[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("nodes to add: more than 1"),
+        "{}",
+        run.stdout
+    );
+    for condition in ["unschedulable", "pending"] {
+        let run = run_with(&["--fail-on", condition]);
+        assert_eq!(run.code, Some(1), "{condition}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!(
+                "--fail-on {condition}: --add-nodes: more than 1 copy of pool-b needed"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn json_and_yaml_without_timing_are_byte_stable_and_typed() {
+    let dir = input("stable", &[("cluster.yaml", CLUSTER)]);
+    for format in ["json", "yaml"] {
+        let args = ["simulate", path(&dir), "-o", format, "--no-timing"];
+        let (first, second) = (kubesched(&args), kubesched(&args));
+        assert_eq!(first.code, Some(0), "{}", first.stderr);
+        assert_eq!(first.stdout, second.stdout, "{format}");
+        for field in ["duration_seconds", "pods_per_second", "latency_ms"] {
+            assert!(!first.stdout.contains(field), "{field}: {}", first.stdout);
+        }
+        if format == "json" {
+            let json: serde_json::Value = serde_json::from_str(&first.stdout).expect("JSON");
+            assert_eq!(json["apiVersion"], "kubesched.io/v1alpha1");
+            assert_eq!(json["kind"], "SimulationReport");
+        } else {
+            assert!(
+                first
+                    .stdout
+                    .starts_with("apiVersion: kubesched.io/v1alpha1\nkind: SimulationReport\n"),
+                "{}",
+                first.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn simulate_help_documents_the_exit_status() {
+    let run = kubesched(&["simulate", "--help"]);
+    assert_eq!(run.code, Some(0));
+    // Wrapped to the terminal's width: compare with the line breaks taken out.
+    let help = run.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for text in [
+        "--fail-on",
+        "Exit status of `simulate`: 0: the run finished",
+        "1: a --fail-on condition holds",
+        "2: the command line or its input is wrong",
+        "3: the simulation could not finish",
+        "unschedulable",
+        "evictions",
+    ] {
+        assert!(help.contains(text), "{text}: {help}");
+    }
+}
