@@ -392,6 +392,27 @@ async fn a_gang_that_never_fits_is_not_retried_without_end() {
             for i in 0..3 {
                 assert_eq!(node_of(&server, &format!("big-{i}")), None, "big-{i}");
             }
+            // A failed binding cycle clears the nomination it wrote (KEP-5278, #135007),
+            // and Coscheduling's PostFilter nominates nothing: once no pod of big waits at
+            // Permit (at most its 10 s), none keeps a nominated node holding room.
+            let nominations = |s: &TestApiServer| {
+                (0..3)
+                    .filter_map(|i| s.get("pods", "default", &format!("big-{i}")))
+                    .filter_map(|p| {
+                        p["status"]["nominatedNodeName"]
+                            .as_str()
+                            .map(str::to_string)
+                    })
+                    .filter(|n| !n.is_empty())
+                    .collect::<Vec<_>>()
+            };
+            assert!(
+                server
+                    .wait_until(Duration::from_secs(25), |s| nominations(s).is_empty())
+                    .await,
+                "big still nominated: {:?}",
+                nominations(&server)
+            );
             runner.stop_handle().stop();
             runner.wait().await.expect("clean stop");
         },

@@ -327,7 +327,25 @@ impl ClusterClient for KubeClient {
         update: &PodStatusUpdate,
     ) -> Result<(), ClientError> {
         let latest = self.latest(pod);
-        match status_patch(&latest, update, Timestamp::now()) {
+        // The nomination is compared with the scheduler's own copy, as upstream's
+        // PatchPodStatus diffs against the pod it holds: a nomination the scheduler just
+        // wrote (before WaitOnPermit) may not be in the informer yet, and clearing it must
+        // not be skipped for that (the pod would keep its room after a failed binding).
+        let mut patch = status_patch(&latest, update, Timestamp::now());
+        if let Some(wanted) = &update.nominated_node_name {
+            let wanted = wanted.as_deref().filter(|n| !n.is_empty());
+            let known = pod.nominated_node_name.as_deref().filter(|n| !n.is_empty());
+            if wanted != known {
+                let value = wanted.map_or(Value::Null, |n| Value::String(n.to_string()));
+                match &mut patch {
+                    Some(Value::Object(m)) => {
+                        m.insert("nominatedNodeName".into(), value);
+                    }
+                    _ => patch = Some(serde_json::json!({ "nominatedNodeName": value })),
+                }
+            }
+        }
+        match patch {
             Some(patch) => self.patch_status(pod, patch).await,
             None => Ok(()),
         }
