@@ -170,12 +170,37 @@ pub(crate) fn validate_profiles(
             problems,
         );
     }
+    // What upstream's framework refuses when it is built (v1.37's words), said here so
+    // `config validate` catches it: without a QueueSort or a Bind plugin no pod is ever
+    // scheduled. A slim build that compiles no plugin for the point at all cannot be
+    // asked for one, so only the count above one is refused there.
+    let compiled = |point: ExtensionPoint| {
+        kubesched_framework::registry::plugins()
+            .iter()
+            .any(|d| d.extension_points().contains(point))
+    };
+    let (can_sort, can_bind) = (
+        compiled(ExtensionPoint::QueueSort),
+        compiled(ExtensionPoint::Bind),
+    );
     for (i, spec) in specs.iter().enumerate() {
         let count = spec.at(ExtensionPoint::QueueSort).len();
-        if count > 1 {
+        if count > 1 || (count == 0 && can_sort) {
             problems.push(FieldError::new(
                 format!("profiles[{i}].plugins.queueSort"),
-                format!("only one queue sort plugin can be enabled, got {count}"),
+                format!(
+                    "only one queue sort plugin required for profile with scheduler name {:?}, but got {count}",
+                    spec.scheduler_name
+                ),
+            ));
+        }
+        if can_bind && spec.at(ExtensionPoint::Bind).is_empty() {
+            problems.push(FieldError::new(
+                format!("profiles[{i}].plugins.bind"),
+                format!(
+                    "at least one bind plugin is needed for profile with scheduler name {:?}",
+                    spec.scheduler_name
+                ),
             ));
         }
     }

@@ -121,7 +121,31 @@ fn profiles() {
       enabled:
       - name: QueueSortPlugin
 ",
-            "sched.yaml: profiles[0].plugins.queueSort: only one queue sort plugin can be enabled, got 2",
+            "sched.yaml: profiles[0].plugins.queueSort: only one queue sort plugin required for profile with scheduler name \"default-scheduler\", but got 2",
+        ),
+        // What upstream's framework refuses at start: no QueueSort, no Bind plugin.
+        (
+            "profiles:
+- schedulerName: bare
+  plugins:
+    multiPoint:
+      disabled:
+      - name: '*'
+    queueSort:
+      disabled:
+      - name: '*'
+",
+            "sched.yaml: profiles[0].plugins.queueSort: only one queue sort plugin required for profile with scheduler name \"bare\", but got 0",
+        ),
+        (
+            "profiles:
+- schedulerName: unbound
+  plugins:
+    bind:
+      disabled:
+      - name: DefaultBinder
+",
+            "sched.yaml: profiles[0].plugins.bind: at least one bind plugin is needed for profile with scheduler name \"unbound\"",
         ),
     ];
     for (body, want) in rows {
