@@ -294,16 +294,57 @@ fn name_problem(name: &str) -> Option<String> {
     }
     if registry::find(name).is_none() {
         let feature = registry::feature_for(name);
-        if UPSTREAM_PLUGINS.contains(&name) && !PLUGIN_FEATURES.contains(&feature.as_str()) {
+        let has_feature = PLUGIN_FEATURES.contains(&feature.as_str());
+        if UPSTREAM_PLUGINS.contains(&name) && !has_feature {
             return Some(format!(
                 "plugin {name:?} is not implemented in kubesched yet; no Cargo feature adds it"
             ));
+        }
+        if !has_feature {
+            // Not a plugin kubesched knows at all: most likely a typo.
+            return Some(match nearest_plugin(name) {
+                Some(near) => format!("plugin {name:?} does not exist; did you mean {near:?}?"),
+                None => format!(
+                    "plugin {name:?} does not exist (neither compiled in nor added by a Cargo feature)"
+                ),
+            });
         }
         return Some(format!(
             "plugin {name:?} is not compiled into this binary; rebuild kubesched with the Cargo feature {feature:?}"
         ));
     }
     None
+}
+
+/// The known plugin name closest to `name` (upstream's and the compiled-in ones), when it
+/// is a few edits away, case aside.
+fn nearest_plugin(name: &str) -> Option<String> {
+    let lower = name.to_lowercase();
+    let known = UPSTREAM_PLUGINS
+        .iter()
+        .map(|n| n.to_string())
+        .chain(registry::plugins().into_iter().map(|d| d.name.to_string()));
+    known
+        .map(|k| (edit_distance(&lower, &k.to_lowercase()), k))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// Merges profile `index`'s plugins with the defaults, defaults and decodes its plugin args,
@@ -571,6 +612,26 @@ mod tests {
     }
 
     #[test]
+    fn a_misspelled_plugin_gets_the_nearest_name_not_a_feature() {
+        assert_eq!(
+            name_problem("NodeResourceFit").as_deref(),
+            Some("plugin \"NodeResourceFit\" does not exist; did you mean \"NodeResourcesFit\"?")
+        );
+        assert_eq!(
+            name_problem("tainttoleration").as_deref(),
+            Some("plugin \"tainttoleration\" does not exist; did you mean \"TaintToleration\"?")
+        );
+        assert_eq!(
+            name_problem("MyVeryOwnPlugin").as_deref(),
+            Some(
+                "plugin \"MyVeryOwnPlugin\" does not exist (neither compiled in nor added by a Cargo feature)"
+            )
+        );
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "ab"), 2);
+    }
+
+    #[test]
     fn upstream_plugins_without_a_feature_are_not_implemented() {
         // No plugin is linked into this crate's unit tests, so every name is missing.
         for name in UPSTREAM_PLUGINS {
@@ -590,10 +651,11 @@ mod tests {
                 );
             }
         }
-        // A custom plugin is sent to the feature its crate would add.
+        // A name no feature adds is not sent to a feature that does not exist (a custom
+        // plugin's crate adds its feature to crates/cli/Cargo.toml, and is then named).
         assert_eq!(
             name_problem("MyFilter").expect("missing"),
-            "plugin \"MyFilter\" is not compiled into this binary; rebuild kubesched with the Cargo feature \"plugin-my-filter\""
+            "plugin \"MyFilter\" does not exist (neither compiled in nor added by a Cargo feature)"
         );
     }
 }
