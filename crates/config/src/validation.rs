@@ -245,6 +245,32 @@ pub(crate) fn validate_profiles(
     }
 }
 
+/// Whether `text` is an absolute http(s) URL with a host (and an optional port, path).
+fn is_http_url(text: &str) -> bool {
+    let Some(rest) = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let (host, port) = match host_port.strip_prefix('[') {
+        // An IPv6 literal: `[::1]:8888`.
+        Some(v6) => match v6.split_once(']') {
+            Some((h, rest)) => (h, rest.strip_prefix(':')),
+            None => return false,
+        },
+        None => match host_port.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        },
+    };
+    !host.is_empty()
+        && !host.contains(char::is_whitespace)
+        && port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok())
+}
+
 /// Extenders: a positive weight where prioritizeVerb is set, at most one binder, valid and
 /// distinct managed resource names, and a urlPrefix when any verb is set.
 pub(crate) fn validate_extenders(extenders: &[Extender], problems: &mut Vec<FieldError>) {
@@ -267,6 +293,15 @@ pub(crate) fn validate_extenders(extenders: &[Extender], problems: &mut Vec<Fiel
             problems.push(FieldError::new(
                 format!("{path}.urlPrefix"),
                 "required value when a verb is set",
+            ));
+        } else if !e.url_prefix.is_empty() && !is_http_url(&e.url_prefix) {
+            // Upstream would fail every call to it; refused here, where it is written.
+            problems.push(FieldError::new(
+                format!("{path}.urlPrefix"),
+                format!(
+                    "must be an http:// or https:// URL with a host, got {:?}",
+                    e.url_prefix
+                ),
             ));
         }
         if !e.prioritize_verb.is_empty() && e.weight <= 0 {

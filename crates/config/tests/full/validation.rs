@@ -304,11 +304,42 @@ fn plugin_args_kind_and_version_are_accepted() {
 }
 
 #[test]
+fn extender_urls_with_ports_paths_and_ipv6_hosts_are_accepted() {
+    for url in [
+        "http://127.0.0.1:8888/scheduler",
+        "https://extender.kube-system.svc",
+        "http://[::1]:8888/",
+        "http://user@ext:80/x?y",
+    ] {
+        let loaded = load(&format!(
+            "{HEADER}extenders:\n- urlPrefix: {url:?}\n  filterVerb: filter\n"
+        ));
+        assert!(
+            loaded.is_ok(),
+            "{url}: {:?}",
+            loaded.err().map(|e| e.to_string())
+        );
+    }
+}
+
+#[test]
 fn extenders() {
     let rows = [
         (
             "extenders:\n- filterVerb: filter\n",
             "sched.yaml: extenders[0].urlPrefix: required value when a verb is set",
+        ),
+        (
+            "extenders:\n- urlPrefix: localhost:8888/scheduler\n  filterVerb: filter\n",
+            "sched.yaml: extenders[0].urlPrefix: must be an http:// or https:// URL with a host, got \"localhost:8888/scheduler\"",
+        ),
+        (
+            "extenders:\n- urlPrefix: http://:8888/\n  filterVerb: filter\n",
+            "sched.yaml: extenders[0].urlPrefix: must be an http:// or https:// URL with a host, got \"http://:8888/\"",
+        ),
+        (
+            "extenders:\n- urlPrefix: https://ext.example:99999\n  filterVerb: filter\n",
+            "sched.yaml: extenders[0].urlPrefix: must be an http:// or https:// URL with a host",
         ),
         (
             "extenders:\n- urlPrefix: http://127.0.0.1/\n  prioritizeVerb: prioritize\n",
