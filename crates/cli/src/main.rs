@@ -969,7 +969,7 @@ struct BenchArgs {
     dir: PathBuf,
     /// Multiply every node and pod count by this factor, in (0, 1]: a quick check that the
     /// workloads run, not a measurement (their `expect` ops are skipped).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
     scale: f64,
     /// Seed for tie-breaking between equally scored nodes.
     #[arg(long, default_value_t = 0)]
@@ -1035,6 +1035,19 @@ impl From<LoadShape> for kubesched_sim::bench::dump::DumpShape {
             LoadShape::ListYaml => Self::ListYaml,
             LoadShape::ListJson => Self::ListJson,
         }
+    }
+}
+
+/// `--scale`: refused before any workload starts when it is outside (0, 1] (every child
+/// would fail the same way otherwise).
+fn parse_scale(text: &str) -> Result<f64, String> {
+    let scale: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if scale > 0.0 && scale <= 1.0 {
+        Ok(scale)
+    } else {
+        Err(format!("must be in (0, 1], got {text}"))
     }
 }
 

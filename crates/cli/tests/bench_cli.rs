@@ -104,3 +104,20 @@ fn bench_fails_when_no_workload_matches() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_scale_outside_zero_to_one_is_refused_before_any_workload_runs() {
+    for scale in ["2", "0", "-0.5", "lots"] {
+        let out = kubesched()
+            .args(["bench", &format!("--scale={scale}")])
+            .output()
+            .expect("run kubesched");
+        assert_eq!(out.status.code(), Some(2), "--scale {scale}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--scale"), "{stderr}");
+        assert!(
+            !stderr.contains("failed"),
+            "no workload may have started: {stderr}"
+        );
+    }
+}
