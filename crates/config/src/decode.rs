@@ -10,13 +10,15 @@ use crate::types::{API_VERSION_V1, API_VERSION_V1BETA3, KIND, KubeSchedulerConfi
 /// The content type kubesched's API client sends and accepts.
 pub(crate) const JSON: &str = "application/json";
 
+/// Upstream's default `clientConnection.contentType`.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 /// Fields whose mere presence matters: the typed decoding fills defaults in and can no longer
 /// tell "set" from "unset".
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 struct Explicit {
     api_version: Option<String>,
-    enable_contention_profiling: Option<bool>,
     client_connection: Option<ExplicitClient>,
 }
 
@@ -42,14 +44,15 @@ pub(crate) fn warnings(text: &str) -> Vec<FieldError> {
             ),
         ));
     }
-    if explicit.enable_contention_profiling == Some(true) {
-        out.push(FieldError::new(
-            "enableContentionProfiling",
-            "kubesched has no lock contention profiling: the setting has no effect",
-        ));
-    }
+    // Upstream's defaults draw nothing (`config defaults` writes them, and kubesched's
+    // behaviour for them is the one an operator gets from kube-scheduler): contention
+    // profiling is on by default and only matters with profiling's endpoints, which
+    // kubesched serves without it; protobuf is the default content type.
     let client = explicit.client_connection.unwrap_or_default();
-    if let Some(ct) = client.content_type.filter(|c| !c.is_empty() && c != JSON) {
+    if let Some(ct) = client
+        .content_type
+        .filter(|c| !c.is_empty() && c != JSON && c != PROTOBUF)
+    {
         out.push(FieldError::new(
             "clientConnection.contentType",
             format!("kubesched sends {JSON} to the API server: {ct:?} has no effect"),

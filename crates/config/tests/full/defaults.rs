@@ -434,20 +434,29 @@ profiles:
 fn settings_without_effect_draw_a_warning() {
     let loaded = load_ok(&format!(
         "{HEADER}enableProfiling: true
-enableContentionProfiling: true
 clientConnection:
-  contentType: application/vnd.kubernetes.protobuf
+  contentType: application/cbor
   acceptContentTypes: application/vnd.kubernetes.protobuf,application/json
 "
     ));
     assert_eq!(
         loaded.warnings,
         [
-            "sched.yaml: enableContentionProfiling: kubesched has no lock contention profiling: the setting has no effect",
-            "sched.yaml: clientConnection.contentType: kubesched sends application/json to the API server: \"application/vnd.kubernetes.protobuf\" has no effect",
+            "sched.yaml: clientConnection.contentType: kubesched sends application/json to the API server: \"application/cbor\" has no effect",
             "sched.yaml: clientConnection.acceptContentTypes: kubesched accepts only application/json from the API server: \"application/vnd.kubernetes.protobuf,application/json\" has no effect",
         ]
     );
+    // Upstream's defaults, as `config defaults` writes them, draw nothing.
+    let defaults = load_ok(&format!(
+        "{HEADER}enableContentionProfiling: true
+clientConnection:
+  contentType: application/vnd.kubernetes.protobuf
+"
+    ));
+    assert!(defaults.warnings.is_empty(), "{:?}", defaults.warnings);
+    let written = kubesched_config::to_yaml(&kubesched_config::default_config().config);
+    let reloaded = load_ok(&written);
+    assert!(reloaded.warnings.is_empty(), "{:?}", reloaded.warnings);
     // What kubesched does anyway draws nothing (it serves /debug/pprof/profile when
     // profiling is on); neither do the defaults.
     let fine = load_ok(&format!(
