@@ -124,8 +124,15 @@ fn default_identity() -> String {
 pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, RunError> {
     match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| RunError::ClientConfig(format!("{}: {e}", path.display())))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| {
+                // kube's own message quotes the path twice ('"/x"'): the file is named
+                // once, in front, so say just what went wrong.
+                let why = match &e {
+                    kube::config::KubeconfigError::ReadConfig(io, _) => io.to_string(),
+                    other => other.to_string(),
+                };
+                RunError::ClientConfig(format!("{}: {why}", path.display()))
+            })?;
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| RunError::ClientConfig(format!("{}: {e}", path.display())))
@@ -922,5 +929,25 @@ async fn lead(
             elector.release().await;
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_named_once() {
+        let err = client_config(Some(Path::new("/nonexistent/kubesched/kubeconfig")))
+            .await
+            .expect_err("no such file");
+        let text = err.to_string();
+        assert_eq!(
+            text.matches("/nonexistent/kubesched/kubeconfig").count(),
+            1,
+            "{text}"
+        );
+        assert!(!text.contains("'\""), "{text}");
+        assert!(text.contains("No such file"), "{text}");
     }
 }
