@@ -433,6 +433,20 @@ fn main() -> ExitCode {
             "kube-scheduler's flags go after `run` or without a subcommand (`kubesched --config FILE` runs the scheduler)",
         );
     }
+    // Global flags the command would silently ignore are refused instead.
+    let gates_given = !cli.feature_gates.is_empty() || cli.emulated_version != "1.37";
+    let ignores_gates = match &subcommand {
+        Command::Plugins => Some("plugins"),
+        Command::Bench(_) => Some("bench"),
+        _ => None,
+    };
+    if let Some(name) = ignores_gates
+        && gates_given
+    {
+        return fail(&format!(
+            "--feature-gates and --emulated-version have no effect on `kubesched {name}`: it runs with v1.37's default gates"
+        ));
+    }
     match subcommand {
         Command::Plugins => {
             print(&plugins_listing());

@@ -490,3 +490,17 @@ profiles:
         "{stderr}"
     );
 }
+
+#[test]
+fn gate_flags_are_refused_where_they_would_do_nothing() {
+    for args in [
+        &["plugins", "--feature-gates", "OpportunisticBatching=false"][..],
+        &["bench", "--emulated-version", "1.35", "--filter", "x"][..],
+    ] {
+        let (ok, _, stderr) = kubesched(args, None);
+        assert!(!ok, "{args:?}");
+        assert!(stderr.contains("have no effect on `kubesched"), "{stderr}");
+    }
+    let (ok, stdout, stderr) = kubesched(&["plugins"], None);
+    assert!(ok, "{stdout}{stderr}");
+}
