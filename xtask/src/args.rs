@@ -104,6 +104,7 @@ Commands:
   deploy   Render the manifests, the Helm chart, the Grafana dashboard, the Dockerfile and
            example workloads (into deploy/)
   build    Build a release kubesched with exactly the given plugins and print its size
+           (with --plugins into target/slim/release/, leaving target/release/kubesched be)
   new-plugin NAME --points Filter,Score [--args]
            Create plugins/<kebab-name>: the plugin with a small tested behaviour per point,
            its registration, an args type (--args), a snapshot test, and its feature and

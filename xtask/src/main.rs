@@ -453,27 +453,19 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     };
     let root = xtask::workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let cargo_args = [
-        "build",
-        "--release",
-        "-p",
-        "kubesched",
-        "--no-default-features",
-        "--features",
-        &features,
-    ];
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map_or_else(|| root.join("target"), |t| root.join(t));
+    let (cargo_args, target) = build_command(&features, a.plugins.is_some(), &target);
     say(&format!("running cargo {}", cargo_args.join(" ")));
     let status = Process::new(&cargo)
-        .args(cargo_args)
+        .args(&cargo_args)
         .current_dir(&root)
         .status()
         .map_err(|e| Error::new(format!("running cargo: {e}")))?;
     if !status.success() {
         return Err(Error::new(format!("cargo build failed ({status})")));
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map_or_else(|| root.join("target"), |t| root.join(t));
     let binary = target
         .join("release")
         .join(format!("kubesched{}", std::env::consts::EXE_SUFFIX));
@@ -488,9 +480,49 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     Ok(())
 }
 
+/// The cargo arguments of `cargo xtask build` and the target directory it builds into: a
+/// slim build goes to a directory of its own (`<target>/slim`), so it never replaces the
+/// full binary at `target/release/kubesched`.
+fn build_command(features: &str, slim: bool, target: &Path) -> (Vec<String>, PathBuf) {
+    let mut args: Vec<String> = [
+        "build",
+        "--release",
+        "-p",
+        "kubesched",
+        "--no-default-features",
+        "--features",
+        features,
+    ]
+    .map(String::from)
+    .to_vec();
+    let target = if slim {
+        let slim_dir = target.join("slim");
+        args.extend(["--target-dir".to_string(), slim_dir.display().to_string()]);
+        slim_dir
+    } else {
+        target.to_path_buf()
+    };
+    (args, target)
+}
+
 fn human_size(bytes: u64) -> String {
     // Precision loss is irrelevant for a size shown with one decimal.
     #[allow(clippy::cast_precision_loss)]
     let mib = bytes as f64 / (1024.0 * 1024.0);
     format!("{mib:.1} MiB")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slim_build_has_a_target_directory_of_its_own() {
+        let (args, dir) = build_command("inventory,plugin-node-name", true, Path::new("/t"));
+        assert_eq!(dir, Path::new("/t/slim"));
+        assert_eq!(&args[args.len() - 2..], ["--target-dir", "/t/slim"]);
+        let (args, dir) = build_command("inventory,all-plugins", false, Path::new("/t"));
+        assert_eq!(dir, Path::new("/t"));
+        assert!(!args.iter().any(|a| a == "--target-dir"));
+    }
 }
