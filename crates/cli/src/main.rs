@@ -702,15 +702,17 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         if let Some(w) = &workload {
             sim.run_workload(w).await?;
         }
-        Ok::<_, kubesched_sim::SimError>((sim.report(), before, sim.node_usage()))
+        let others = sim.pods_of_other_schedulers().clone();
+        Ok::<_, kubesched_sim::SimError>((sim.report(), before, sim.node_usage(), others))
     });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let (mut report, before, after) = match result {
+    let (mut report, before, after, others) = match result {
         Ok(r) => r,
         Err(e) => return sim_failed(&e),
     };
+    warn_other_schedulers(&others);
     if let Err(code) = explained_pod_exists(&args, &report, &input_pods) {
         return code;
     }
@@ -736,6 +738,26 @@ fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             .retain(|e| Some(e.pod.as_str()) == asked);
     }
     print_report(&mut report, &args)
+}
+
+/// Pending pods that name a scheduler no profile is are left alone (kube-scheduler leaves
+/// another scheduler's pods), which an empty result would not explain: say so, once per
+/// scheduler name.
+fn warn_other_schedulers(others: &std::collections::BTreeMap<String, Vec<String>>) {
+    for (scheduler, pods) in others {
+        let shown: Vec<&str> = pods.iter().take(3).map(String::as_str).collect();
+        let more = if pods.len() > shown.len() {
+            format!(" and {} more", pods.len() - shown.len())
+        } else {
+            String::new()
+        };
+        let count = pods.len();
+        let noun = if count == 1 { "pod names" } else { "pods name" };
+        warn(&format!(
+            "{count} pending {noun} scheduler {scheduler:?}, which no profile of the configuration is ({}{more}): left alone, as kube-scheduler leaves another scheduler's pods; a profile with that schedulerName (--config) simulates them",
+            shown.join(", ")
+        ));
+    }
 }
 
 /// With `--explain POD`: an error (exit 2) when the pod is neither in the input nor in the

@@ -504,3 +504,28 @@ fn gate_flags_are_refused_where_they_would_do_nothing() {
     let (ok, stdout, stderr) = kubesched(&["plugins"], None);
     assert!(ok, "{stdout}{stderr}");
 }
+
+#[test]
+fn pods_of_a_scheduler_no_profile_serves_are_named_not_silently_dropped() {
+    let input = "apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  schedulerName: my-scheduler
+  containers: [{name: c, image: x}]
+";
+    let (ok, _, stderr) = kubesched(
+        &["simulate", "other.yaml", "--no-timing"],
+        Some(("other.yaml", input)),
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("1 pending pod names scheduler \"my-scheduler\", which no profile of the configuration is (default/p)"),
+        "{stderr}"
+    );
+}

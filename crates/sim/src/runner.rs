@@ -216,6 +216,9 @@ pub struct Simulation {
     priority_classes: Vec<k8s_openapi::api::scheduling::v1::PriorityClass>,
     /// Pods this scheduler is responsible for, in arrival order.
     tracked: Vec<String>,
+    /// Pending pods that name a scheduler no profile is, by that name (left alone, as
+    /// kube-scheduler leaves another scheduler's pods).
+    other_schedulers: BTreeMap<String, Vec<String>>,
     progress: Option<Box<dyn Fn(Progress) + Send + Sync>>,
     measured_time: Duration,
     measured_pods: usize,
@@ -265,6 +268,7 @@ impl Simulation {
             problems: Vec::new(),
             priority_classes: Vec::new(),
             tracked: Vec::new(),
+            other_schedulers: BTreeMap::new(),
             progress: options.progress,
             measured_time: Duration::ZERO,
             measured_pods: 0,
@@ -289,6 +293,12 @@ impl Simulation {
         &self.clock
     }
 
+    /// Pending pods left alone because they name a scheduler no profile of the
+    /// configuration is: by scheduler name, the pods' keys in input order.
+    pub fn pods_of_other_schedulers(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.other_schedulers
+    }
+
     /// Input problems seen so far.
     pub fn problems(&self) -> &[InputProblem] {
         &self.problems
@@ -311,7 +321,14 @@ impl Simulation {
             .and_then(|s| s.scheduler_name.clone())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
-        if assigned || !self.scheduler.profiles().contains_key(&scheduler_name) {
+        if assigned {
+            return;
+        }
+        if !self.scheduler.profiles().contains_key(&scheduler_name) {
+            self.other_schedulers
+                .entry(scheduler_name)
+                .or_default()
+                .push(pod_key(pod));
             return;
         }
         let key = pod_key(pod);
