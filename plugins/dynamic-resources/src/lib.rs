@@ -611,10 +611,12 @@ impl ScorePlugin for DynamicResources {
         let Some(DraState(s)) = state.read::<DraState>() else {
             return Ok(0);
         };
-        let claims = s.claims.lock();
-        if claims.is_empty() {
+        // Every pod reaches here for every node (upstream's plugin has no PreScore to skip
+        // it): a pod without claims (one `available_on` entry per claim) takes no lock.
+        if s.available_on.is_empty() {
             return Ok(0);
         }
+        let claims = s.claims.lock();
         let Some(n) = node.node() else {
             return Err(Status::error("node not found"));
         };
