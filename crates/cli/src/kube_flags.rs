@@ -91,6 +91,7 @@ const GLOBAL: &[&str] = &[
     "logging-format",
     "feature-gates",
     "emulated-version",
+    "min-compatibility-version",
     "help",
     "version",
 ];
@@ -188,6 +189,7 @@ pub const FLAGS: &[KubeFlag] = &[
     // Feature gates (component-base's compatibility registry).
     flag("emulated-version", Value, "kube=1.37", GATES, Accepted("the release whose feature gates apply: 1.34 to 1.37, or kube=1.36")),
     flag("feature-gates", Value, "", GATES, Accepted("Name=true,Other=false (or kube:Name=true), checked against --emulated-version")),
+    flag("min-compatibility-version", Value, "", GATES, Accepted("the oldest control-plane release to stay compatible with (1.35, or kube=1.35), at most --emulated-version; no gate kubesched honours depends on it")),
     // Metrics (component-base's metrics options).
     flag("allow-metric-labels", Value, "", METRICS, Refused(METRICS_REGISTRY)),
     flag("allow-metric-labels-manifest", Value, "", METRICS, Refused(METRICS_REGISTRY)),
@@ -313,6 +315,7 @@ fn global_args() -> Vec<Arg> {
             .long("feature-gates")
             .action(ArgAction::Append),
         Arg::new("emulated-version").long("emulated-version"),
+        Arg::new("min-compatibility-version").long("min-compatibility-version"),
     ]
 }
 

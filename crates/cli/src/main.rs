@@ -58,6 +58,11 @@ struct Cli {
     /// kube-scheduler's `--emulated-version` takes it: `1.34` to `1.37` (or `kube=1.36`).
     #[arg(long, value_name = "VERSION", global = true, default_value = "1.37")]
     emulated_version: String,
+    /// kube-scheduler's `--min-compatibility-version` (v1.35+): the oldest control-plane
+    /// release to stay compatible with, at most `--emulated-version` (one release before it
+    /// when unset). Checked; it changes no gate kubesched honours.
+    #[arg(long, value_name = "VERSION", global = true)]
+    min_compatibility_version: Option<String>,
     /// Print the version, git commit, Kubernetes release and plugins, then exit
     /// (`--version=raw`: as JSON).
     #[arg(
@@ -413,6 +418,22 @@ fn main() -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string()),
     };
+    if let Some(min) = &cli.min_compatibility_version {
+        match Version::parse_emulated(min) {
+            Ok(v) if v > gates.version() => {
+                return fail(&format!(
+                    "--min-compatibility-version={min}: must be less or equal to the emulated-version ({})",
+                    gates.version()
+                ));
+            }
+            Ok(_) => {}
+            Err(_) => {
+                return fail(&format!(
+                    "--min-compatibility-version={min}: not a release kubesched knows (1.34 to 1.37, or kube=1.36)"
+                ));
+            }
+        }
+    }
     for name in gates.set_but_graduated() {
         warn(&format!(
             "setting GA or deprecated feature gate {name}; it will be removed in a future release"
@@ -434,7 +455,9 @@ fn main() -> ExitCode {
         );
     }
     // Global flags the command would silently ignore are refused instead.
-    let gates_given = !cli.feature_gates.is_empty() || cli.emulated_version != "1.37";
+    let gates_given = !cli.feature_gates.is_empty()
+        || cli.emulated_version != "1.37"
+        || cli.min_compatibility_version.is_some();
     let ignores_gates = match &subcommand {
         Command::Plugins => Some("plugins"),
         Command::Bench(_) => Some("bench"),

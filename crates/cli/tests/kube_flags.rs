@@ -67,6 +67,7 @@ fn sample(name: &str) -> String {
         "v" => "3".into(),
         "logging-format" => "json".into(),
         "emulated-version" => "kube=1.36".into(),
+        "min-compatibility-version" => "kube=1.36".into(),
         "feature-gates" => "kube:OpportunisticBatching=true".into(),
         "tls-cert-file"
         | "tls-private-key-file"

@@ -529,3 +529,39 @@ spec:
         "{stderr}"
     );
 }
+
+#[test]
+fn min_compatibility_version_is_checked_against_the_emulated_one() {
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--min-compatibility-version",
+            "kube=1.36",
+        ],
+        None,
+    );
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = kubesched(
+        &[
+            "config",
+            "defaults",
+            "--emulated-version",
+            "1.35",
+            "--min-compatibility-version",
+            "1.36",
+        ],
+        None,
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("must be less or equal to the emulated-version (1.35)"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = kubesched(
+        &["config", "defaults", "--min-compatibility-version", "1.2"],
+        None,
+    );
+    assert!(!ok);
+    assert!(stderr.contains("not a release kubesched knows"), "{stderr}");
+}
