@@ -259,28 +259,13 @@ fn attempts(runner: &Runner, result: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// The simulate scenario of gang.rs's live-lock test: Coscheduling's wait at Permit is 10 s.
-const LIVELOCK_CONFIG: &str = "apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-podInitialBackoffSeconds: 1
-podMaxBackoffSeconds: 1
-leaderElection:
-  leaderElect: false
-clientConnection:
-  qps: 500
-  burst: 500
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    multiPoint:
-      enabled:
-      - name: Coscheduling
-      disabled:
-      - name: PrioritySort
-  pluginConfig:
-  - name: Coscheduling
-    args: {permitWaitingTimeSeconds: 10}
-";
+/// The simulate scenario of gang.rs's live-lock test: [`CONFIG`] with Coscheduling's wait
+/// at Permit set to 10 s.
+fn livelock_config() -> String {
+    format!(
+        "{CONFIG}  pluginConfig:\n  - name: Coscheduling\n    args: {{permitWaitingTimeSeconds: 10}}\n"
+    )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_that_never_fits_is_not_retried_without_end() {
@@ -310,8 +295,8 @@ async fn a_gang_that_never_fits_is_not_retried_without_end() {
             for i in 0..2 {
                 server.create("pods", member_of_size(&format!("small-{i}"), "small", "1"));
             }
-            let loaded =
-                kubesched_config::load_str(LIVELOCK_CONFIG, "config.yaml").expect("valid config");
+            let loaded = kubesched_config::load_str(&livelock_config(), "config.yaml")
+                .expect("valid config");
             let mut opts = options(&server, false, "coscheduling-never");
             opts.config = loaded;
             let runner = Runner::start(opts).await.expect("start");

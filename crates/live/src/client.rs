@@ -205,8 +205,16 @@ pub fn merged_condition(
 }
 
 /// The status patch for `update` against the pod's current status; None when it would
-/// change nothing.
-pub fn status_patch(pod: &Pod, update: &PodStatusUpdate, now: Timestamp) -> Option<Value> {
+/// change nothing. The nomination is compared with `known_nomination`, the scheduler's
+/// own view of it, as upstream's PatchPodStatus diffs against the pod it holds: a
+/// nomination the scheduler just wrote (before WaitOnPermit) may not be in the informer's
+/// copy yet, and clearing it must not be skipped for that.
+pub fn status_patch(
+    pod: &Pod,
+    known_nomination: Option<&str>,
+    update: &PodStatusUpdate,
+    now: Timestamp,
+) -> Option<Value> {
     let mut patch = Map::new();
     if let Some(c) = &update.condition {
         let wanted = PodCondition {
@@ -227,11 +235,7 @@ pub fn status_patch(pod: &Pod, update: &PodStatusUpdate, now: Timestamp) -> Opti
         }
     }
     if let Some(nominated) = &update.nominated_node_name {
-        let current = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.as_deref())
-            .filter(|n| !n.is_empty());
+        let current = known_nomination.filter(|n| !n.is_empty());
         let wanted = nominated.as_deref().filter(|n| !n.is_empty());
         if current != wanted {
             patch.insert(
@@ -327,24 +331,12 @@ impl ClusterClient for KubeClient {
         update: &PodStatusUpdate,
     ) -> Result<(), ClientError> {
         let latest = self.latest(pod);
-        // The nomination is compared with the scheduler's own copy, as upstream's
-        // PatchPodStatus diffs against the pod it holds: a nomination the scheduler just
-        // wrote (before WaitOnPermit) may not be in the informer yet, and clearing it must
-        // not be skipped for that (the pod would keep its room after a failed binding).
-        let mut patch = status_patch(&latest, update, Timestamp::now());
-        if let Some(wanted) = &update.nominated_node_name {
-            let wanted = wanted.as_deref().filter(|n| !n.is_empty());
-            let known = pod.nominated_node_name.as_deref().filter(|n| !n.is_empty());
-            if wanted != known {
-                let value = wanted.map_or(Value::Null, |n| Value::String(n.to_string()));
-                match &mut patch {
-                    Some(Value::Object(m)) => {
-                        m.insert("nominatedNodeName".into(), value);
-                    }
-                    _ => patch = Some(serde_json::json!({ "nominatedNodeName": value })),
-                }
-            }
-        }
+        let patch = status_patch(
+            &latest,
+            pod.nominated_node_name.as_deref(),
+            update,
+            Timestamp::now(),
+        );
         match patch {
             Some(patch) => self.patch_status(pod, patch).await,
             None => Ok(()),
@@ -524,6 +516,7 @@ mod tests {
         let pod = pod_with(json!({"phase": "Pending"}));
         let patch = status_patch(
             &pod,
+            None,
             &unschedulable("0/1 nodes are available"),
             ts("2024-01-01T00:00:00Z"),
         )
@@ -545,12 +538,12 @@ mod tests {
             "message": "m", "lastTransitionTime": "2024-01-01T00:00:00Z"
         }]}));
         assert_eq!(
-            status_patch(&pod, &unschedulable("m"), ts("2024-01-02T00:00:00Z")),
+            status_patch(&pod, None, &unschedulable("m"), ts("2024-01-02T00:00:00Z")),
             None
         );
         // A new message keeps the transition time (the status did not change).
-        let patch =
-            status_patch(&pod, &unschedulable("m2"), ts("2024-01-02T00:00:00Z")).expect("patch");
+        let patch = status_patch(&pod, None, &unschedulable("m2"), ts("2024-01-02T00:00:00Z"))
+            .expect("patch");
         assert_eq!(
             patch["conditions"][0]["lastTransitionTime"],
             "2024-01-01T00:00:00Z"
@@ -566,18 +559,28 @@ mod tests {
             nominated_node_name: Some(n.map(str::to_string)),
         };
         let now = ts("2024-01-01T00:00:00Z");
-        assert_eq!(status_patch(&pod, &set(Some("n1")), now), None);
+        let n1 = Some("n1");
+        assert_eq!(status_patch(&pod, n1, &set(Some("n1")), now), None);
         assert_eq!(
-            status_patch(&pod, &set(Some("n2")), now),
+            status_patch(&pod, n1, &set(Some("n2")), now),
             Some(json!({"nominatedNodeName": "n2"}))
         );
         assert_eq!(
-            status_patch(&pod, &set(None), now),
+            status_patch(&pod, n1, &set(None), now),
             Some(json!({"nominatedNodeName": null}))
         );
         let bare = pod_with(json!({}));
-        assert_eq!(status_patch(&bare, &set(None), now), None);
-        assert_eq!(status_patch(&bare, &PodStatusUpdate::default(), now), None);
+        assert_eq!(status_patch(&bare, None, &set(None), now), None);
+        assert_eq!(
+            status_patch(&bare, None, &PodStatusUpdate::default(), now),
+            None
+        );
+        // The scheduler wrote n1 a moment ago and the informer has not seen it: the
+        // clearing is still sent (a failed gang kept its room before).
+        assert_eq!(
+            status_patch(&bare, n1, &set(None), now),
+            Some(json!({"nominatedNodeName": null}))
+        );
     }
 
     #[test]

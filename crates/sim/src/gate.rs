@@ -122,7 +122,7 @@ impl SimReport {
 mod tests {
     use super::*;
     use crate::load::InputProblem;
-    use crate::report::{Attempt, ReportType, Summary};
+    use crate::report::Attempt;
     use crate::whatif::AddNodesAnswer;
 
     fn pod(name: &str, status: PodState, last: Option<AttemptResult>) -> PodResult {
@@ -151,26 +151,8 @@ mod tests {
 
     fn report(pods: Vec<PodResult>) -> SimReport {
         SimReport {
-            type_meta: ReportType::default(),
             pods,
-            summary: Summary {
-                pods: 0,
-                scheduled: 0,
-                unschedulable: 0,
-                pending: 0,
-                invalid: 0,
-                preempted: 0,
-                attempts: 0,
-                nodes: 0,
-                duration_seconds: None,
-                pods_per_second: None,
-                latency_ms_p50: None,
-                latency_ms_p99: None,
-            },
-            events: Vec::new(),
-            explanations: Vec::new(),
-            problems: Vec::new(),
-            what_if: None,
+            ..SimReport::default()
         }
     }
 

@@ -125,7 +125,7 @@ impl PodResult {
 }
 
 /// Totals of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
     /// Pods this scheduler was responsible for.
     pub pods: usize,
@@ -213,7 +213,7 @@ pub struct ReportEvent {
 }
 
 /// Everything a simulation found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SimReport {
     /// `apiVersion` and `kind`.
     #[serde(flatten)]

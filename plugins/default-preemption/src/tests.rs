@@ -140,13 +140,21 @@ impl FilterPlugin for TestFit {
     }
 }
 
-/// A client that records every write and can refuse deletes.
+/// A client that records every write and can refuse deletes, or hold the second one.
 #[derive(Default)]
 struct Recorder {
     deleted: Mutex<Vec<String>>,
     updates: Mutex<Vec<(String, PodStatusUpdate)>>,
     events: Mutex<Vec<Event>>,
     refuse_delete: Option<ClientError>,
+    hold_second_delete: Option<DeleteHold>,
+}
+
+/// Where a test holds the second deletion: told when it starts, released when it says.
+#[derive(Default)]
+struct DeleteHold {
+    started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
 }
 
 #[async_trait]
@@ -158,7 +166,17 @@ impl ClusterClient for Recorder {
         if let Some(e) = &self.refuse_delete {
             return Err(e.clone());
         }
-        self.deleted.lock().unwrap().push(pod.name.clone());
+        let count = {
+            let mut deleted = self.deleted.lock().unwrap();
+            deleted.push(pod.name.clone());
+            deleted.len()
+        };
+        if let Some(hold) = &self.hold_second_delete
+            && count == 2
+        {
+            hold.started.notify_one();
+            hold.release.notified().await;
+        }
         Ok(())
     }
     async fn update_pod_status(
@@ -1695,53 +1713,6 @@ fn the_state_is_copied_only_when_a_pre_filter_extension_runs() {
     ));
 }
 
-/// Deletes like [`Recorder`], but holds the second deletion until `release` is notified.
-#[derive(Default)]
-struct HoldingClient {
-    deletions: Mutex<usize>,
-    second_started: tokio::sync::Notify,
-    release: tokio::sync::Notify,
-}
-
-#[async_trait]
-impl ClusterClient for HoldingClient {
-    async fn bind(&self, _: &PodInfo, _: &str) -> Result<(), ClientError> {
-        Ok(())
-    }
-    async fn delete_pod(&self, _pod: &PodInfo) -> Result<(), ClientError> {
-        let n = {
-            let mut d = self.deletions.lock().unwrap();
-            *d += 1;
-            *d
-        };
-        if n == 2 {
-            self.second_started.notify_one();
-            self.release.notified().await;
-        }
-        Ok(())
-    }
-    async fn update_pod_status(&self, _: &PodInfo, _: &PodStatusUpdate) -> Result<(), ClientError> {
-        Ok(())
-    }
-    fn record_event(&self, _: Event) {}
-    async fn update_persistent_volume(
-        &self,
-        pv: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume,
-    ) -> Result<kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolume, ClientError>
-    {
-        Ok(pv.clone())
-    }
-    async fn update_persistent_volume_claim(
-        &self,
-        pvc: &kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
-    ) -> Result<
-        kubesched_framework::model::k8s_openapi::api::core::v1::PersistentVolumeClaim,
-        ClientError,
-    > {
-        Ok(pvc.clone())
-    }
-}
-
 /// The victims as the informer has them, changeable by the test.
 #[derive(Default)]
 struct Victims(Mutex<HashMap<String, Arc<PodInfo>>>);
@@ -1776,7 +1747,10 @@ async fn the_preemptor_is_held_until_its_last_victim_is_being_deleted() {
     for v in &victims {
         live.0.lock().unwrap().insert(v.uid.clone(), v.clone());
     }
-    let client = Arc::new(HoldingClient::default());
+    let client = Arc::new(Recorder {
+        hold_second_delete: Some(DeleteHold::default()),
+        ..Recorder::default()
+    });
     let handle = Handle::builder()
         .snapshot(snapshot.clone())
         .client(client.clone())
@@ -1811,7 +1785,8 @@ async fn the_preemptor_is_held_until_its_last_victim_is_being_deleted() {
     assert!(result.is_some());
     let held = |fw: &Framework| !fw.run_pre_enqueue_plugins(&preemptor).is_success();
     // The background task deletes the first victim and starts on the last one.
-    client.second_started.notified().await;
+    let hold = client.hold_second_delete.as_ref().expect("held");
+    hold.started.notified().await;
     assert!(held(&fw), "the last victim is still running");
     // The informer sees the victims terminating (the first one's deletion went
     // through, the last one's is on its way): the preemption is done.
@@ -1821,7 +1796,7 @@ async fn the_preemptor_is_held_until_its_last_victim_is_being_deleted() {
         *info = Arc::new(terminating);
     }
     assert!(!held(&fw), "the last victim is being deleted");
-    client.release.notify_one();
+    hold.release.notify_one();
     while handle.background_tasks() > 0 {
         tokio::task::yield_now().await;
     }

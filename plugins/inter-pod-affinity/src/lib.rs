@@ -169,10 +169,9 @@ fn node_change_hint(
         .and_then(EventObject::as_node)
         .ok_or("expected a node as the new object")?;
     let original = old.and_then(EventObject::as_node);
-    let value = |labels: &Labels, key: &str| labels.get(key).cloned();
     let changed = |key: &str, losing_counts: bool| match original {
         None => modified.labels.contains_key(key),
-        Some(o) => match (value(&o.labels, key), value(&modified.labels, key)) {
+        Some(o) => match (o.labels.get(key), modified.labels.get(key)) {
             (None, Some(_)) => true,
             (Some(_), None) => losing_counts,
             (Some(a), Some(b)) => a != b,
