@@ -2,7 +2,8 @@
 //! object update from the API types.
 //!
 //! It owns quantity parsing, resource arithmetic and pod request rules, compiled label and
-//! node selectors, taints and tolerations, host ports, [`PodInfo`] and [`NodeInfo`].
+//! node selectors, taints and tolerations, host ports, storage classes of claims and
+//! volumes, [`PodInfo`] and [`NodeInfo`].
 //! It must not know about plugins, caches or the scheduling loop, and it never panics on
 //! API input: a malformed object gives a [`ModelError`] naming the object and the field.
 //!
@@ -15,6 +16,7 @@ mod ports;
 mod quantity;
 pub mod resource;
 pub mod selector;
+pub mod storage;
 mod taint;
 pub mod topology;
 

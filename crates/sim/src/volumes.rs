@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubesched_framework::ObjectStore;
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
+use kubesched_framework::model::storage::{claim_class_if_set, volume_class};
 use kubesched_framework::model::{LabelSelector, Quantity as ModelQuantity};
 use kubesched_scheduler::ClusterChange;
 
@@ -29,7 +30,6 @@ const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
-const BETA_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
@@ -170,17 +170,6 @@ fn annotate(meta: &mut ObjectMeta, key: &str, value: &str) {
     meta.annotations
         .get_or_insert_with(Default::default)
         .insert(key.into(), value.into());
-}
-
-fn claim_class(pvc: &api::PersistentVolumeClaim) -> Option<&str> {
-    annotation(&pvc.metadata, BETA_CLASS)
-        .or_else(|| pvc.spec.as_ref()?.storage_class_name.as_deref())
-}
-
-fn volume_class(pv: &api::PersistentVolume) -> &str {
-    annotation(&pv.metadata, BETA_CLASS)
-        .or_else(|| pv.spec.as_ref()?.storage_class_name.as_deref())
-        .unwrap_or_default()
 }
 
 fn volume_name(pvc: &api::PersistentVolumeClaim) -> &str {
@@ -413,7 +402,7 @@ impl VolumeController<'_> {
             self.bind(pv, pvc, true);
             return;
         }
-        let class = match claim_class(pvc) {
+        let class = match claim_class_if_set(pvc) {
             Some(c) => c.to_string(),
             None => {
                 if let Some(dc) = self.default_class() {

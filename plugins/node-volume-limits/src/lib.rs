@@ -26,6 +26,7 @@ use kubesched_framework::events::{
 };
 use kubesched_framework::model::k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use kubesched_framework::model::k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
+use kubesched_framework::model::storage::claim_class;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
     CycleState, EnqueueExtensions, Feature, FilterPlugin, Handle, ObjectStore, PluginError,
@@ -47,7 +48,6 @@ pub fn err_reason_driver_missing(driver: &str) -> String {
 }
 
 /// The legacy annotation that names a claim's class (it wins over the spec field).
-const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 /// Prefixes the made-up handle of a claim not bound yet, so it collides with no real one.
 const UNBOUND_HANDLE_PREFIX: &str = "kubesched-unbound";
 
@@ -172,22 +172,6 @@ fn ephemeral_claim_name(pod: &Pod, volume: &Volume) -> String {
         pod.metadata.name.as_deref().unwrap_or(""),
         volume.name
     )
-}
-
-/// A claim's class: the beta annotation, else `spec.storageClassName`.
-fn claim_class(pvc: &PersistentVolumeClaim) -> &str {
-    if let Some(class) = pvc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
-    {
-        return class;
-    }
-    pvc.spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or("")
 }
 
 /// Whether upstream counts an in-tree plugin's volumes on this node: migration is on for

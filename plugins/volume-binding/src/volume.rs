@@ -7,6 +7,7 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{
     ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, TopologySelectorTerm,
 };
 use kubesched_framework::model::selector::Requirement;
+pub use kubesched_framework::model::storage::{claim_class, volume_class};
 use kubesched_framework::model::{Labels, NodeSelectorTerm, Quantity};
 
 /// A claim bound by the PV controller carries this annotation; without it the claim is not
@@ -17,7 +18,6 @@ pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller"
 /// The node the scheduler chose for a claim that is to be provisioned.
 pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 /// The deprecated class annotation, which wins over `storageClassName` when present.
-pub const ANN_BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 /// The CSINode annotation listing the in-tree plugins migrated to CSI on the node.
 pub const ANN_MIGRATED_PLUGINS: &str = "storage.alpha.kubernetes.io/migrated-plugins";
 /// A StorageClass provisioner that provisions nothing (static volumes only).
@@ -75,28 +75,6 @@ fn annotation<'a>(meta_annotations: Option<&'a Labels>, key: &str) -> Option<&'a
     meta_annotations
         .and_then(|a| a.get(key))
         .map(String::as_str)
-}
-
-/// The claim's class: the beta annotation first, then `spec.storageClassName`, else "".
-pub fn claim_class(pvc: &PersistentVolumeClaim) -> &str {
-    if let Some(c) = annotation(pvc.metadata.annotations.as_ref(), ANN_BETA_STORAGE_CLASS) {
-        return c;
-    }
-    pvc.spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or_default()
-}
-
-/// The volume's class: the beta annotation first, then `spec.storageClassName`.
-pub fn volume_class(pv: &PersistentVolume) -> &str {
-    if let Some(c) = annotation(pv.metadata.annotations.as_ref(), ANN_BETA_STORAGE_CLASS) {
-        return c;
-    }
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or_default()
 }
 
 /// `spec.volumeName`, "" when unset.

@@ -18,6 +18,7 @@ use kubesched_framework::model::k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use kubesched_framework::model::k8s_openapi::api::storage::v1::StorageClass;
+use kubesched_framework::model::storage::claim_class;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
     CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, PreFilterPlugin,
@@ -45,7 +46,6 @@ const TOPOLOGY_LABELS: [&str; 4] = [LABEL_BETA_ZONE, LABEL_BETA_REGION, LABEL_ZO
 const MULTI_ZONE_DELIMITER: &str = "__";
 
 /// The legacy annotation that names a claim's class (it wins over the spec field).
-const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// The VolumeZone plugin.
 #[derive(Debug, Clone)]
@@ -143,22 +143,6 @@ fn pv_topologies(pv: &PersistentVolume) -> Vec<PvTopology> {
             }
         })
         .collect()
-}
-
-/// A claim's class: the beta annotation, else `spec.storageClassName`.
-fn claim_class(pvc: &PersistentVolumeClaim) -> &str {
-    if let Some(class) = pvc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
-    {
-        return class;
-    }
-    pvc.spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or("")
 }
 
 /// Whether a class delays binding until a pod uses the claim. An unset mode is the API

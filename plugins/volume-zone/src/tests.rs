@@ -1,6 +1,7 @@
 use super::*;
 use kubesched_framework::events::ClusterEvent;
 use kubesched_framework::model::k8s_openapi::api::core::v1 as api;
+use kubesched_framework::model::storage::BETA_STORAGE_CLASS_ANNOTATION;
 use kubesched_framework::{ObjectStore, registry};
 use kubesched_testing::{
     NodeBuilder, PluginHarness, PodBuilder, PvBuilder, PvcBuilder, node_info, storage_class,
