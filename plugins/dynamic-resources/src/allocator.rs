@@ -23,13 +23,14 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
 };
 
 use crate::cel::{CelCache, CompiledExpression};
-use crate::slices::{DeviceId, DeviceSet, IndexedDevice, IndexedSlice, SliceIndex};
+use crate::slices::{
+    Counters, DeviceId, DeviceNodes, DeviceSet, IndexedDevice, IndexedSlice, SliceIndex, SliceNodes,
+};
 
 /// Upstream's `AllocationResultsMaxSize`: devices one claim may get.
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
 
-/// Which optional allocator features are on (v1.34 defaults: admin access and
-/// prioritized lists).
+/// Which optional allocator features are on; the default is v1.37's gates (all on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Features {
     /// `DRAAdminAccess`.
@@ -39,6 +40,10 @@ pub struct Features {
     /// `DRADeviceTaints` (GA in v1.37): a tainted device goes only to a request that
     /// tolerates its taints.
     pub device_taints: bool,
+    /// `DRAPartitionableDevices` (beta, on in v1.36): shared counter sets, devices that
+    /// consume counters, `perDeviceNodeSelection`. Off, such slices are left out and
+    /// devices consuming counters are never allocated.
+    pub partitionable_devices: bool,
 }
 
 impl Default for Features {
@@ -47,6 +52,7 @@ impl Default for Features {
             admin_access: true,
             prioritized_list: true,
             device_taints: true,
+            partitionable_devices: true,
         }
     }
 }
@@ -98,6 +104,7 @@ struct ClaimPlan {
 /// An allocator for one pod's pending claims; built in PreFilter, used by every Filter.
 #[derive(Debug)]
 pub struct Allocator {
+    features: Features,
     plans: Result<Vec<ClaimPlan>, String>,
     allocated: Arc<DeviceSet>,
     index: Arc<SliceIndex>,
@@ -185,6 +192,7 @@ impl Allocator {
             .map(|c| plan_claim(features, c, class_of, cel))
             .collect();
         Self {
+            features,
             plans,
             allocated,
             index,
@@ -209,7 +217,7 @@ impl Allocator {
     pub fn allocate(&self, node: NodeRef<'_>) -> Result<Option<Vec<AllocationResult>>, String> {
         self.allocate_until(node, None).map_err(|e| match e {
             Stopped::Deadline => TIMED_OUT.to_string(),
-            Stopped::Failed(e) => e,
+            Stopped::Failed(e) | Stopped::OnNode(e) => e,
         })
     }
 
@@ -224,8 +232,13 @@ impl Allocator {
             .plans
             .as_ref()
             .map_err(|e| Stopped::Failed(e.clone()))?;
-        let pools = gather_pools(&self.index, node).map_err(Stopped::Failed)?;
+        let pools = gather_pools(&self.index, node, self.features)
+            .map_err(|e| Stopped::Failed(format!("gather pool information: {e}")))?;
         let mut run = Run {
+            node,
+            features: self.features,
+            available: pools.iter().map(|_| None).collect(),
+            consumed: pools.iter().map(|_| HashMap::new()).collect(),
             taint_rules: &self.taint_rules,
             deadline,
             steps: 0,
@@ -274,10 +287,8 @@ impl Allocator {
             Ok(true) => {}
             Ok(false) | Err(Stop::MaxSize) => {
                 if pools.iter().any(|p| p.invalid.is_some()) {
-                    return Err(Stopped::Failed(
-                        "invalid resource pools were encountered: allocation failed on this node"
-                            .into(),
-                    ));
+                    // Only this node: upstream's ErrFailedAllocationOnNode.
+                    return Err(Stopped::OnNode(INVALID_POOLS.into()));
                 }
                 return Ok(None);
             }
@@ -462,46 +473,166 @@ fn request_data(
 #[derive(Debug)]
 struct Pool<'a> {
     id: (Arc<str>, Arc<str>),
+    /// Slices with devices for the node, in name order.
     slices: Vec<&'a IndexedSlice>,
+    /// The pool's other slices (other nodes): their allocated devices use up counters.
+    others: Vec<&'a IndexedSlice>,
+    /// The pool's counter sets by name (DRAPartitionableDevices).
+    counter_sets: HashMap<&'a str, &'a Counters>,
     incomplete: bool,
     invalid: Option<String>,
 }
 
-fn gather_pools<'a>(index: &'a SliceIndex, node: NodeRef<'_>) -> Result<Vec<Pool<'a>>, String> {
-    let mut pools: BTreeMap<(Arc<str>, Arc<str>), Pool<'a>> = BTreeMap::new();
+impl<'a> Pool<'a> {
+    fn unusable(id: (Arc<str>, Arc<str>), incomplete: bool, invalid: Option<String>) -> Self {
+        Self {
+            id,
+            slices: Vec::new(),
+            others: Vec::new(),
+            counter_sets: HashMap::new(),
+            incomplete,
+            invalid,
+        }
+    }
+}
+
+/// Upstream's `GatherPools`: the pools with devices for the node. A slice with counter
+/// sets belongs to its pool on every node; a pool missing slices for the node is checked
+/// against all of its slices (a newer generation elsewhere makes it obsolete, a missing
+/// slice incomplete).
+fn gather_pools<'a>(
+    index: &'a SliceIndex,
+    node: NodeRef<'_>,
+    features: Features,
+) -> Result<Vec<Pool<'a>>, String> {
+    let mut groups: BTreeMap<(Arc<str>, Arc<str>), Vec<&'a IndexedSlice>> = BTreeMap::new();
     for slice in index.candidates(node.name) {
-        if !slice.serves(node.name, node.labels)? {
+        if !features.partitionable_devices && (slice.per_device_field || slice.has_shared_counters)
+        {
             continue;
         }
-        let key = (slice.driver.clone(), slice.pool.clone());
-        let pool = pools.entry(key.clone()).or_insert_with(|| Pool {
-            id: key,
-            slices: Vec::new(),
-            incomplete: false,
-            invalid: None,
-        });
-        match pool.slices.first().map(|s| s.generation) {
+        let wanted = slice.has_shared_counters
+            || (!matches!(slice.nodes, SliceNodes::Unknown)
+                && slice.serves(node.name, node.labels)?);
+        if !wanted {
+            continue;
+        }
+        let group = groups
+            .entry((slice.driver.clone(), slice.pool.clone()))
+            .or_default();
+        match group.first().map(|s| s.generation) {
             Some(g) if slice.generation < g => continue,
-            Some(g) if slice.generation > g => pool.slices.clear(),
+            Some(g) if slice.generation > g => group.clear(),
             _ => {}
         }
-        pool.slices.push(slice);
+        group.push(slice);
     }
-    let mut out: Vec<Pool<'a>> = pools.into_values().collect();
-    for pool in &mut out {
-        pool.slices.sort_by(|a, b| a.name.cmp(&b.name));
-        pool.incomplete = pool.slices.len() as i64 != pool.slices[0].slice_count;
-        let mut seen = HashSet::new();
-        for s in &pool.slices {
-            for d in &s.devices {
-                if !seen.insert(&d.id.device) {
-                    pool.invalid = Some(format!("duplicate device name {}", d.id.device));
-                }
-            }
+    let mut out = Vec::with_capacity(groups.len());
+    for (id, mut group) in groups {
+        group.sort_by(|a, b| a.name.cmp(&b.name));
+        let (generation, count) = (group[0].generation, group[0].slice_count);
+        if group.len() as i64 == count {
+            out.push(build_pool(id, group, &[], features));
+            continue;
         }
+        let all = index.pool_slices(&id.0, &id.1);
+        if all.iter().any(|s| s.generation > generation) {
+            // The driver is replacing this generation; its newer slices have nothing for
+            // the node.
+            continue;
+        }
+        let others: Vec<&IndexedSlice> = all
+            .iter()
+            .filter(|s| s.generation == generation)
+            .map(|s| &**s)
+            .collect();
+        if others.len() as i64 != count {
+            out.push(Pool::unusable(id, true, None));
+            continue;
+        }
+        let others: Vec<&IndexedSlice> = others
+            .into_iter()
+            .filter(|s| !group.iter().any(|g| g.name == s.name))
+            .collect();
+        out.push(build_pool(id, group, &others, features));
     }
     Ok(out)
 }
+
+/// Upstream's `buildPool`: device names must be unique among the slices for the node;
+/// counter set names in the pool; every counter a device consumes must exist.
+fn build_pool<'a>(
+    id: (Arc<str>, Arc<str>),
+    slices: Vec<&'a IndexedSlice>,
+    others: &[&'a IndexedSlice],
+    features: Features,
+) -> Pool<'a> {
+    let (counter_slices, device_slices): (Vec<&IndexedSlice>, Vec<&IndexedSlice>) =
+        if features.partitionable_devices {
+            slices.iter().partition(|s| s.has_shared_counters)
+        } else {
+            (Vec::new(), slices.clone())
+        };
+    let mut seen = HashSet::new();
+    for s in &device_slices {
+        for d in &s.devices {
+            if !seen.insert(&d.id.device) {
+                let reason = format!("duplicate device name {}", d.id.device);
+                return Pool::unusable(id, false, Some(reason));
+            }
+        }
+    }
+    let mut counter_sets: HashMap<&'a str, &'a Counters> = HashMap::new();
+    if features.partitionable_devices {
+        for s in &counter_slices {
+            let sets = match &s.counter_sets {
+                Ok(sets) => sets,
+                Err(e) => return Pool::unusable(id, false, Some(e.clone())),
+            };
+            for (name, counters) in sets {
+                if counter_sets.insert(name.as_str(), counters).is_some() {
+                    let reason = format!("duplicate counter set name {name}");
+                    return Pool::unusable(id, false, Some(reason));
+                }
+            }
+        }
+        for s in slices.iter().chain(others) {
+            if let Err(reason) = check_consumption(&counter_sets, s) {
+                return Pool::unusable(id, false, Some(reason));
+            }
+        }
+    }
+    Pool {
+        id,
+        slices: device_slices,
+        others: if features.partitionable_devices {
+            others.to_vec()
+        } else {
+            Vec::new()
+        },
+        counter_sets,
+        incomplete: false,
+        invalid: None,
+    }
+}
+
+/// Every counter the slice's devices consume exists in the pool's counter sets.
+fn check_consumption(sets: &HashMap<&str, &Counters>, slice: &IndexedSlice) -> Result<(), String> {
+    for d in &slice.devices {
+        for u in d.counters.as_ref().map_err(Clone::clone)? {
+            let Some(set) = sets.get(u.set.as_str()) else {
+                return Err(format!("counter set {} not found", u.set));
+            };
+            if let Some((c, _)) = u.counters.iter().find(|(c, _)| !set.contains_key(c)) {
+                return Err(format!("counter {c} not found in counter set {}", u.set));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counter values (nano-units) by counter set and counter.
+type CounterTotals = HashMap<String, HashMap<String, i128>>;
 
 /// Where the search is: claim, request, alternative (subrequest), device of the request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -519,7 +650,15 @@ pub enum Stopped {
     Deadline,
     /// Something is wrong with a claim, class, selector or slice.
     Failed(String),
+    /// The claims cannot be allocated on this node for a reason that concerns only it
+    /// (upstream's `ErrFailedAllocationOnNode`): the node is unschedulable, the others
+    /// may still do.
+    OnNode(String),
 }
+
+/// Why no device of a node could be used when some of its pools are invalid (a
+/// duplicate device or counter set name, a counter that does not exist).
+pub const INVALID_POOLS: &str = "invalid resource pools were encountered";
 
 /// What the allocation of a timed-out search says, without the node upstream's error
 /// puts in front.
@@ -542,12 +681,23 @@ struct DeviceChoice<'a> {
     device: &'a IndexedDevice,
     request: String,
     admin_access: bool,
+    /// The device's pool (index into the run's pools).
+    pool: usize,
+    /// Its counters were added to the pool's consumption (undone with the choice).
+    counted: bool,
 }
 
-/// A device with the slice it is in.
-type SliceDevice<'a> = (&'a IndexedSlice, &'a IndexedDevice);
+/// A device with its pool (index) and the slice it is in.
+type SliceDevice<'a> = (usize, &'a IndexedSlice, &'a IndexedDevice);
 
 struct Run<'a> {
+    node: NodeRef<'a>,
+    features: Features,
+    /// Per pool: its counter sets less what allocated devices consume, computed on first
+    /// use.
+    available: Vec<Option<CounterTotals>>,
+    /// Per pool: what the devices chosen in this attempt consume.
+    consumed: Vec<CounterTotals>,
     taint_rules: &'a [TaintRule],
     /// When to give up (`filterTimeout`), read every [`STEPS_PER_CLOCK_READ`] steps.
     deadline: Option<Instant>,
@@ -574,7 +724,7 @@ impl<'a> Run<'a> {
     ) -> Result<Vec<SliceDevice<'a>>, String> {
         let claim = kobj(&self.plans[ci].claim);
         let mut out = Vec::new();
-        for pool in self.pools {
+        for (pi, pool) in self.pools.iter().enumerate() {
             if pool.incomplete {
                 return Err(format!(
                     "claim {claim}, request {}: asks for all devices, but resource pool {}/{} is currently being updated",
@@ -589,8 +739,10 @@ impl<'a> Run<'a> {
             }
             for slice in &pool.slices {
                 for device in &slice.devices {
-                    if selectable(ci, &claim, req, device, self.taint_rules)? {
-                        out.push((*slice, device));
+                    if selectable(&claim, req, device, self.taint_rules, self.features)?
+                        && device.serves(self.node.name, self.node.labels, &slice.name)?
+                    {
+                        out.push((pi, *slice, device));
                     }
                 }
             }
@@ -684,8 +836,8 @@ impl<'a> Run<'a> {
             ..r
         };
         if let Some(devices) = all {
-            let (slice, device) = devices[r.device];
-            if !self.try_device(r, req, slice, device, true)? {
+            let (pool, slice, device) = devices[r.device];
+            if !self.try_device(r, req, pool, slice, device, true)? {
                 return Ok(false);
             }
             let done = self.allocate_one(next, in_alternative);
@@ -696,7 +848,7 @@ impl<'a> Run<'a> {
         }
         let claim_name = kobj(&plan.claim);
         let pools = self.pools;
-        for pool in pools {
+        for (pi, pool) in pools.iter().enumerate() {
             if pool.incomplete || pool.invalid.is_some() {
                 continue;
             }
@@ -709,12 +861,15 @@ impl<'a> Run<'a> {
                     } else if self.in_use(&device.id) {
                         continue;
                     }
-                    if !selectable(r.claim, &claim_name, req, device, self.taint_rules)
+                    if !selectable(&claim_name, req, device, self.taint_rules, self.features)
                         .map_err(Stop::Fatal)?
+                        || !device
+                            .serves(self.node.name, self.node.labels, &slice.name)
+                            .map_err(Stop::Fatal)?
                     {
                         continue;
                     }
-                    if !self.try_device(r, req, slice, device, false)? {
+                    if !self.try_device(r, req, pi, slice, device, false)? {
                         continue;
                     }
                     match self.allocate_one(next, in_alternative) {
@@ -734,10 +889,12 @@ impl<'a> Run<'a> {
     /// Takes the device for the request if it is free and the claim's constraints allow
     /// it. `must`: the device is required ("all" mode), so a constraint violation is an
     /// error.
+    #[allow(clippy::too_many_arguments)]
     fn try_device(
         &mut self,
         r: Pos,
         req: &RequestData,
+        pool: usize,
         slice: &'a IndexedSlice,
         device: &'a IndexedDevice,
         must: bool,
@@ -749,14 +906,12 @@ impl<'a> Run<'a> {
         } else if self.in_use(&device.id) {
             return Ok(false);
         }
-        // Partitionable devices (counters) are off in v1.34's defaults: such devices are
-        // never allocated.
-        if device
-            .device
-            .consumes_counters
-            .as_ref()
-            .is_some_and(|c| !c.is_empty())
-        {
+        let consumes = device.consumes_counters();
+        if consumes && !self.features.partitionable_devices {
+            return Ok(false);
+        }
+        let counted = consumes;
+        if counted && !self.take_counters(pool, device) {
             return Ok(false);
         }
         let plan = &self.plans[r.claim];
@@ -766,6 +921,9 @@ impl<'a> Run<'a> {
             }
             let Some(value) = lookup_attribute(device, attr) else {
                 self.undo_constraints(r.claim, i, req);
+                if counted {
+                    self.release_counters(pool, device);
+                }
                 return self.constraint_failed(must, r, req, device);
             };
             let state = &mut self.constraint_state[r.claim][i];
@@ -774,6 +932,9 @@ impl<'a> Run<'a> {
                 Some((first, n)) => {
                     if !same_value(first, value) {
                         self.undo_constraints(r.claim, i, req);
+                        if counted {
+                            self.release_counters(pool, device);
+                        }
                         return self.constraint_failed(must, r, req, device);
                     }
                     *n += 1;
@@ -786,8 +947,95 @@ impl<'a> Run<'a> {
             device,
             request: req.full_name.clone(),
             admin_access: req.admin_access,
+            pool,
+            counted,
         });
         Ok(true)
+    }
+
+    /// Whether a device of a pool counts as allocated for the pool's counters.
+    fn is_allocated(&self, id: &DeviceId) -> bool {
+        self.allocated.contains(id)
+    }
+
+    /// The pool's counters less what its allocated devices (on any node) consume.
+    fn available_counters(&self, pool: usize) -> CounterTotals {
+        let p = &self.pools[pool];
+        let mut available: CounterTotals = p
+            .counter_sets
+            .iter()
+            .map(|(name, counters)| {
+                let values = counters
+                    .iter()
+                    .map(|(c, q)| (c.clone(), q.nanos()))
+                    .collect();
+                ((*name).to_string(), values)
+            })
+            .collect();
+        for slice in p.slices.iter().chain(&p.others) {
+            for d in &slice.devices {
+                if !self.is_allocated(&d.id) {
+                    continue;
+                }
+                for u in d.counters.iter().flatten() {
+                    let Some(set) = available.get_mut(&u.set) else {
+                        continue;
+                    };
+                    for (c, q) in &u.counters {
+                        // May go below zero (an over-committed pool): then nothing is left.
+                        if let Some(v) = set.get_mut(c) {
+                            *v -= q.nanos();
+                        }
+                    }
+                }
+            }
+        }
+        available
+    }
+
+    /// Adds the device's counters to its pool's consumption if every counter set still
+    /// holds them (upstream's `checkAvailableCounters`); false leaves nothing changed.
+    fn take_counters(&mut self, pool: usize, device: &IndexedDevice) -> bool {
+        if self.available[pool].is_none() {
+            self.available[pool] = Some(self.available_counters(pool));
+        }
+        let consumed = &mut self.consumed[pool];
+        for u in device.counters.iter().flatten() {
+            let set = consumed.entry(u.set.clone()).or_default();
+            for (c, q) in &u.counters {
+                *set.entry(c.clone()).or_default() += q.nanos();
+            }
+        }
+        let fits = self.available[pool]
+            .iter()
+            .flatten()
+            .all(|(name, counters)| {
+                counters.iter().all(|(c, available)| {
+                    let used = consumed
+                        .get(name)
+                        .and_then(|s| s.get(c))
+                        .copied()
+                        .unwrap_or(0);
+                    used <= *available
+                })
+            });
+        if !fits {
+            self.release_counters(pool, device);
+        }
+        fits
+    }
+
+    fn release_counters(&mut self, pool: usize, device: &IndexedDevice) {
+        let consumed = &mut self.consumed[pool];
+        for u in device.counters.iter().flatten() {
+            if let Some(set) = consumed.get_mut(&u.set) {
+                for (c, q) in &u.counters {
+                    if let Some(v) = set.get_mut(c) {
+                        *v -= q.nanos();
+                    }
+                }
+            }
+        }
     }
 
     fn constraint_failed(
@@ -826,7 +1074,11 @@ impl<'a> Run<'a> {
         {
             claims.remove(pos);
         }
-        self.results[r.claim].pop();
+        if let Some(choice) = self.results[r.claim].pop()
+            && choice.counted
+        {
+            self.release_counters(choice.pool, choice.device);
+        }
     }
 
     fn result_of(&self, ci: usize, plan: &ClaimPlan) -> Result<AllocationResult, String> {
@@ -899,8 +1151,10 @@ impl<'a> Run<'a> {
                 c.requests = None;
             }
         }
-        let node_selector = node_selector_of(&self.results[ci])
-            .map_err(|e| format!("create NodeSelector for claim {}: {e}", kobj(&plan.claim)))?;
+        let node_selector = node_selector_of(&self.results[ci], self.node.name).map_err(|e| {
+            let name = plan.claim.metadata.name.as_deref().unwrap_or("");
+            format!("create NodeSelector for claim {name}: {e}")
+        })?;
         Ok(AllocationResult {
             devices: Some(DeviceAllocationResult {
                 results: Some(results),
@@ -999,11 +1253,11 @@ fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
 
 /// Whether the class's and the request's selectors all select the device.
 fn selectable(
-    _claim_index: usize,
     claim: &str,
     req: &RequestData,
     device: &IndexedDevice,
     taint_rules: &[TaintRule],
+    _features: Features,
 ) -> Result<bool, String> {
     // Binding conditions are off in v1.34's defaults: such devices are not offered.
     if device
@@ -1067,49 +1321,54 @@ fn selectable(
 }
 
 /// The node selector of an allocation: pinned to the node when a device is node-local,
-/// the merged requirements of slice node selectors, or none for devices on all nodes.
-fn node_selector_of(choices: &[DeviceChoice<'_>]) -> Result<Option<ApiNodeSelector>, String> {
+/// the merged requirements of the slices' (or, with `perDeviceNodeSelection`, the
+/// devices') node selectors, or none for devices on all nodes.
+fn node_selector_of(
+    choices: &[DeviceChoice<'_>],
+    node_name: &str,
+) -> Result<Option<ApiNodeSelector>, String> {
     let mut fields: Vec<NodeSelectorRequirement> = Vec::new();
     let mut exprs: Vec<NodeSelectorRequirement> = Vec::new();
     for c in choices {
-        match &c.slice.nodes {
-            crate::slices::SliceNodes::Name(n) => {
-                return Ok(Some(ApiNodeSelector {
-                    node_selector_terms: vec![NodeSelectorTerm {
-                        match_fields: Some(vec![NodeSelectorRequirement {
-                            key: "metadata.name".into(),
-                            operator: "In".into(),
-                            values: Some(vec![n.clone()]),
-                        }]),
-                        match_expressions: None,
-                    }],
-                }));
+        let (local, selector) = match (&c.device.nodes, &c.slice.nodes) {
+            (Some(DeviceNodes::Name(_)), _) => (true, None),
+            (Some(_), _) => (false, c.device.device.node_selector.as_ref()),
+            (None, SliceNodes::Name(_)) => (true, None),
+            (None, SliceNodes::Selector(_)) => (false, c.slice_node_selector()),
+            (None, _) => (false, None),
+        };
+        if local {
+            return Ok(Some(ApiNodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![node_name.to_string()]),
+                    }]),
+                    match_expressions: None,
+                }],
+            }));
+        }
+        let terms = selector
+            .map(|s| s.node_selector_terms.as_slice())
+            .unwrap_or_default();
+        match terms.len() {
+            0 => {}
+            1 => {
+                merge(
+                    &mut fields,
+                    terms[0].match_fields.as_deref().unwrap_or_default(),
+                );
+                merge(
+                    &mut exprs,
+                    terms[0].match_expressions.as_deref().unwrap_or_default(),
+                );
             }
-            crate::slices::SliceNodes::Selector(_) => {
-                let api = c.slice_node_selector();
-                let terms = api
-                    .map(|s| s.node_selector_terms.as_slice())
-                    .unwrap_or_default();
-                match terms.len() {
-                    0 => {}
-                    1 => {
-                        merge(
-                            &mut fields,
-                            terms[0].match_fields.as_deref().unwrap_or_default(),
-                        );
-                        merge(
-                            &mut exprs,
-                            terms[0].match_expressions.as_deref().unwrap_or_default(),
-                        );
-                    }
-                    n => {
-                        return Err(format!(
-                            "unsupported ResourceSlice.NodeSelector with {n} terms"
-                        ));
-                    }
-                }
+            n => {
+                return Err(format!(
+                    "unsupported ResourceSlice.NodeSelector with {n} terms"
+                ));
             }
-            _ => {}
         }
     }
     if fields.is_empty() && exprs.is_empty() {

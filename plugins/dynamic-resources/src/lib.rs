@@ -110,6 +110,7 @@ impl DynamicResources {
                 admin_access: gate("DRAAdminAccess"),
                 prioritized_list: gate("DRAPrioritizedList"),
                 device_taints: gate("DRADeviceTaints"),
+                partitionable_devices: gate("DRAPartitionableDevices"),
             },
             filter_timeout,
             taint_rules: gate("DRADeviceTaintRules"),
@@ -549,6 +550,10 @@ impl FilterPlugin for DynamicResources {
                 Err(Stopped::Failed(e)) => {
                     tracing::debug!(pod = %pod.key(), node = %n.name, error = %e, "allocation failed");
                     return Status::error(e);
+                }
+                Err(Stopped::OnNode(e)) => {
+                    tracing::debug!(pod = %pod.key(), node = %n.name, reason = %e, "allocation failed on node");
+                    return Status::unresolvable(e);
                 }
                 Ok(None) => return Status::unresolvable(ERR_REASON_CANNOT_ALLOCATE),
                 Ok(Some(a)) if a.len() != allocator.num_claims() => {

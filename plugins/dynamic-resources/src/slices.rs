@@ -1,14 +1,16 @@
-//! The ResourceSlices of the cluster, indexed by the node they serve, with each device's
-//! CEL input built once and its selector results remembered. Rebuilt only when the slice
-//! store changes, so pods after the first pay nothing for slices they have already seen.
+//! The ResourceSlices of the cluster, indexed by the node they serve and by pool, with
+//! each device's CEL input built once and its selector results remembered, and the
+//! counters of partitionable devices (shared counter sets, each device's consumption)
+//! parsed once. Rebuilt only when the slice store changes, so pods after the first pay
+//! nothing for slices they have already seen.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use kubesched_framework::Store;
 use kubesched_framework::model::k8s_openapi::api::core::v1::NodeSelector as ApiNodeSelector;
 use kubesched_framework::model::k8s_openapi::api::resource::v1::{Device, ResourceSlice};
-use kubesched_framework::model::{Labels, NodeSelector};
+use kubesched_framework::model::{Labels, NodeSelector, Quantity};
 use parking_lot::Mutex;
 
 use crate::cel::{CompiledExpression, DeviceValue};
@@ -54,10 +56,36 @@ pub enum SliceNodes {
     All,
     /// Nodes matching a selector (or a selector that does not compile).
     Selector(Result<NodeSelector, String>),
-    /// Per device (`perDeviceNodeSelection`): partitionable devices, off in v1.34 defaults.
+    /// Per device (`perDeviceNodeSelection: true`, DRAPartitionableDevices): each device
+    /// says where it is reachable; the slice serves a node when one of them does.
     PerDevice,
     /// Nothing known is set: some future field; the slice is ignored.
     Unknown,
+}
+
+/// Counters one device consumes from one counter set of its pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterUse {
+    /// The counter set's name.
+    pub set: String,
+    /// Counter name and amount.
+    pub counters: Vec<(String, Quantity)>,
+}
+
+/// A counter set: counter name and value.
+pub type Counters = BTreeMap<String, Quantity>;
+
+/// Where a device of a `perDeviceNodeSelection` slice is reachable.
+#[derive(Debug)]
+pub enum DeviceNodes {
+    /// Exactly one node.
+    Name(String),
+    /// Every node.
+    All,
+    /// Nodes matching a selector (or a selector that does not compile).
+    Selector(Result<NodeSelector, String>),
+    /// None of the fields is set: no node.
+    None,
 }
 
 /// One device of a slice.
@@ -67,6 +95,10 @@ pub struct IndexedDevice {
     pub id: DeviceId,
     /// The API object.
     pub device: Device,
+    /// What it takes from its pool's counter sets, or why that cannot be read.
+    pub counters: Result<Vec<CounterUse>, String>,
+    /// Where it is reachable, for a slice with `perDeviceNodeSelection` (else None).
+    pub nodes: Option<DeviceNodes>,
     value: OnceLock<Result<DeviceValue, String>>,
     /// Selector results already computed for this device: (expression, matched).
     memo: Mutex<Vec<(Arc<CompiledExpression>, bool)>>,
@@ -82,6 +114,30 @@ impl IndexedDevice {
                 self.device.capacity.as_ref(),
             )
         })
+    }
+
+    /// Whether the device consumes counters (a partitionable device).
+    pub fn consumes_counters(&self) -> bool {
+        self.device
+            .consumes_counters
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+    }
+
+    /// For a device of a `perDeviceNodeSelection` slice: whether it is reachable from the
+    /// node (`Ok(true)` for devices of other slices, which the slice decides for).
+    pub fn serves(&self, node_name: &str, labels: &Labels, slice: &str) -> Result<bool, String> {
+        match &self.nodes {
+            None => Ok(true),
+            Some(DeviceNodes::Name(n)) => Ok(n == node_name),
+            Some(DeviceNodes::All) => Ok(true),
+            Some(DeviceNodes::Selector(Ok(sel))) => Ok(sel.matches(labels, node_name)),
+            Some(DeviceNodes::Selector(Err(e))) => Err(format!(
+                "failed to perform node selection for device {} in slice {slice}: {e}",
+                self.id.device
+            )),
+            Some(DeviceNodes::None) => Ok(false),
+        }
     }
 
     /// Whether `expr` selects this device; remembered when it evaluates without error.
@@ -120,6 +176,67 @@ pub struct IndexedSlice {
     pub api_node_selector: Option<ApiNodeSelector>,
     /// Its devices, in order.
     pub devices: Vec<IndexedDevice>,
+    /// `spec.sharedCounters` is not empty: the slice holds counter sets for its pool and
+    /// belongs to the pool on every node.
+    pub has_shared_counters: bool,
+    /// `spec.perDeviceNodeSelection` is set (to anything: with DRAPartitionableDevices off
+    /// such slices are left out).
+    pub per_device_field: bool,
+    /// Its counter sets by name, or why they cannot be read.
+    pub counter_sets: Result<Vec<(String, Counters)>, String>,
+}
+
+fn quantity(value: &str, what: impl FnOnce() -> String) -> Result<Quantity, String> {
+    Quantity::parse(value).map_err(|e| format!("{}: {e}", what()))
+}
+
+fn device_nodes(d: &Device) -> DeviceNodes {
+    if let Some(n) = d.node_name.as_deref().filter(|n| !n.is_empty()) {
+        DeviceNodes::Name(n.to_string())
+    } else if d.all_nodes == Some(true) {
+        DeviceNodes::All
+    } else if let Some(sel) = &d.node_selector {
+        DeviceNodes::Selector(NodeSelector::compile(sel, "nodeSelector").map_err(|e| e.to_string()))
+    } else {
+        DeviceNodes::None
+    }
+}
+
+fn counter_uses(slice: &str, d: &Device) -> Result<Vec<CounterUse>, String> {
+    let mut out = Vec::new();
+    for (i, c) in d.consumes_counters.iter().flatten().enumerate() {
+        let mut counters = Vec::with_capacity(c.counters.len());
+        for (name, counter) in &c.counters {
+            let q = quantity(&counter.value.0, || {
+                format!(
+                    "slice {slice}, device {}: consumesCounters[{i}].counters[{name}].value",
+                    d.name
+                )
+            })?;
+            counters.push((name.clone(), q));
+        }
+        out.push(CounterUse {
+            set: c.counter_set.clone(),
+            counters,
+        });
+    }
+    Ok(out)
+}
+
+fn counter_sets(slice: &ResourceSlice) -> Result<Vec<(String, Counters)>, String> {
+    let name = slice.metadata.name.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    for (i, set) in slice.spec.shared_counters.iter().flatten().enumerate() {
+        let mut counters = Counters::new();
+        for (counter, value) in &set.counters {
+            let q = quantity(&value.value.0, || {
+                format!("slice {name}: sharedCounters[{i}].counters[{counter}].value")
+            })?;
+            counters.insert(counter.clone(), q);
+        }
+        out.push((set.name.clone(), counters));
+    }
+    Ok(out)
 }
 
 impl IndexedSlice {
@@ -135,11 +252,13 @@ impl IndexedSlice {
             SliceNodes::Selector(
                 NodeSelector::compile(sel, "spec.nodeSelector").map_err(|e| e.to_string()),
             )
-        } else if spec.per_device_node_selection.is_some() {
+        } else if spec.per_device_node_selection == Some(true) {
             SliceNodes::PerDevice
         } else {
             SliceNodes::Unknown
         };
+        let per_device = matches!(nodes, SliceNodes::PerDevice);
+        let slice_name = slice.metadata.name.as_deref().unwrap_or("");
         let devices = spec
             .devices
             .iter()
@@ -150,6 +269,8 @@ impl IndexedSlice {
                     pool: pool.clone(),
                     device: d.name.as_str().into(),
                 },
+                counters: counter_uses(slice_name, d),
+                nodes: per_device.then(|| device_nodes(d)),
                 device: d.clone(),
                 value: OnceLock::new(),
                 memo: Mutex::new(Vec::new()),
@@ -164,6 +285,9 @@ impl IndexedSlice {
             nodes,
             api_node_selector: spec.node_selector.clone(),
             devices,
+            has_shared_counters: spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()),
+            per_device_field: spec.per_device_node_selection.is_some(),
+            counter_sets: counter_sets(slice),
         }
     }
 
@@ -177,17 +301,34 @@ impl IndexedSlice {
                 "failed to perform node selection for slice {}: {e}",
                 self.name
             )),
-            SliceNodes::PerDevice | SliceNodes::Unknown => Ok(false),
+            SliceNodes::PerDevice => {
+                for d in &self.devices {
+                    if d.serves(node_name, labels, &self.name)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            SliceNodes::Unknown => Ok(false),
         }
     }
 }
 
-/// Every slice, by node.
+/// A pool: driver and pool name.
+type PoolKey = (Arc<str>, Arc<str>);
+
+/// Every slice, by node and by pool.
 #[derive(Debug, Default)]
 pub struct SliceIndex {
     generation: u64,
     by_node: HashMap<String, Vec<Arc<IndexedSlice>>>,
+    /// Slices for all nodes, with node selectors, or with devices choosing their nodes.
     others: Vec<Arc<IndexedSlice>>,
+    /// Slices with shared counters: part of their pool wherever the pool is used.
+    counter_slices: Vec<Arc<IndexedSlice>>,
+    /// Every slice, by driver and pool (a pool's slices elsewhere decide whether it is
+    /// complete, and their allocated devices use up its counters).
+    by_pool: HashMap<PoolKey, Vec<Arc<IndexedSlice>>>,
     /// Number of slices indexed.
     pub len: usize,
 }
@@ -203,13 +344,33 @@ impl SliceIndex {
         for slice in store.list() {
             let s = Arc::new(IndexedSlice::new(&slice));
             index.len += 1;
+            index
+                .by_pool
+                .entry((s.driver.clone(), s.pool.clone()))
+                .or_default()
+                .push(s.clone());
+            if s.has_shared_counters {
+                index.counter_slices.push(s);
+                continue;
+            }
             match &s.nodes {
                 SliceNodes::Name(n) => index.by_node.entry(n.clone()).or_default().push(s),
-                SliceNodes::PerDevice | SliceNodes::Unknown => {}
+                SliceNodes::Unknown => {}
                 _ => index.others.push(s),
             }
         }
+        // Name order, so what the allocator sees does not depend on the store's order.
+        for slices in index.by_pool.values_mut() {
+            slices.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         index
+    }
+
+    /// Every slice of a pool, in name order.
+    pub fn pool_slices(&self, driver: &Arc<str>, pool: &Arc<str>) -> &[Arc<IndexedSlice>] {
+        self.by_pool
+            .get(&(driver.clone(), pool.clone()))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The store generation this index reflects.
@@ -217,8 +378,9 @@ impl SliceIndex {
         self.generation
     }
 
-    /// The slices that may serve `node_name`: its own, then those with selectors or for
-    /// all nodes (the caller checks those).
+    /// The slices that may serve `node_name`: its own, then those with selectors, for
+    /// all nodes or choosing per device (the caller checks those), then those with
+    /// counter sets.
     pub fn candidates<'a>(
         &'a self,
         node_name: &str,
@@ -228,6 +390,7 @@ impl SliceIndex {
             .into_iter()
             .flatten()
             .chain(self.others.iter())
+            .chain(self.counter_slices.iter())
     }
 }
 

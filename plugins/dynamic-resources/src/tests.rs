@@ -1079,3 +1079,7 @@ fn nodes_giving_the_first_choice_of_a_prioritized_list_score_higher() {
     // 8 - 0 for the first subrequest, 8 - 1 for the second; normalized to 100 and 87.
     assert_eq!(scores, [(Some(8), Some(100)), (Some(7), Some(87))]);
 }
+
+/// v1.37's allocator features: partitionable devices, consumable capacity, binding
+/// conditions.
+mod v137;
