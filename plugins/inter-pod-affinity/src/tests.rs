@@ -920,18 +920,7 @@ fn args_defaults_round_trip_and_validation() {
         hard_pod_affinity_weight: 42,
         ignore_preferred_terms_of_existing_pods: true,
     };
-    let json = serde_json::to_value(&args).expect("encode");
-    let mut with_kind = json.clone();
-    with_kind["kind"] = "InterPodAffinityArgs".into();
-    with_kind["apiVersion"] = "kubescheduler.config.k8s.io/v1".into();
-    let mut effective = decode(Some(with_kind)).expect("decodes");
-    assert_eq!(effective["kind"], "InterPodAffinityArgs");
-    let map = effective.as_object_mut().expect("an object");
-    map.remove("kind");
-    map.remove("apiVersion");
-    assert_eq!(effective, json);
-    let back: InterPodAffinityArgs = serde_json::from_value(effective).expect("decodes back");
-    assert_eq!(back, args);
+    kubesched_testing::assert_args_round_trip(NAME, &args);
 
     for (bad, field) in [
         (

@@ -1096,6 +1096,7 @@ fn args_defaults_round_trip_and_validation() {
     let args: PodTopologySpreadArgs = serde_json::from_value(listed).expect("decodes");
     assert_eq!(args.defaulting_type, DefaultingType::List);
     assert_eq!(args.default_constraints.len(), 2);
+    kubesched_testing::assert_args_round_trip(NAME, &args);
 
     let c = |extra: serde_json::Value| {
         let mut base = serde_json::json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"});
