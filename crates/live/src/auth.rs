@@ -242,7 +242,7 @@ impl std::fmt::Debug for Gatekeeper {
 
 async fn review_client(path: Option<&std::path::Path>, what: &str) -> Option<Client> {
     let config = match path {
-        Some(p) => match crate::run::client_config(Some(p)).await {
+        Some(p) => match crate::connect::client_config(Some(p)).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "loading the {what} kubeconfig");
@@ -257,7 +257,7 @@ async fn review_client(path: Option<&std::path::Path>, what: &str) -> Option<Cli
             }
         },
     };
-    match crate::run::build_client(config, REVIEW_QPS, REVIEW_BURST) {
+    match crate::connect::build_client(config, REVIEW_QPS, REVIEW_BURST) {
         Ok(c) => Some(c),
         Err(e) => {
             tracing::error!(error = %e, "building the {what} client");

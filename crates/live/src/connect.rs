@@ -6,14 +6,23 @@
 //! HTTP/1.1 and the in-flight bound of [`crate::ratelimit::InFlightLayer`] bounds its
 //! connections. Every watch answer passes [`crate::watch_lines`]'s check, so a cut or
 //! garbled event makes the watcher list again instead of vanishing.
+//!
+//! It also owns what every client starts from: the kubeconfig (or in-cluster) configuration,
+//! the rate-limited clients of one scheduler ([`Clients`]) and this host's name, so that
+//! authentication, serving and the run loop all build on it without needing each other.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Config;
 use kube::client::{Body, ClientBuilder, ConfigExt};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 use crate::error::RunError;
+use crate::ratelimit::{InFlightLayer, RateLimitLayer, TokenBucket};
+use crate::requests::{CountLayer, RequestCounts};
 
 /// The service [`client_builder`] builds on.
 pub type ApiService = tower::util::BoxService<
@@ -78,4 +87,163 @@ pub fn client_builder(
         service,
         config.default_namespace.clone(),
     ))
+}
+
+/// This machine's host name (for the lease identity, event reporters and certificates).
+pub fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kubesched".to_string())
+}
+
+/// Loads the client configuration: the given kubeconfig, else kube's inference.
+pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, RunError> {
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|e| {
+                // kube's own message quotes the path twice ('"/x"'): the file is named
+                // once, in front, so say just what went wrong.
+                let why = match &e {
+                    kube::config::KubeconfigError::ReadConfig(io, _) => io.to_string(),
+                    other => other.to_string(),
+                };
+                RunError::ClientConfig(format!("{}: {why}", path.display()))
+            })?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::ClientConfig(format!("{}: {e}", path.display())))
+        }
+        None => Config::infer()
+            .await
+            .map_err(|e| RunError::ClientConfig(e.to_string())),
+    }
+}
+
+/// Requests the scheduling client keeps in flight at once (bindings, status patches,
+/// victim deletions, lists); with the open watches this bounds its TCP connections.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Requests the event client keeps in flight at once.
+pub const EVENTS_MAX_IN_FLIGHT: usize = 8;
+/// Requests the leader election client keeps in flight at once.
+pub const LEASE_MAX_IN_FLIGHT: usize = 2;
+
+/// A kube client whose every request takes a token from a `qps`/`burst` bucket, with at
+/// most [`MAX_IN_FLIGHT`] requests in flight.
+pub fn build_client(config: Config, qps: f32, burst: i32) -> Result<Client, RunError> {
+    build_bounded_client(config, qps, burst, MAX_IN_FLIGHT)
+}
+
+/// A kube client with its own `qps`/`burst` bucket and at most `in_flight` requests
+/// waiting for their answer at once (the bucket is taken first, then a slot).
+pub fn build_bounded_client(
+    config: Config,
+    qps: f32,
+    burst: i32,
+    in_flight: usize,
+) -> Result<Client, RunError> {
+    build_client_on(config, qps, burst, in_flight, None, None)
+}
+
+/// [`build_bounded_client`] with a bound on each request's wait for its answer, counting
+/// its requests into `counts` when given.
+fn build_client_on(
+    config: Config,
+    qps: f32,
+    burst: i32,
+    in_flight: usize,
+    request_timeout: Option<Duration>,
+    counts: Option<&Arc<RequestCounts>>,
+) -> Result<Client, RunError> {
+    let builder = client_builder(&config, request_timeout)?;
+    let builder = builder
+        .with_layer(&InFlightLayer::new(in_flight))
+        .with_layer(&RateLimitLayer::new(TokenBucket::new(qps, burst)));
+    Ok(match counts {
+        Some(counts) => builder.with_layer(&CountLayer::new(counts.clone())).build(),
+        None => builder.build(),
+    })
+}
+
+/// The clients of one scheduler, each with its own rate limit and connections, as
+/// kube-scheduler has them: leader election never waits behind scheduling traffic, and
+/// neither do events.
+#[derive(Clone)]
+pub struct Clients {
+    /// Watches, bindings, status patches, victim deletions.
+    pub main: Client,
+    /// Events.
+    pub events: Client,
+    /// The Lease (its requests time out after `renewDeadline`).
+    pub lease: Client,
+    /// What the three clients sent (nothing is counted on clients built by the caller).
+    pub counts: Arc<RequestCounts>,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients").finish_non_exhaustive()
+    }
+}
+
+impl Clients {
+    /// The three clients from one configuration, each with `qps`/`burst` of its own.
+    pub fn build(
+        config: Config,
+        qps: f32,
+        burst: i32,
+        renew_deadline: Duration,
+    ) -> Result<Self, RunError> {
+        let mut lease_config = config.clone();
+        lease_config.connect_timeout = Some(renew_deadline);
+        let counts = Arc::new(RequestCounts::default());
+        counts.set_host(
+            config
+                .cluster_url
+                .authority()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        );
+        Ok(Self {
+            main: build_client_on(
+                config.clone(),
+                qps,
+                burst,
+                MAX_IN_FLIGHT,
+                None,
+                Some(&counts),
+            )?,
+            events: build_client_on(
+                config,
+                qps,
+                burst,
+                EVENTS_MAX_IN_FLIGHT,
+                None,
+                Some(&counts),
+            )?,
+            lease: build_client_on(
+                lease_config,
+                qps,
+                burst,
+                LEASE_MAX_IN_FLIGHT,
+                Some(renew_deadline),
+                Some(&counts),
+            )?,
+            counts,
+        })
+    }
+
+    /// One client for everything (tests that build their own).
+    pub fn shared(client: Client) -> Self {
+        Self {
+            main: client.clone(),
+            events: client.clone(),
+            lease: client,
+            counts: Arc::new(RequestCounts::default()),
+        }
+    }
 }

@@ -10,7 +10,7 @@ use crate::watch::{WatchedKind, kinds_to_watch};
 
 /// A client of the cluster the kubeconfig (else kube's inference) names.
 pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, crate::RunError> {
-    let config = crate::run::client_config(kubeconfig).await?;
+    let config = crate::connect::client_config(kubeconfig).await?;
     Client::try_from(config).map_err(|e| crate::RunError::Client(e.to_string()))
 }
 

@@ -280,7 +280,7 @@ fn read_pem_files(cert: &Path, key: &Path) -> Result<CertAndKey, RunError> {
 
 fn generate_self_signed() -> Result<(Vec<String>, rcgen::CertifiedKey<rcgen::KeyPair>), RunError> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-    let host = crate::run::hostname();
+    let host = crate::connect::hostname();
     if !host.is_empty() && !names.contains(&host) {
         names.push(host);
     }
