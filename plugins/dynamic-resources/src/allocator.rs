@@ -12,19 +12,21 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kubesched_framework::model::Labels;
 use kubesched_framework::model::k8s_openapi::api::core::v1::{
     NodeSelector as ApiNodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
 };
 use kubesched_framework::model::k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
-    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceTaintRule,
-    DeviceTaintSelector, DeviceToleration, ResourceClaim,
+    AllocationResult, CapacityRequirements, DeviceAllocationConfiguration, DeviceAllocationResult,
+    DeviceAttribute, DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint,
+    DeviceTaintRule, DeviceTaintSelector, DeviceToleration, ResourceClaim,
 };
+use kubesched_framework::model::k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use kubesched_framework::model::{Labels, Quantity};
 
 use crate::cel::{CelCache, CompiledExpression};
+use crate::manager::{AllocatedState, Capacity};
 use crate::slices::{
-    Counters, DeviceId, DeviceNodes, DeviceSet, IndexedDevice, IndexedSlice, SliceIndex, SliceNodes,
+    Amount, Counters, DeviceId, DeviceNodes, IndexedDevice, IndexedSlice, SliceIndex, SliceNodes,
 };
 
 /// Upstream's `AllocationResultsMaxSize`: devices one claim may get.
@@ -44,6 +46,12 @@ pub struct Features {
     /// consume counters, `perDeviceNodeSelection`. Off, such slices are left out and
     /// devices consuming counters are never allocated.
     pub partitionable_devices: bool,
+    /// `DRAConsumableCapacity` (beta, on in v1.36): devices with
+    /// `allowMultipleAllocations` are shared by several requests, each consuming the
+    /// capacity it asks for (rounded by the capacity's `requestPolicy`);
+    /// `distinctAttribute` constraints. Off, a request with capacity requests is an
+    /// error and shared allocations count as whole ones.
+    pub consumable_capacity: bool,
 }
 
 impl Default for Features {
@@ -53,6 +61,7 @@ impl Default for Features {
             prioritized_list: true,
             device_taints: true,
             partitionable_devices: true,
+            consumable_capacity: true,
         }
     }
 }
@@ -84,6 +93,34 @@ struct RequestData {
     /// The request's tolerations of device taints; None when taints are not looked at
     /// (DRADeviceTaints off).
     tolerations: Option<Vec<DeviceToleration>>,
+    /// `capacity.requests` (DRAConsumableCapacity).
+    capacity: Option<BTreeMap<String, Amount>>,
+}
+
+/// A claim's constraint on the devices of the requests it names (empty: all).
+#[derive(Debug)]
+enum Constraint {
+    /// `matchAttribute`: every device has the same value.
+    Match(String, Vec<String>),
+    /// `distinctAttribute` (DRAConsumableCapacity): no two devices share a value.
+    Distinct(String, Vec<String>),
+}
+
+impl Constraint {
+    fn requests(&self) -> &[String] {
+        match self {
+            Self::Match(_, r) | Self::Distinct(_, r) => r,
+        }
+    }
+}
+
+/// Where a constraint is in one attempt.
+#[derive(Debug)]
+enum ConstraintState {
+    /// The value the first device fixed and how many devices share it.
+    Match(Option<(DeviceAttribute, usize)>),
+    /// The values taken so far.
+    Distinct(Vec<DeviceAttribute>),
 }
 
 /// A top-level request: one alternative, or several in priority order.
@@ -97,8 +134,7 @@ struct RequestPlan {
 struct ClaimPlan {
     claim: Arc<ResourceClaim>,
     requests: Vec<RequestPlan>,
-    /// `matchAttribute` constraints: (attribute, request names it applies to; empty: all).
-    constraints: Vec<(String, Vec<String>)>,
+    constraints: Vec<Constraint>,
 }
 
 /// An allocator for one pod's pending claims; built in PreFilter, used by every Filter.
@@ -106,7 +142,7 @@ struct ClaimPlan {
 pub struct Allocator {
     features: Features,
     plans: Result<Vec<ClaimPlan>, String>,
-    allocated: Arc<DeviceSet>,
+    allocated: Arc<AllocatedState>,
     index: Arc<SliceIndex>,
     /// Taints DeviceTaintRules add to the devices they select.
     taint_rules: Vec<TaintRule>,
@@ -182,7 +218,7 @@ impl Allocator {
     pub fn new(
         features: Features,
         claims: &[Arc<ResourceClaim>],
-        allocated: Arc<DeviceSet>,
+        allocated: Arc<AllocatedState>,
         class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
         index: Arc<SliceIndex>,
         cel: &CelCache,
@@ -250,8 +286,17 @@ impl Allocator {
             all_devices: HashMap::new(),
             constraint_state: plans
                 .iter()
-                .map(|p| p.constraints.iter().map(|_| None).collect())
+                .map(|p| {
+                    p.constraints
+                        .iter()
+                        .map(|c| match c {
+                            Constraint::Match(..) => ConstraintState::Match(None),
+                            Constraint::Distinct(..) => ConstraintState::Distinct(Vec::new()),
+                        })
+                        .collect()
+                })
                 .collect(),
+            allocating_capacity: HashMap::new(),
             selected: HashMap::new(),
         };
         // Count what each claim needs and resolve "all" requests on this node.
@@ -327,7 +372,14 @@ fn plan_claim(
             }
             let mut alternatives = Vec::new();
             for sub in subs {
+                if !features.consumable_capacity && sub.capacity.is_some() {
+                    return Err(format!(
+                        "claim {name}, subrequest {}: has capacity requests, but the DRAConsumableCapacity feature is disabled",
+                        sub.name
+                    ));
+                }
                 let full = format!("{}/{}", request.name, sub.name);
+                let capacity = capacity_requests(&name, &full, sub.capacity.as_ref())?;
                 alternatives.push(request_data(
                     &name,
                     full,
@@ -343,28 +395,39 @@ fn plan_claim(
                     class_of,
                     cel,
                 )?);
+                if let Some(last) = alternatives.last_mut() {
+                    last.capacity = capacity;
+                }
             }
             requests.push(RequestPlan {
                 alternatives,
                 first_available: true,
             });
         } else if let Some(exact) = &request.exactly {
+            if !features.consumable_capacity && exact.capacity.is_some() {
+                return Err(format!(
+                    "claim {name}, request {}: has capacity requests, but the DRAConsumableCapacity feature is disabled",
+                    request.name
+                ));
+            }
+            let mut data = request_data(
+                &name,
+                request.name.clone(),
+                request.name.clone(),
+                None,
+                &exact.device_class_name,
+                exact.allocation_mode.as_deref(),
+                exact.count,
+                exact.admin_access,
+                exact.selectors.as_ref(),
+                exact.tolerations.as_deref(),
+                features,
+                class_of,
+                cel,
+            )?;
+            data.capacity = capacity_requests(&name, &request.name, exact.capacity.as_ref())?;
             requests.push(RequestPlan {
-                alternatives: vec![request_data(
-                    &name,
-                    request.name.clone(),
-                    request.name.clone(),
-                    None,
-                    &exact.device_class_name,
-                    exact.allocation_mode.as_deref(),
-                    exact.count,
-                    exact.admin_access,
-                    exact.selectors.as_ref(),
-                    exact.tolerations.as_deref(),
-                    features,
-                    class_of,
-                    cel,
-                )?],
+                alternatives: vec![data],
                 first_available: false,
             });
         } else {
@@ -381,9 +444,13 @@ fn plan_claim(
         .flatten()
         .enumerate()
     {
-        match &c.match_attribute {
-            Some(attr) => constraints.push((attr.clone(), c.requests.clone().unwrap_or_default())),
-            None => {
+        let requests = c.requests.clone().unwrap_or_default();
+        match (&c.match_attribute, &c.distinct_attribute) {
+            (Some(attr), _) => constraints.push(Constraint::Match(attr.clone(), requests)),
+            (None, Some(attr)) if features.consumable_capacity => {
+                constraints.push(Constraint::Distinct(attr.clone(), requests));
+            }
+            _ => {
                 return Err(format!(
                     "claim {name}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 ));
@@ -395,6 +462,31 @@ fn plan_claim(
         requests,
         constraints,
     })
+}
+
+/// A request's `capacity.requests`, read once.
+fn capacity_requests(
+    claim: &str,
+    request: &str,
+    capacity: Option<&CapacityRequirements>,
+) -> Result<Option<BTreeMap<String, Amount>>, String> {
+    let Some(requests) = capacity.and_then(|c| c.requests.as_ref()) else {
+        return Ok(None);
+    };
+    let mut out = BTreeMap::new();
+    for (name, q) in requests {
+        let n = Quantity::parse(&q.0).map_err(|e| {
+            format!("claim {claim}, request {request}: capacity.requests[{name}]: {e}")
+        })?;
+        out.insert(
+            name.clone(),
+            Amount {
+                text: q.0.clone(),
+                nanos: n.nanos(),
+            },
+        );
+    }
+    Ok(Some(out))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -466,6 +558,7 @@ fn request_data(
                 .map(<[DeviceToleration]>::to_vec)
                 .unwrap_or_default()
         }),
+        capacity: None,
     })
 }
 
@@ -676,7 +769,14 @@ enum Stop {
     Fatal(String),
 }
 
+/// A share of a device (DRAConsumableCapacity): its ID and what it consumes.
+struct Share {
+    id: String,
+    consumed: BTreeMap<String, Amount>,
+}
+
 struct DeviceChoice<'a> {
+    share: Option<Share>,
     slice: &'a IndexedSlice,
     device: &'a IndexedDevice,
     request: String,
@@ -703,15 +803,16 @@ struct Run<'a> {
     deadline: Option<Instant>,
     steps: u32,
     plans: &'a [ClaimPlan],
-    allocated: &'a DeviceSet,
+    allocated: &'a AllocatedState,
     pools: &'a [Pool<'a>],
     /// Devices taken in this attempt, with the claims taking them.
     allocating: HashMap<&'a DeviceId, Vec<usize>>,
     results: Vec<Vec<DeviceChoice<'a>>>,
     all_devices: HashMap<(usize, usize, usize), Vec<SliceDevice<'a>>>,
-    /// Per claim, per constraint: the attribute the first device fixed and how many
-    /// devices share it.
-    constraint_state: Vec<Vec<Option<(DeviceAttribute, usize)>>>,
+    /// Per claim, per constraint: where it is.
+    constraint_state: Vec<Vec<ConstraintState>>,
+    /// Capacity the shared devices picked in this attempt consume.
+    allocating_capacity: HashMap<&'a DeviceId, Capacity>,
     /// The alternative picked for each `firstAvailable` request.
     selected: HashMap<(usize, usize), usize>,
 }
@@ -741,6 +842,8 @@ impl<'a> Run<'a> {
                 for device in &slice.devices {
                     if selectable(&claim, req, device, self.taint_rules, self.features)?
                         && device.serves(self.node.name, self.node.labels, &slice.name)?
+                        && (!self.features.consumable_capacity
+                            || self.capacity_check(req, device)?.is_some())
                     {
                         out.push((pi, *slice, device));
                     }
@@ -750,8 +853,43 @@ impl<'a> Run<'a> {
         Ok(out)
     }
 
+    /// Taken whole by another claim or by a claim of this pod. With consumable capacity
+    /// off, shared allocations count as whole ones.
     fn in_use(&self, id: &DeviceId) -> bool {
-        self.allocated.contains(id) || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+        let allocated = if self.features.consumable_capacity {
+            self.allocated.devices.contains(id)
+        } else {
+            self.allocated.has(id)
+        };
+        allocated || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+    }
+
+    /// Whether some capacity of the shared device is taken (upstream's
+    /// `deviceCapacityInUse`): its counters are already counted then.
+    fn capacity_in_use(&self, id: &DeviceId) -> bool {
+        self.allocated.capacity.contains_key(id) || self.allocating_capacity.contains_key(id)
+    }
+
+    /// Upstream's `CmpRequestOverCapacity`: what the request consumes of the device's
+    /// capacities, given what allocated claims and this attempt take already; None when
+    /// it does not fit.
+    fn capacity_check(
+        &self,
+        req: &RequestData,
+        device: &IndexedDevice,
+    ) -> Result<Option<BTreeMap<String, Amount>>, String> {
+        let capacity = device.capacity.as_ref().map_err(Clone::clone)?;
+        let allocated = self.allocated.capacity.get(&device.id);
+        let allocating = self.allocating_capacity.get(&device.id);
+        let used = |name: &str| {
+            allocated.and_then(|c| c.get(name)).copied().unwrap_or(0)
+                + allocating.and_then(|c| c.get(name)).copied().unwrap_or(0)
+        };
+        Ok(crate::capacity::fits(
+            req.capacity.as_ref(),
+            capacity,
+            &used,
+        ))
     }
 
     fn allocating_for_claim(&self, id: &DeviceId, ci: usize) -> bool {
@@ -889,6 +1027,9 @@ impl<'a> Run<'a> {
     /// Takes the device for the request if it is free and the claim's constraints allow
     /// it. `must`: the device is required ("all" mode), so a constraint violation is an
     /// error.
+    /// Takes the device for the request if it is free, its pool's counters and its
+    /// capacity hold it and the claim's constraints allow it. `must`: the device is
+    /// required ("all" mode), so a constraint violation is an error.
     #[allow(clippy::too_many_arguments)]
     fn try_device(
         &mut self,
@@ -899,8 +1040,9 @@ impl<'a> Run<'a> {
         device: &'a IndexedDevice,
         must: bool,
     ) -> Result<bool, Stop> {
+        let multiple = self.features.consumable_capacity && device.allows_multiple();
         if req.admin_access {
-            if self.allocating_for_claim(&device.id, r.claim) {
+            if !multiple && self.allocating_for_claim(&device.id, r.claim) {
                 return Ok(false);
             }
         } else if self.in_use(&device.id) {
@@ -910,39 +1052,48 @@ impl<'a> Run<'a> {
         if consumes && !self.features.partitionable_devices {
             return Ok(false);
         }
-        let counted = consumes;
+        let share = if self.features.consumable_capacity {
+            match self.capacity_check(req, device).map_err(Stop::Fatal)? {
+                None => return Ok(false),
+                Some(consumed) => multiple.then_some(consumed),
+            }
+        } else {
+            None
+        };
+        // A shared device already in use has its counters counted with that use.
+        let counted = consumes && !(multiple && self.capacity_in_use(&device.id));
         if counted && !self.take_counters(pool, device) {
             return Ok(false);
         }
-        let plan = &self.plans[r.claim];
-        for (i, (attr, requests)) in plan.constraints.iter().enumerate() {
-            if !constraint_applies(requests, &req.base, req.sub.as_deref()) {
-                continue;
+        if !self.add_to_constraints(r.claim, req, device) {
+            if counted {
+                self.release_counters(pool, device);
             }
-            let Some(value) = lookup_attribute(device, attr) else {
-                self.undo_constraints(r.claim, i, req);
-                if counted {
-                    self.release_counters(pool, device);
-                }
-                return self.constraint_failed(must, r, req, device);
-            };
-            let state = &mut self.constraint_state[r.claim][i];
-            match state {
-                None => *state = Some((value.clone(), 1)),
-                Some((first, n)) => {
-                    if !same_value(first, value) {
-                        self.undo_constraints(r.claim, i, req);
-                        if counted {
-                            self.release_counters(pool, device);
-                        }
-                        return self.constraint_failed(must, r, req, device);
-                    }
-                    *n += 1;
-                }
-            }
+            return self.constraint_failed(must, r, req, device);
         }
-        self.allocating.entry(&device.id).or_default().push(r.claim);
+        let entry = self.allocating.entry(&device.id).or_default();
+        if !multiple {
+            entry.push(r.claim);
+        }
+        let share = share.map(|consumed| {
+            let total = self.allocating_capacity.entry(&device.id).or_default();
+            for (name, a) in &consumed {
+                *total.entry(name.clone()).or_default() += a.nanos;
+            }
+            let seed = format!(
+                "{}/{}/{}/{}",
+                crate::manager::uid(&self.plans[r.claim].claim),
+                req.full_name,
+                device.id,
+                self.results[r.claim].len()
+            );
+            Share {
+                id: crate::capacity::share_id(&seed),
+                consumed,
+            }
+        });
         self.results[r.claim].push(DeviceChoice {
+            share,
             slice,
             device,
             request: req.full_name.clone(),
@@ -953,9 +1104,57 @@ impl<'a> Run<'a> {
         Ok(true)
     }
 
+    /// Adds the device to every constraint of the claim that applies to the request;
+    /// false (and nothing changed) when one refuses it.
+    fn add_to_constraints(
+        &mut self,
+        claim: usize,
+        req: &RequestData,
+        device: &IndexedDevice,
+    ) -> bool {
+        let plan = &self.plans[claim];
+        for (i, c) in plan.constraints.iter().enumerate() {
+            if !constraint_applies(c.requests(), &req.base, req.sub.as_deref()) {
+                continue;
+            }
+            let value = match c {
+                Constraint::Match(attr, _) | Constraint::Distinct(attr, _) => {
+                    lookup_attribute(device, attr)
+                }
+            };
+            let added = match (value, &mut self.constraint_state[claim][i]) {
+                (None, _) => false,
+                (Some(v), ConstraintState::Match(state)) => match state {
+                    None => {
+                        *state = Some((v.clone(), 1));
+                        true
+                    }
+                    Some((first, n)) if same_value(first, v) => {
+                        *n += 1;
+                        true
+                    }
+                    Some(_) => false,
+                },
+                (Some(v), ConstraintState::Distinct(taken)) => {
+                    if distinct_from(taken, v) {
+                        taken.push(v.clone());
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            if !added {
+                self.undo_constraints(claim, i, req);
+                return false;
+            }
+        }
+        true
+    }
+
     /// Whether a device of a pool counts as allocated for the pool's counters.
     fn is_allocated(&self, id: &DeviceId) -> bool {
-        self.allocated.contains(id)
+        self.allocated.has(id)
     }
 
     /// The pool's counters less what its allocated devices (on any node) consume.
@@ -1059,8 +1258,8 @@ impl<'a> Run<'a> {
     /// Rolls back the first `upto` constraints of a claim for one device.
     fn undo_constraints(&mut self, claim: usize, upto: usize, req: &RequestData) {
         let plan = &self.plans[claim];
-        for (i, (_, requests)) in plan.constraints.iter().enumerate().take(upto) {
-            if constraint_applies(requests, &req.base, req.sub.as_deref()) {
+        for (i, c) in plan.constraints.iter().enumerate().take(upto) {
+            if constraint_applies(c.requests(), &req.base, req.sub.as_deref()) {
                 release(&mut self.constraint_state[claim][i]);
             }
         }
@@ -1074,25 +1273,47 @@ impl<'a> Run<'a> {
         {
             claims.remove(pos);
         }
-        if let Some(choice) = self.results[r.claim].pop()
-            && choice.counted
-        {
-            self.release_counters(choice.pool, choice.device);
+        if let Some(choice) = self.results[r.claim].pop() {
+            if choice.counted {
+                self.release_counters(choice.pool, choice.device);
+            }
+            if let Some(share) = &choice.share
+                && let Some(total) = self.allocating_capacity.get_mut(&choice.device.id)
+            {
+                for (name, a) in &share.consumed {
+                    if let Some(v) = total.get_mut(name) {
+                        *v -= a.nanos;
+                    }
+                }
+                if total.values().all(|v| *v == 0) {
+                    self.allocating_capacity.remove(&choice.device.id);
+                }
+            }
         }
     }
 
     fn result_of(&self, ci: usize, plan: &ClaimPlan) -> Result<AllocationResult, String> {
-        let results: Vec<DeviceRequestAllocationResult> = self.results[ci]
-            .iter()
-            .map(|c| DeviceRequestAllocationResult {
-                request: c.request.clone(),
-                driver: c.device.id.driver.to_string(),
-                pool: c.device.id.pool.to_string(),
-                device: c.device.id.device.to_string(),
-                admin_access: c.admin_access.then_some(true),
-                ..Default::default()
-            })
-            .collect();
+        let results: Vec<DeviceRequestAllocationResult> =
+            self.results[ci]
+                .iter()
+                .map(|c| DeviceRequestAllocationResult {
+                    request: c.request.clone(),
+                    driver: c.device.id.driver.to_string(),
+                    pool: c.device.id.pool.to_string(),
+                    device: c.device.id.device.to_string(),
+                    admin_access: c.admin_access.then_some(true),
+                    share_id: c.share.as_ref().map(|s| s.id.clone()),
+                    consumed_capacity: c.share.as_ref().filter(|s| !s.consumed.is_empty()).map(
+                        |s| {
+                            s.consumed
+                                .iter()
+                                .map(|(name, a)| (name.clone(), K8sQuantity(a.text.clone())))
+                                .collect()
+                        },
+                    ),
+                    ..Default::default()
+                })
+                .collect();
         // Class configurations first, once per class, naming the requests they serve;
         // then the claim's own.
         let mut config: Vec<DeviceAllocationConfiguration> = Vec::new();
@@ -1166,13 +1387,43 @@ impl<'a> Run<'a> {
     }
 }
 
-fn release(state: &mut Option<(DeviceAttribute, usize)>) {
-    if let Some((_, n)) = state {
-        *n -= 1;
-        if *n == 0 {
-            *state = None;
+fn release(state: &mut ConstraintState) {
+    match state {
+        ConstraintState::Match(m) => {
+            if let Some((_, n)) = m {
+                *n -= 1;
+                if *n == 0 {
+                    *m = None;
+                }
+            }
+        }
+        ConstraintState::Distinct(taken) => {
+            taken.pop();
         }
     }
+}
+
+/// Whether `value` differs from every value taken so far. As upstream's
+/// `distinctAttributeConstraint`, a value of another type than one taken ends the
+/// comparison with a yes.
+fn distinct_from(taken: &[DeviceAttribute], value: &DeviceAttribute) -> bool {
+    for t in taken {
+        let same_type = (t.string.is_some() && value.string.is_some())
+            || (t.int.is_some() && value.int.is_some())
+            || (t.bool.is_some() && value.bool.is_some())
+            || (t.version.is_some() && value.version.is_some());
+        if t.string.is_none() && t.int.is_none() && t.bool.is_none() && t.version.is_none() {
+            // Unknown value type: cannot be compared.
+            return false;
+        }
+        if !same_type {
+            return true;
+        }
+        if same_value(t, value) {
+            return false;
+        }
+    }
+    true
 }
 
 fn constraint_applies(requests: &[String], base: &str, sub: Option<&str>) -> bool {

@@ -387,6 +387,8 @@ pub struct DeviceValue {
     driver: Arc<String>,
     attributes: HashMap<Arc<String>, HashMap<Arc<String>, Value>>,
     capacity: HashMap<Arc<String>, HashMap<Arc<String>, Value>>,
+    /// `allowMultipleAllocations` (DRAConsumableCapacity), false when unset.
+    allow_multiple: bool,
 }
 
 /// Splits a qualified name into domain and id; the driver is the default domain.
@@ -441,7 +443,14 @@ impl DeviceValue {
             driver: Arc::new(driver.to_string()),
             attributes: attrs,
             capacity: caps,
+            allow_multiple: false,
         })
+    }
+
+    /// The device's `allowMultipleAllocations`, as `device.allowMultipleAllocations`.
+    pub fn with_allow_multiple(mut self, allow: bool) -> Self {
+        self.allow_multiple = allow;
+        self
     }
 
     /// The `device` variable; domains named in `literals` that the device lacks are
@@ -468,10 +477,14 @@ impl DeviceValue {
             }
             Value::from(outer)
         };
-        let mut device: HashMap<String, Value> = HashMap::with_capacity(3);
+        let mut device: HashMap<String, Value> = HashMap::with_capacity(4);
         device.insert("driver".into(), Value::String(self.driver.clone()));
         device.insert("attributes".into(), build(&self.attributes));
         device.insert("capacity".into(), build(&self.capacity));
+        device.insert(
+            "allowMultipleAllocations".into(),
+            Value::Bool(self.allow_multiple),
+        );
         Value::from(device)
     }
 }

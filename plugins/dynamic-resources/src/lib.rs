@@ -22,6 +22,7 @@
 
 pub mod allocator;
 mod args;
+pub mod capacity;
 pub mod cel;
 pub mod manager;
 pub mod slices;
@@ -111,6 +112,7 @@ impl DynamicResources {
                 prioritized_list: gate("DRAPrioritizedList"),
                 device_taints: gate("DRADeviceTaints"),
                 partitionable_devices: gate("DRAPartitionableDevices"),
+                consumable_capacity: gate("DRAConsumableCapacity"),
             },
             filter_timeout,
             taint_rules: gate("DRADeviceTaintRules"),
@@ -475,7 +477,7 @@ impl PreFilterPlugin for DynamicResources {
         } else {
             let pending: Vec<Arc<ResourceClaim>> =
                 to_allocate.iter().map(|i| claims[*i].clone()).collect();
-            let allocated = self.manager.allocated_devices(objects);
+            let allocated = self.manager.allocated_state(objects);
             let index = self.manager.slices.get(&objects.resource_slices);
             let class_of = |name: &str| objects.device_classes.get(None, name);
             let taint_rules = if self.features.device_taints && self.taint_rules {

@@ -3,11 +3,12 @@
 //! end of PreBind, claims as the plugin last wrote them until the watcher catches up, the
 //! devices in use, the slice index and the CEL cache.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use kubesched_framework::ObjectStore;
+use kubesched_framework::model::Quantity;
 use kubesched_framework::model::k8s_openapi::api::resource::v1::ResourceClaim;
 use parking_lot::Mutex;
 
@@ -15,12 +16,63 @@ use crate::cel::CelCache;
 use crate::slices::{DeviceId, DeviceSet, SliceIndexCache};
 
 /// The devices in use, with the claim store generation and manager version they reflect.
-type AllocatedCache = (u64, u64, Arc<DeviceSet>);
+type AllocatedCache = (u64, u64, Arc<AllocatedState>);
 
 /// The devices each stored claim's allocation takes, by the address of the store's `Arc`
 /// (kept alive by the entry, so an address cannot be reused while it is here): a claim
 /// the store still holds unchanged is not read again.
-type DevicesByClaim = rustc_hash::FxHashMap<usize, (Arc<ResourceClaim>, Arc<[DeviceId]>)>;
+type DevicesByClaim = rustc_hash::FxHashMap<usize, (Arc<ResourceClaim>, Arc<ClaimDevices>)>;
+
+/// Capacity (nano-units) by capacity name.
+pub type Capacity = BTreeMap<String, i128>;
+
+/// What allocated claims (in-flight and assumed ones included) take from the devices
+/// (upstream's `AllocatedState`).
+#[derive(Debug, Default, Clone)]
+pub struct AllocatedState {
+    /// Devices allocated whole (results without a `shareID`).
+    pub devices: DeviceSet,
+    /// Devices with at least one shared allocation (results with a `shareID`,
+    /// DRAConsumableCapacity).
+    pub shared: DeviceSet,
+    /// The capacity the shared allocations of each device consume together.
+    pub capacity: HashMap<DeviceId, Capacity>,
+}
+
+impl From<DeviceSet> for AllocatedState {
+    fn from(devices: DeviceSet) -> Self {
+        Self {
+            devices,
+            ..Self::default()
+        }
+    }
+}
+
+impl AllocatedState {
+    /// Whether the device has any allocation (whole or shared).
+    pub fn has(&self, id: &DeviceId) -> bool {
+        self.devices.contains(id) || self.shared.contains(id) || self.capacity.contains_key(id)
+    }
+
+    fn add(&mut self, claim: &ClaimDevices) {
+        self.devices.extend(claim.whole.iter().cloned());
+        self.shared.extend(claim.shared.iter().cloned());
+        for (id, used) in &claim.capacity {
+            let total = self.capacity.entry(id.clone()).or_default();
+            for (name, q) in used {
+                *total.entry(name.clone()).or_default() += q;
+            }
+        }
+    }
+}
+
+/// What one claim's allocation takes.
+#[derive(Debug, Default)]
+pub struct ClaimDevices {
+    whole: Vec<DeviceId>,
+    shared: Vec<DeviceId>,
+    capacity: Vec<(DeviceId, Capacity)>,
+}
 
 /// Shared DRA state.
 #[derive(Debug, Default)]
@@ -138,11 +190,11 @@ impl Manager {
         removed
     }
 
-    /// Every device allocated to a claim or in flight, except admin-access allocations
+    /// What every claim allocated or in flight takes, except admin-access allocations
     /// (they do not take a device away from others). Claims the store holds unchanged since
     /// the last call are not read again: with a claim per pod, the store changes with every
     /// pod, and rereading every allocation per attempt was most of PreFilter's time.
-    pub fn allocated_devices(&self, objects: &ObjectStore) -> Arc<DeviceSet> {
+    pub fn allocated_state(&self, objects: &ObjectStore) -> Arc<AllocatedState> {
         let generation = objects.resource_claims.generation();
         let version = self.version.load(Ordering::Acquire);
         if let Some((g, v, set)) = self.allocated.lock().as_ref()
@@ -168,7 +220,7 @@ impl Manager {
                 _ => {}
             }
         }
-        let mut set = DeviceSet::default();
+        let mut set = AllocatedState::default();
         let mut known = self.devices_by_claim.lock();
         let mut next = DevicesByClaim::default();
         next.reserve(known.len());
@@ -179,17 +231,17 @@ impl Manager {
                 None => devices_of(&claim),
             };
             if !replaced.contains(&address) {
-                set.extend(devices.iter().cloned());
+                set.add(&devices);
             }
             next.insert(address, (claim, devices));
         }
         *known = next;
         drop(known);
         for claim in &newer {
-            set.extend(devices_of(claim).iter().cloned());
+            set.add(&devices_of(claim));
         }
         for claim in self.in_flight.lock().values() {
-            set.extend(devices_of(claim).iter().cloned());
+            set.add(&devices_of(claim));
         }
         let set = Arc::new(set);
         *self.allocated.lock() = Some((generation, version, set.clone()));
@@ -197,19 +249,51 @@ impl Manager {
     }
 }
 
-/// The devices a claim's allocation takes away from others (admin access takes none).
-fn devices_of(claim: &ResourceClaim) -> Arc<[DeviceId]> {
-    claim
+/// The devices a claim's allocation takes away from others (admin access takes none):
+/// whole, or shared with the capacity the share consumes.
+fn devices_of(claim: &ResourceClaim) -> Arc<ClaimDevices> {
+    let mut out = ClaimDevices::default();
+    let results = claim
         .status
         .as_ref()
         .and_then(|s| s.allocation.as_ref())
         .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|r| r.admin_access != Some(true))
-        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
-        .collect()
+        .and_then(|d| d.results.as_ref());
+    for (i, r) in results.into_iter().flatten().enumerate() {
+        if r.admin_access == Some(true) {
+            continue;
+        }
+        let id = DeviceId::new(&r.driver, &r.pool, &r.device);
+        if r.share_id.is_none() {
+            out.whole.push(id);
+            continue;
+        }
+        let mut used = Capacity::new();
+        let mut broken = false;
+        for (name, q) in r.consumed_capacity.iter().flatten() {
+            match Quantity::parse(&q.0) {
+                Ok(q) => *used.entry(name.clone()).or_default() += q.nanos(),
+                Err(e) => {
+                    tracing::warn!(
+                        claim = %crate::allocator::kobj(claim),
+                        field = %format!("status.allocation.devices.results[{i}].consumedCapacity[{name}]"),
+                        error = %e,
+                        "unreadable consumed capacity: the device counts as allocated whole"
+                    );
+                    broken = true;
+                }
+            }
+        }
+        if broken {
+            out.whole.push(id);
+            continue;
+        }
+        if !used.is_empty() {
+            out.capacity.push((id.clone(), used));
+        }
+        out.shared.push(id);
+    }
+    Arc::new(out)
 }
 
 #[cfg(test)]
@@ -234,8 +318,8 @@ mod tests {
         .expect("claim")
     }
 
-    fn names(set: &DeviceSet) -> Vec<String> {
-        let mut out: Vec<String> = set.iter().map(|d| d.device.to_string()).collect();
+    fn names(state: &AllocatedState) -> Vec<String> {
+        let mut out: Vec<String> = state.devices.iter().map(|d| d.device.to_string()).collect();
         out.sort();
         out
     }
@@ -249,14 +333,14 @@ mod tests {
             .upsert(claim("a", "1", &[("gpu-0", false), ("gpu-1", true)]));
         objects.resource_claims.upsert(claim("b", "1", &[]));
         // Admin access leaves the device to others.
-        assert_eq!(names(&manager.allocated_devices(&objects)), ["gpu-0"]);
+        assert_eq!(names(&manager.allocated_state(&objects)), ["gpu-0"]);
 
         // A copy the plugin wrote, newer than the store's, counts instead of it; an
         // allocation in flight counts too.
         manager.assume(Arc::new(claim("b", "2", &[("gpu-2", false)])));
         manager.signal_pending_allocation(Arc::new(claim("c", "1", &[("gpu-3", false)])));
         assert_eq!(
-            names(&manager.allocated_devices(&objects)),
+            names(&manager.allocated_state(&objects)),
             ["gpu-0", "gpu-2", "gpu-3"]
         );
 
@@ -266,7 +350,7 @@ mod tests {
             .upsert(claim("b", "2", &[("gpu-2", false)]));
         manager.remove_pending_allocation("uid-c");
         objects.resource_claims.remove(Some("ns"), "a");
-        assert_eq!(names(&manager.allocated_devices(&objects)), ["gpu-2"]);
+        assert_eq!(names(&manager.allocated_state(&objects)), ["gpu-2"]);
 
         // Unchanged claims are remembered by the store's object, not reread.
         assert_eq!(manager.devices_by_claim.lock().len(), 1);

@@ -75,6 +75,46 @@ pub struct CounterUse {
 /// A counter set: counter name and value.
 pub type Counters = BTreeMap<String, Quantity>;
 
+/// A quantity as written (for allocation results) and its value in nano-units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amount {
+    /// The text of the API object.
+    pub text: String,
+    /// The value.
+    pub nanos: i128,
+}
+
+impl Amount {
+    fn parse(text: &str, what: impl FnOnce() -> String) -> Result<Self, String> {
+        Ok(Self {
+            text: text.to_string(),
+            nanos: quantity(text, what)?.nanos(),
+        })
+    }
+}
+
+/// A capacity's `requestPolicy` (DRAConsumableCapacity).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestPolicy {
+    /// What a request that does not name the capacity consumes.
+    pub default: Option<Amount>,
+    /// `validRange`: min, optional max and step.
+    pub range: Option<(Amount, Option<Amount>, Option<Amount>)>,
+    /// `validValues`, ascending.
+    pub valid_values: Option<Vec<Amount>>,
+}
+
+/// One capacity of a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceCapacity {
+    /// Its name as the device publishes it.
+    pub name: String,
+    /// The total.
+    pub value: Amount,
+    /// How requests for it are rounded and checked.
+    pub policy: Option<RequestPolicy>,
+}
+
 /// Where a device of a `perDeviceNodeSelection` slice is reachable.
 #[derive(Debug)]
 pub enum DeviceNodes {
@@ -99,6 +139,8 @@ pub struct IndexedDevice {
     pub counters: Result<Vec<CounterUse>, String>,
     /// Where it is reachable, for a slice with `perDeviceNodeSelection` (else None).
     pub nodes: Option<DeviceNodes>,
+    /// Its capacities, or why they cannot be read.
+    pub capacity: Result<Vec<DeviceCapacity>, String>,
     value: OnceLock<Result<DeviceValue, String>>,
     /// Selector results already computed for this device: (expression, matched).
     memo: Mutex<Vec<(Arc<CompiledExpression>, bool)>>,
@@ -113,7 +155,13 @@ impl IndexedDevice {
                 self.device.attributes.as_ref(),
                 self.device.capacity.as_ref(),
             )
+            .map(|v| v.with_allow_multiple(self.allows_multiple()))
         })
+    }
+
+    /// Whether several claims may share the device (`allowMultipleAllocations`).
+    pub fn allows_multiple(&self) -> bool {
+        self.device.allow_multiple_allocations == Some(true)
     }
 
     /// Whether the device consumes counters (a partitionable device).
@@ -223,6 +271,66 @@ fn counter_uses(slice: &str, d: &Device) -> Result<Vec<CounterUse>, String> {
     Ok(out)
 }
 
+fn capacities(slice: &str, d: &Device) -> Result<Vec<DeviceCapacity>, String> {
+    let field = |name: &str, rest: &str| {
+        format!("slice {slice}, device {}: capacity[{name}]{rest}", d.name)
+    };
+    let mut out = Vec::new();
+    for (name, cap) in d.capacity.iter().flatten() {
+        let value = Amount::parse(&cap.value.0, || field(name, ".value"))?;
+        let policy = match &cap.request_policy {
+            None => None,
+            Some(p) => Some(RequestPolicy {
+                default: p
+                    .default
+                    .as_ref()
+                    .map(|q| Amount::parse(&q.0, || field(name, ".requestPolicy.default")))
+                    .transpose()?,
+                range: match &p.valid_range {
+                    None => None,
+                    Some(r) => Some((
+                        Amount::parse(&r.min.0, || field(name, ".requestPolicy.validRange.min"))?,
+                        r.max
+                            .as_ref()
+                            .map(|q| {
+                                Amount::parse(&q.0, || field(name, ".requestPolicy.validRange.max"))
+                            })
+                            .transpose()?,
+                        r.step
+                            .as_ref()
+                            .map(|q| {
+                                Amount::parse(&q.0, || {
+                                    field(name, ".requestPolicy.validRange.step")
+                                })
+                            })
+                            .transpose()?,
+                    )),
+                },
+                valid_values: p
+                    .valid_values
+                    .as_ref()
+                    .map(|v| {
+                        v.iter()
+                            .enumerate()
+                            .map(|(i, q)| {
+                                Amount::parse(&q.0, || {
+                                    field(name, &format!(".requestPolicy.validValues[{i}]"))
+                                })
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .transpose()?,
+            }),
+        };
+        out.push(DeviceCapacity {
+            name: name.clone(),
+            value,
+            policy,
+        });
+    }
+    Ok(out)
+}
+
 fn counter_sets(slice: &ResourceSlice) -> Result<Vec<(String, Counters)>, String> {
     let name = slice.metadata.name.as_deref().unwrap_or("");
     let mut out = Vec::new();
@@ -270,6 +378,7 @@ impl IndexedSlice {
                     device: d.name.as_str().into(),
                 },
                 counters: counter_uses(slice_name, d),
+                capacity: capacities(slice_name, d),
                 nodes: per_device.then(|| device_nodes(d)),
                 device: d.clone(),
                 value: OnceLock::new(),

@@ -111,7 +111,7 @@ impl Fixture {
         let allocator = Allocator::new(
             Features::default(),
             &claims,
-            Arc::new(allocated),
+            Arc::new(allocated.into()),
             &class_of,
             index,
             &CelCache::default(),
@@ -995,7 +995,7 @@ fn taints_are_ignored_with_device_taints_off() {
     let allocator = Allocator::new(
         off,
         &claims,
-        Arc::new(DeviceSet::default()),
+        Arc::new(DeviceSet::default().into()),
         &class_of,
         index,
         &CelCache::default(),

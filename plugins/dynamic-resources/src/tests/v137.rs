@@ -4,6 +4,7 @@
 //! with the gate off as well.
 
 use super::*;
+use kubesched_framework::model::k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
 
 /// A slice of pool `pool` (driver [`DRIVER`]) with the given spec fields merged in.
 fn slice(name: &str, pool: &str, count: i64, spec: Value) -> ResourceSlice {
@@ -38,6 +39,8 @@ struct Case {
     slices: Vec<ResourceSlice>,
     /// Devices of other claims, as (pool, device).
     allocated: Vec<(&'static str, &'static str)>,
+    /// Shared allocations of other claims: (pool, device, capacity name, consumed).
+    shared: Vec<(&'static str, &'static str, &'static str, &'static str)>,
     features: Features,
     node: &'static str,
     labels: Vec<(&'static str, &'static str)>,
@@ -48,6 +51,7 @@ impl Case {
         Self {
             slices,
             allocated: Vec::new(),
+            shared: Vec::new(),
             features: Features::default(),
             node: "n1",
             labels: Vec::new(),
@@ -56,6 +60,14 @@ impl Case {
 
     fn allocated(mut self, devices: &[(&'static str, &'static str)]) -> Self {
         self.allocated = devices.to_vec();
+        self
+    }
+
+    fn shared(
+        mut self,
+        shares: &[(&'static str, &'static str, &'static str, &'static str)],
+    ) -> Self {
+        self.shared = shares.to_vec();
         self
     }
 
@@ -82,12 +94,26 @@ impl Case {
             .iter()
             .map(|(pool, d)| DeviceId::new(DRIVER, pool, d))
             .collect();
+        let mut state = crate::manager::AllocatedState::from(allocated);
+        for (pool, device, name, q) in &self.shared {
+            let id = DeviceId::new(DRIVER, pool, device);
+            state.shared.insert(id.clone());
+            let n = kubesched_framework::model::Quantity::parse(q)
+                .expect("quantity")
+                .nanos();
+            *state
+                .capacity
+                .entry(id)
+                .or_default()
+                .entry((*name).to_string())
+                .or_default() += n;
+        }
         let index = Arc::new(SliceIndex::build(&f.objects.resource_slices));
         let class_of = |n: &str| f.objects.device_classes.get(None, n);
         let allocator = Allocator::new(
             self.features,
             &claims,
-            Arc::new(allocated),
+            Arc::new(state),
             &class_of,
             index,
             &CelCache::default(),
@@ -473,4 +499,260 @@ fn emulated_v1_35_does_not_allocate_partitions() {
     ))
     .run(&pod, &nodes);
     assert!(old.feasible().is_empty(), "{old:?}");
+}
+
+// ---- consumable capacity -------------------------------------------------------------
+
+/// Two NICs on n1 of 10G bandwidth each, shared by whoever asks, in steps of 1G from 1G.
+fn shared_nics() -> Vec<ResourceSlice> {
+    let nic = |name: &str, port: i64| {
+        json!({
+            "name": name,
+            "allowMultipleAllocations": true,
+            "attributes": {"port": {"int": port}},
+            "capacity": {"bandwidth": {"value": "10G", "requestPolicy": {
+                "default": "1G", "validRange": {"min": "1G", "step": "1G"}}}},
+        })
+    };
+    vec![slice(
+        "n1-nics",
+        "n1",
+        1,
+        json!({"nodeName": "n1", "devices": [nic("nic-0", 0), nic("nic-1", 1)]}),
+    )]
+}
+
+/// A request for one device with capacity requests.
+fn bandwidth(name: &str, amount: &str) -> Value {
+    json!({"name": name, "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"bandwidth": amount}}}})
+}
+
+fn results(a: &AllocationResult) -> Vec<DeviceRequestAllocationResult> {
+    a.devices
+        .as_ref()
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn shared_devices_take_several_requests_within_their_capacity() {
+    let c = |name, amount| claim(name, json!({"requests": [bandwidth("nic", amount)]}));
+    let one_nic = || {
+        let mut s = shared_nics();
+        if let Some(d) = s[0].spec.devices.as_mut() {
+            d.truncate(1);
+        }
+        s
+    };
+    type Row = (
+        &'static str,
+        Case,
+        Vec<ResourceClaim>,
+        Option<Vec<Vec<String>>>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "two claims share one NIC (v1.34's allocator gave each its own)",
+            Case::new(one_nic()),
+            vec![c("a", "3G"), c("b", "2500M")],
+            some(&[&["n1/nic-0"], &["n1/nic-0"]]),
+        ),
+        (
+            "3G, then 2500M rounded up to 3G, then 5G is one too many",
+            Case::new(one_nic()),
+            vec![c("a", "3G"), c("b", "2500M"), c("c", "5G")],
+            None,
+        ),
+        (
+            "shares of other claims count",
+            Case::new(one_nic()).shared(&[("n1", "nic-0", "bandwidth", "8G")]),
+            vec![c("a", "3G")],
+            None,
+        ),
+        (
+            "what they leave is there",
+            Case::new(one_nic()).shared(&[("n1", "nic-0", "bandwidth", "8G")]),
+            vec![c("a", "2G")],
+            some(&[&["n1/nic-0"]]),
+        ),
+        (
+            "a request for a capacity the device lacks",
+            Case::new(one_nic()),
+            vec![claim(
+                "a",
+                json!({"requests": [{"name": "nic", "exactly": {"deviceClassName": "gpu",
+                    "capacity": {"requests": {"memory": "1G"}}}}]}),
+            )],
+            None,
+        ),
+        (
+            "the next device when the first is full",
+            Case::new(shared_nics()).shared(&[("n1", "nic-0", "bandwidth", "10G")]),
+            vec![c("a", "1G")],
+            some(&[&["n1/nic-1"]]),
+        ),
+        (
+            "a device allocated whole is not shared",
+            Case::new(shared_nics()).allocated(&[("n1", "nic-0")]),
+            vec![c("a", "1G")],
+            some(&[&["n1/nic-1"]]),
+        ),
+    ];
+    for (name, case, claims, want) in rows {
+        assert_eq!(case.devices(&claims), want, "{name}");
+    }
+}
+
+#[test]
+fn shared_allocations_record_share_and_consumed_capacity() {
+    let got = Case::new(shared_nics())
+        .allocate(&[claim(
+            "a",
+            json!({"requests": [bandwidth("nic", "2500M"), {"name": "plain", "exactly": {"deviceClassName": "gpu"}}]}),
+        )])
+        .expect("no error")
+        .expect("fits");
+    let r = results(&got[0]);
+    assert_eq!(r.len(), 2);
+    let consumed = |i: usize| serde_json::to_value(&r[i].consumed_capacity).expect("json");
+    assert_eq!(
+        consumed(0),
+        json!({"bandwidth": "3G"}),
+        "rounded up to a step"
+    );
+    assert_eq!(
+        consumed(1),
+        json!({"bandwidth": "1G"}),
+        "a request without capacity requests takes the default"
+    );
+    assert_eq!(r[0].device, "nic-0");
+    assert_eq!(r[1].device, "nic-0", "the same NIC again, as another share");
+    let (a, b) = (r[0].share_id.clone(), r[1].share_id.clone());
+    assert!(a.is_some() && b.is_some() && a != b, "{a:?} {b:?}");
+}
+
+#[test]
+fn distinct_attribute_keeps_shares_apart() {
+    let two = |constraints: Value| {
+        claim(
+            "a",
+            json!({"requests": [bandwidth("x", "1G"), bandwidth("y", "1G")], "constraints": constraints}),
+        )
+    };
+    assert_eq!(
+        Case::new(shared_nics()).devices(&[two(json!([]))]),
+        some(&[&["n1/nic-0", "n1/nic-0"]])
+    );
+    assert_eq!(
+        Case::new(shared_nics())
+            .devices(&[two(json!([{"distinctAttribute": "gpu.example.com/port"}]))]),
+        some(&[&["n1/nic-0", "n1/nic-1"]]),
+        "no two devices with the same port"
+    );
+    assert_eq!(
+        Case::new(shared_nics())
+            .features(Features {
+                consumable_capacity: false,
+                ..Features::default()
+            })
+            .allocate(&[claim(
+                "a",
+                json!({"requests": [{"name": "x", "exactly": {"deviceClassName": "gpu"}}],
+                       "constraints": [{"distinctAttribute": "gpu.example.com/port"}]}),
+            )]),
+        Err(
+            "claim default/a, constraint #0: empty constraint (unsupported constraint type?)"
+                .into()
+        ),
+        "gate off: the constraint is unknown"
+    );
+}
+
+#[test]
+fn consumable_capacity_off() {
+    let off = Case::new(shared_nics()).features(Features {
+        consumable_capacity: false,
+        ..Features::default()
+    });
+    assert_eq!(
+        off.allocate(&[claim("c", json!({"requests": [bandwidth("nic", "1G")]}))]),
+        Err("claim default/c, request nic: has capacity requests, but the DRAConsumableCapacity feature is disabled".into())
+    );
+    let plain = |name| claim(name, one_request(1, None));
+    assert_eq!(
+        off.devices(&[plain("a"), plain("b")]),
+        some(&[&["n1/nic-0"], &["n1/nic-1"]]),
+        "each claim gets a device of its own"
+    );
+    let off = off.shared(&[("n1", "nic-0", "bandwidth", "1G")]);
+    assert_eq!(
+        off.devices(&[plain("a")]),
+        some(&[&["n1/nic-1"]]),
+        "a shared allocation counts as a whole one"
+    );
+}
+
+#[test]
+fn filter_counts_the_shares_of_allocated_claims() {
+    let f = Fixture::new(shared_nics());
+    let mut other = claim("other", json!({"requests": [bandwidth("nic", "9G")]}));
+    other.status = Some(de(json!({"allocation": {"devices": {"results": [
+        {"request": "nic", "driver": DRIVER, "pool": "n1", "device": "nic-0",
+         "shareID": "6a1f0a1e-0000-4000-8000-000000000001", "consumedCapacity": {"bandwidth": "9G"}},
+        {"request": "nic", "driver": DRIVER, "pool": "n1", "device": "nic-1",
+         "shareID": "6a1f0a1e-0000-4000-8000-000000000002", "consumedCapacity": {"bandwidth": "9G"}},
+    ]}}})));
+    f.objects.resource_claims.upsert(other);
+    f.objects.resource_claims.upsert(claim(
+        "small",
+        json!({"requests": [bandwidth("nic", "1G")]}),
+    ));
+    f.objects
+        .resource_claims
+        .upsert(claim("big", json!({"requests": [bandwidth("nic", "2G")]})));
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let plugin = || PluginHarness::new(plugin_on(f.objects.clone()));
+    assert_eq!(
+        plugin()
+            .run(&pod_with_claim("small").info(), &nodes)
+            .feasible(),
+        vec!["n1"]
+    );
+    let big = plugin().run(&pod_with_claim("big").info(), &nodes);
+    assert_eq!(
+        big.filter_of("n1").map(|s| s.reasons.clone()),
+        Some(vec![ERR_REASON_CANNOT_ALLOCATE.to_string()])
+    );
+    let old = PluginHarness::new(plugin_at(
+        f.objects.clone(),
+        kubesched_framework::Version::V1_35,
+    ))
+    .run(&pod_with_claim("small").info(), &nodes);
+    let status = old.filter_of("n1").expect("filtered");
+    assert_eq!(
+        (status.code.as_str(), status.reasons.clone()),
+        (
+            "Error",
+            vec!["claim default/small, request nic: has capacity requests, but the DRAConsumableCapacity feature is disabled".to_string()]
+        ),
+        "emulated v1.35: capacity requests are an error"
+    );
+}
+
+#[test]
+fn selectors_see_allow_multiple_allocations() {
+    let pick = |expr: &str| claim("c", one_request(1, Some(expr)));
+    let mut slices = shared_nics();
+    let mut gpus = gpu_slice("n1", &["40Gi"]);
+    gpus.spec.pool.name = "gpus".into();
+    slices.push(gpus);
+    let case = Case::new(slices);
+    assert_eq!(
+        case.devices(&[pick("device.allowMultipleAllocations")]),
+        some(&[&["n1/nic-0"]])
+    );
+    assert_eq!(
+        case.devices(&[pick("!device.allowMultipleAllocations")]),
+        some(&[&["gpus/gpu-0"]])
+    );
 }
