@@ -7,83 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use k8s_openapi::api::core::v1 as api;
-use kubesched_model::{Node, PodInfo};
 use kubesched_scheduler::Explanation;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::cluster::SimCluster;
 use crate::report::{PodState, SimReport, Summary};
-
-/// Requested against allocatable on one node at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NodeUsage {
-    /// The node.
-    pub node: String,
-    /// Allocatable cpu, millicores.
-    pub cpu_allocatable: i64,
-    /// Requested cpu of the pods on it, millicores.
-    pub cpu_requested: i64,
-    /// Allocatable memory, bytes.
-    pub memory_allocatable: i64,
-    /// Requested memory, bytes.
-    pub memory_requested: i64,
-    /// Pods the node admits.
-    pub pods_allocatable: i64,
-    /// Pods on it.
-    pub pods: i64,
-}
-
-/// Every node's usage now: pods bound to it that have not finished count.
-pub fn node_usage(cluster: &SimCluster) -> Vec<NodeUsage> {
-    let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
-    for node in cluster.nodes() {
-        let Ok(model) = Node::new(node) else {
-            continue;
-        };
-        usage.insert(
-            model.name.clone(),
-            NodeUsage {
-                node: model.name.clone(),
-                cpu_allocatable: model.allocatable.milli_cpu,
-                cpu_requested: 0,
-                memory_allocatable: model.allocatable.memory,
-                memory_requested: 0,
-                pods_allocatable: model.allocatable.allowed_pod_number,
-                pods: 0,
-            },
-        );
-    }
-    for pod in cluster.pods() {
-        let Some(node) = bound_node(&pod) else {
-            continue;
-        };
-        let Some(u) = usage.get_mut(node) else {
-            continue;
-        };
-        let Ok(info) = PodInfo::new(pod.clone()) else {
-            continue;
-        };
-        u.cpu_requested += info.requests.milli_cpu;
-        u.memory_requested += info.requests.memory;
-        u.pods += 1;
-    }
-    usage.into_values().collect()
-}
-
-fn bound_node(pod: &Arc<api::Pod>) -> Option<&str> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
-        return None;
-    }
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .filter(|n| !n.is_empty())
-}
+pub use crate::usage::NodeUsage;
 
 /// One resource of one node, before and after, in percent of allocatable.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -21,38 +21,8 @@ use kubesched_scheduler::Explanation;
 use serde::Serialize;
 
 use crate::load::InputProblem;
-use crate::whatif::WhatIf;
-
-/// Where a pod ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum PodState {
-    /// Bound to a node.
-    Scheduled,
-    /// Its last attempt failed.
-    Unschedulable,
-    /// Never attempted (gated, or waiting).
-    Pending,
-    /// Evicted by preemption to make room for a higher-priority pod.
-    Preempted,
-    /// Evicted by preemption, its termination grace period still running.
-    Terminating,
-    /// An API server would refuse it (a negative request, a bad operator): not
-    /// scheduled, not retried; the message names the field.
-    Invalid,
-}
-
-impl PodState {
-    fn as_str(&self) -> &'static str {
-        match self {
-            Self::Scheduled => "Scheduled",
-            Self::Unschedulable => "Unschedulable",
-            Self::Pending => "Pending",
-            Self::Preempted => "Preempted",
-            Self::Terminating => "Terminating",
-            Self::Invalid => "Invalid",
-        }
-    }
-}
+pub use crate::outcomes::PodState;
+use crate::outcomes::WhatIf;
 
 /// How one scheduling attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

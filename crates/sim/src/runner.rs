@@ -775,8 +775,8 @@ impl Simulation {
 
     /// Requested cpu, memory and pod count against allocatable on every node, now (for the
     /// HTML report's before/after charts).
-    pub fn node_usage(&self) -> Vec<crate::html::NodeUsage> {
-        crate::html::node_usage(&self.cluster)
+    pub fn node_usage(&self) -> Vec<crate::usage::NodeUsage> {
+        crate::usage::node_usage(&self.cluster)
     }
 
     /// `createNodes`: `count` copies of the template named `<prefix>-<n>`, with hostname,

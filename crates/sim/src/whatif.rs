@@ -16,10 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kubesched_config::LoadedConfig;
 use kubesched_framework::model::LabelSelector;
-use serde::Serialize;
 
 use crate::cluster::pod_key;
 use crate::load::{InputProblem, Manifests};
+pub use crate::outcomes::{
+    AddNodesAnswer, BudgetCheck, DrainAnswer, DrainedPod, ExplainAnswer, Outcome, PodOutcome,
+    ScaleAnswer, SkippedPod, Trial, WhatIf,
+};
 use crate::report::{PodState, SimReport};
 use crate::runner::{SimError, Simulation, SimulationOptions};
 
@@ -55,164 +58,6 @@ impl Scenario {
         sim.load(self.manifests.clone(), &self.file_hint);
         Ok(sim)
     }
-}
-
-/// The answer to a what-if, attached to the report of the run that gives it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "question", rename_all = "kebab-case")]
-pub enum WhatIf {
-    /// `--add-nodes`.
-    AddNodes(AddNodesAnswer),
-    /// `--drain`.
-    Drain(DrainAnswer),
-    /// `--scale-workload`.
-    ScaleWorkload(ScaleAnswer),
-    /// `kubesched explain`: one pod scheduled as a dry run on a cluster read once.
-    Explain(ExplainAnswer),
-}
-
-/// Where one pod would go if it were scheduled now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExplainAnswer {
-    /// `namespace/name`.
-    pub pod: String,
-    /// The profile it was scheduled with.
-    pub profile: String,
-    /// The node it runs on now, for a bound pod.
-    pub bound_to: Option<String>,
-    /// How the dry run ended, and where.
-    #[serde(flatten)]
-    pub outcome: Outcome,
-    /// For a bound pod: whether it would go to the same node again.
-    pub same_node: Option<bool>,
-}
-
-/// How many copies of the template nodes it takes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AddNodesAnswer {
-    /// The template nodes' names; one copy adds one of each.
-    pub templates: Vec<String>,
-    /// The most copies tried.
-    pub max: usize,
-    /// The smallest number of copies with which every pending pod schedules without
-    /// evicting anyone, or null when even `max` copies are not enough.
-    pub nodes_to_add: Option<usize>,
-    /// The nodes added in the run this report shows (`nodes_to_add` copies, else `max`).
-    pub added_nodes: Vec<String>,
-    /// Every count tried, in the order tried.
-    pub tried: Vec<Trial>,
-    /// Pods that still fail (or running pods still evicted) in the run this report shows.
-    pub still_failing: Vec<PodOutcome>,
-}
-
-/// One re-run of the simulation with some copies added.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Trial {
-    /// Copies added.
-    pub copies: usize,
-    /// Pending pods that did not schedule.
-    pub unschedulable: usize,
-    /// Running pods that preemption evicted.
-    pub preempted: usize,
-}
-
-/// Where a pod ended in the answering run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PodOutcome {
-    /// `namespace/name`.
-    pub pod: String,
-    /// Scheduled, Unschedulable, Pending, Preempted or Terminating.
-    pub status: PodState,
-    /// The node, or null.
-    pub node: Option<String>,
-    /// The FailedScheduling message (or the Preempted event's), or null.
-    pub message: Option<String>,
-}
-
-/// Where a drained node's pods would go.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DrainAnswer {
-    /// The drained (cordoned) nodes.
-    pub nodes: Vec<String>,
-    /// Pods a drain evicts, each with where its replacement went.
-    pub evicted: Vec<DrainedPod>,
-    /// Pods a drain leaves alone or refuses to evict, and why.
-    pub not_evicted: Vec<SkippedPod>,
-    /// The PodDisruptionBudgets covering evicted pods.
-    pub budgets: Vec<BudgetCheck>,
-    /// Whether every evicted pod's replacement found a node.
-    pub all_rescheduled: bool,
-}
-
-/// One evicted pod and its replacement.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DrainedPod {
-    /// `namespace/name` (the replacement carries the same name).
-    pub pod: String,
-    /// The drained node it ran on.
-    pub from: String,
-    /// Its controller, `Kind/name`.
-    pub owner: String,
-    /// Where the replacement went.
-    #[serde(flatten)]
-    pub outcome: Outcome,
-}
-
-/// Where a pod went: its status, node and message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Outcome {
-    /// Scheduled, Unschedulable, ...
-    pub status: PodState,
-    /// The node, or null.
-    pub to: Option<String>,
-    /// The FailedScheduling message, or null.
-    pub message: Option<String>,
-}
-
-/// A pod on a drained node that a drain does not evict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkippedPod {
-    /// `namespace/name`.
-    pub pod: String,
-    /// The node.
-    pub node: String,
-    /// Why it is not evicted.
-    pub reason: String,
-}
-
-/// A PodDisruptionBudget that covers evicted pods.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BudgetCheck {
-    /// `namespace/name`.
-    pub budget: String,
-    /// Evictions it allows now.
-    pub disruptions_allowed: i32,
-    /// Where that number comes from: `status` (the disruption controller's, which the
-    /// eviction API reads) or `spec` (computed from the dump's pods when it has no status).
-    pub source: &'static str,
-    /// The evicted pods it covers.
-    pub pods: Vec<String>,
-    /// What it does to the drain.
-    pub verdict: String,
-}
-
-/// Where the new replicas of a workload would go.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScaleAnswer {
-    /// `Deployment`, `StatefulSet` or `ReplicaSet`.
-    pub kind: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Pods of the workload in the dump.
-    pub current: usize,
-    /// The replicas asked for.
-    pub replicas: usize,
-    /// The new pods and where they went.
-    pub added: Vec<PodOutcome>,
-    /// Claims made from a StatefulSet's volumeClaimTemplates, `namespace/name`.
-    pub claims: Vec<String>,
 }
 
 fn what_if_error(message: impl Into<String>) -> SimError {
