@@ -182,6 +182,10 @@ impl FeatureDef {
 /// The gates kubesched reads, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Feature {
+    /// Workload-aware scheduling (KEP-4671): `scheduling.k8s.io/v1beta1` PodGroups, the
+    /// GangScheduling plugin in the default profile and the pod-group scheduling cycle
+    /// (alpha 1.35, beta and off in v1.37).
+    GenericWorkload,
     /// The NodeDeclaredFeatures plugin is in the default profile and keeps pods off nodes
     /// that do not declare the features the pod needs (KEP-5328; alpha 1.35, beta 1.36, GA
     /// and locked from v1.37).
@@ -213,6 +217,7 @@ impl Feature {
     /// Upstream's name.
     pub fn name(self) -> &'static str {
         match self {
+            Self::GenericWorkload => "GenericWorkload",
             Self::NodeDeclaredFeatures => "NodeDeclaredFeatures",
             Self::NominatedNodeNameForExpectation => "NominatedNodeNameForExpectation",
             Self::SchedulerAsyncPreemption => "SchedulerAsyncPreemption",
@@ -335,10 +340,10 @@ pub const FEATURES: &[FeatureDef] = &[
         &[at(34, true, Ga), ga_locked(35)],
     ),
     removed(37, def("GangScheduling", &[at(35, false, Alpha)])),
-    def(
+    honoured(def(
         "GenericWorkload",
         &[at(35, false, Alpha), at(37, false, Beta)],
-    ),
+    )),
     def(
         "InPlacePodLevelResourcesVerticalScaling",
         &[at(35, false, Alpha), at(36, true, Beta)],

@@ -36,6 +36,12 @@ pub trait LivePods: Send + Sync {
     fn by_uid(&self, _uid: &str) -> Option<Arc<PodInfo>> {
         None
     }
+
+    /// The pods of `namespace` whose `spec.schedulingGroup.podGroupName` is `group`, sorted
+    /// by name (GenericWorkload's pod groups).
+    fn in_pod_group(&self, _namespace: &str, _group: &str) -> Vec<Arc<PodInfo>> {
+        Vec::new()
+    }
 }
 
 /// No pods: the view of a handle built without a scheduler (unit tests).

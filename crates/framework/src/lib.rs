@@ -40,6 +40,7 @@ mod runtime;
 mod snapshot;
 mod status;
 mod waiting;
+pub mod workload;
 mod writer;
 
 pub use client::{

@@ -271,6 +271,10 @@ pub trait Plugin: Send + Sync + 'static {
     fn as_pod_events(&self) -> Option<&dyn PodEventsPlugin> {
         None
     }
+    /// The plugin as a group-cycle PlacementFeasible plugin (GenericWorkload), if it is one.
+    fn as_placement_feasible(&self) -> Option<&dyn crate::workload::PlacementFeasiblePlugin> {
+        None
+    }
 }
 
 /// Orders the active queue. All profiles share one.

@@ -17,6 +17,7 @@
 use std::marker::PhantomData;
 
 use crate::plugin::*;
+use crate::workload::PlacementFeasiblePlugin;
 
 /// The compile-time probe of plugin type `T`. See the module docs.
 pub struct Probe<T>(PhantomData<fn() -> T>);
@@ -86,6 +87,7 @@ probes! {
     PostBindPlugin => post_bind_side, has_post_bind, ImplementedPostBind, MissingPostBind;
     EnqueueExtensions => enqueue_extensions_side, has_enqueue_extensions, ImplementedEnqueueExtensions, MissingEnqueueExtensions;
     PodEventsPlugin => pod_events_side, has_pod_events, ImplementedPodEvents, MissingPodEvents;
+    PlacementFeasiblePlugin => placement_feasible_side, has_placement_feasible, ImplementedPlacementFeasible, MissingPlacementFeasible;
 }
 
 /// The extension points plugin type `$t` implements, read from its trait impls, as a
@@ -240,6 +242,12 @@ macro_rules! impl_plugin {
             fn as_pod_events(&self) -> ::std::option::Option<&dyn $crate::PodEventsPlugin> {
                 use $crate::__private::probe::*;
                 (&Probe::<Self>::new()).pod_events_side(self)
+            }
+            fn as_placement_feasible(
+                &self,
+            ) -> ::std::option::Option<&dyn $crate::workload::PlacementFeasiblePlugin> {
+                use $crate::__private::probe::*;
+                (&Probe::<Self>::new()).placement_feasible_side(self)
             }
         }
     };

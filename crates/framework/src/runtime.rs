@@ -191,6 +191,8 @@ pub struct Framework {
     instances: BTreeMap<String, Arc<dyn Plugin>>,
     /// The instances with a [`PodEventsPlugin`] side, found once: every pod event reads it.
     pod_event_observers: PluginList,
+    /// The instances with a PlacementFeasible side (GenericWorkload's group cycle).
+    placement_feasible: PluginList,
     effective_args: BTreeMap<String, serde_json::Value>,
     queue_sort: Option<Arc<dyn Plugin>>,
     pre_enqueue: PluginList,
@@ -423,6 +425,11 @@ impl Framework {
 
     /// The profile's scheduler name.
     pub fn profile_name(&self) -> &str {
+            placement_feasible: instances
+                .values()
+                .filter(|p| p.as_placement_feasible().is_some())
+                .cloned()
+                .collect(),
         &self.profile_name
     }
 
@@ -467,6 +474,39 @@ impl Framework {
     /// The enabled plugin names of a point, in order.
     pub fn plugin_names_at(&self, point: ExtensionPoint) -> Vec<String> {
         self.spec.at(point).iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// Whether some plugin of the profile takes part in group cycles' PlacementFeasible.
+    pub fn has_placement_feasible_plugins(&self) -> bool {
+        !self.placement_feasible.is_empty()
+    }
+
+    /// Runs the PlacementFeasible plugins of a group cycle (by name): an Unschedulable,
+    /// UnschedulableAndUnresolvable or Error answer stops at once and is returned with its
+    /// plugin; a Wait is kept while the others run and returned when none refused; Success
+    /// otherwise.
+    pub fn run_placement_feasible_plugins(
+        &self,
+        state: &mut crate::workload::PlacementCycleState,
+        group: &crate::workload::PodGroupInfo,
+        progress: crate::workload::PlacementProgress,
+    ) -> Status {
+        let mut wait: Option<Status> = None;
+        for p in &self.placement_feasible {
+            let Some(pf) = p.as_placement_feasible() else {
+                continue;
+            };
+            let s = pf.placement_feasible(state, group, progress);
+            if s.is_success() || s.is_skip() {
+                continue;
+            }
+            if s.is_wait() {
+                wait.get_or_insert(s.with_plugin(p.name()));
+                continue;
+            }
+            return plugin_failure("PlacementFeasible", p.name(), s);
+        }
+        wait.unwrap_or_else(Status::success)
     }
 
     /// Whether any Filter plugin is enabled.

@@ -84,6 +84,21 @@ impl LivePods for CompiledPods {
     fn by_uid(&self, uid: &str) -> Option<Arc<PodInfo>> {
         self.latest(uid)
     }
+
+    fn in_pod_group(&self, namespace: &str, group: &str) -> Vec<Arc<PodInfo>> {
+        let mut pods: Vec<Arc<PodInfo>> = self
+            .by_uid
+            .lock()
+            .values()
+            .filter(|(_, info)| {
+                info.namespace == namespace
+                    && kubesched_framework::workload::pod_group_name(info) == Some(group)
+            })
+            .map(|(_, info)| Arc::clone(info))
+            .collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        pods
+    }
 }
 
 /// The pod's key, as the model computes `PodInfo::uid`: its uid, or `namespace/name` for

@@ -415,6 +415,14 @@ impl PodBuilder {
         self
     }
 
+    /// Joins the pod to a PodGroup (`spec.schedulingGroup.podGroupName`, GenericWorkload).
+    pub fn pod_group(mut self, name: &str) -> Self {
+        self.spec().scheduling_group = Some(api::PodSchedulingGroup {
+            pod_group_name: Some(name.into()),
+        });
+        self
+    }
+
     /// Mounts a PersistentVolumeClaim.
     pub fn pvc(mut self, claim: &str) -> Self {
         let n = self.spec().volumes.as_ref().map_or(0, Vec::len);

@@ -1,0 +1,242 @@
+//! Workload-aware (gang) scheduling, behind the `GenericWorkload` gate (beta, off in
+//! v1.37): the `scheduling.k8s.io/v1beta1` kinds, how a pod names its group
+//! (`spec.schedulingGroup.podGroupName`), a PodGroup's scheduling policy read and checked
+//! once, and the group-level extension point the pod-group scheduling cycle runs
+//! ([`PlacementFeasiblePlugin`]) with its per-placement state ([`PlacementCycleState`]).
+//!
+//! Nothing here schedules: the scheduler crate runs the cycle, plugins (GangScheduling)
+//! implement the point. With the gate off nothing reads these types.
+
+use std::sync::Arc;
+
+use kubesched_model::PodInfo;
+
+use crate::{CycleState, Status};
+
+pub use k8s_openapi::api::scheduling::v1beta1::{PodGroup, Workload};
+
+/// The PodGroup condition the scheduler writes after a group's cycle.
+pub const POD_GROUP_INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";
+/// The condition's reason when the group was placed.
+pub const REASON_SCHEDULED: &str = "Scheduled";
+/// The condition's reason when the group could not be placed.
+pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
+/// The condition's reason when the cycle failed with an internal error.
+pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
+
+/// The PodGroup a pod belongs to (`spec.schedulingGroup.podGroupName`), if it names one.
+pub fn pod_group_name(pod: &PodInfo) -> Option<&str> {
+    pod.pod
+        .spec
+        .as_ref()?
+        .scheduling_group
+        .as_ref()?
+        .pod_group_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+}
+
+/// `namespace/name` of the group a pod belongs to.
+pub fn pod_group_key(pod: &PodInfo) -> Option<String> {
+    pod_group_name(pod).map(|g| format!("{}/{g}", pod.namespace))
+}
+
+/// A PodGroup's `spec.schedulingPolicy`: exactly one of `basic` and `gang`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulingPolicy {
+    /// Pods are scheduled one by one as any other pod (`basic: {}`).
+    Basic,
+    /// All or nothing: at least `min_count` pods placed together (`gang: {minCount}`).
+    Gang {
+        /// How many pods must be scheduled at once (positive).
+        min_count: u32,
+    },
+}
+
+impl SchedulingPolicy {
+    /// The number of pods the group needs scheduled: `minCount` for a gang, 1 for basic.
+    pub fn min_count(&self) -> usize {
+        match self {
+            Self::Basic => 1,
+            Self::Gang { min_count } => *min_count as usize,
+        }
+    }
+
+    /// Whether this is a gang policy.
+    pub fn is_gang(&self) -> bool {
+        matches!(self, Self::Gang { .. })
+    }
+}
+
+/// A PodGroup the scheduler cannot use, naming the object and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("PodGroup {object}: {field}: {message}")]
+pub struct PodGroupError {
+    /// `namespace/name`.
+    pub object: String,
+    /// The field path, e.g. `spec.schedulingPolicy.gang.minCount`.
+    pub field: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Reads and checks a PodGroup's scheduling policy: exactly one of `basic` and `gang`, and
+/// a gang's `minCount` positive (the API server's validation; a PodGroup loaded from a
+/// manifest did not go through it).
+pub fn scheduling_policy(pg: &PodGroup) -> Result<SchedulingPolicy, PodGroupError> {
+    let object = format!(
+        "{}/{}",
+        pg.metadata.namespace.as_deref().unwrap_or("default"),
+        pg.metadata.name.as_deref().unwrap_or("<unnamed>")
+    );
+    let policy = &pg.spec.scheduling_policy;
+    match (&policy.basic, &policy.gang) {
+        (Some(_), Some(_)) => Err(PodGroupError {
+            object,
+            field: "spec.schedulingPolicy",
+            message: "exactly one of basic and gang may be set, both are".into(),
+        }),
+        (None, None) => Err(PodGroupError {
+            object,
+            field: "spec.schedulingPolicy",
+            message: "exactly one of basic and gang must be set, neither is".into(),
+        }),
+        (Some(_), None) => Ok(SchedulingPolicy::Basic),
+        (None, Some(gang)) => match u32::try_from(gang.min_count) {
+            Ok(n) if n > 0 => Ok(SchedulingPolicy::Gang { min_count: n }),
+            _ => Err(PodGroupError {
+                object,
+                field: "spec.schedulingPolicy.gang.minCount",
+                message: format!("must be greater than 0, got {}", gang.min_count),
+            }),
+        },
+    }
+}
+
+/// One pod group as a group cycle sees it: the object, its checked policy, and the
+/// members the cycle tries to place, in the order it tries them.
+#[derive(Debug, Clone)]
+pub struct PodGroupInfo {
+    /// The namespace.
+    pub namespace: String,
+    /// The PodGroup's name.
+    pub name: String,
+    /// The PodGroup object.
+    pub pod_group: Arc<PodGroup>,
+    /// Its scheduling policy.
+    pub policy: SchedulingPolicy,
+    /// The unscheduled members of this cycle.
+    pub pods: Vec<Arc<PodInfo>>,
+}
+
+impl PodGroupInfo {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// How far a group cycle has got, as PlacementFeasible plugins are told after each member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlacementProgress {
+    /// Members not evaluated yet in this cycle.
+    pub remaining: usize,
+    /// Members placed: already assigned (bound or assumed) before the cycle, plus the ones
+    /// placed in it so far.
+    pub scheduled: usize,
+}
+
+/// State of one placement of a group cycle (upstream's placement cycle state): plugins keep
+/// what they learn while the members of one placement are evaluated. A new one per
+/// placement; kubesched evaluates one implicit placement (all nodes) per cycle.
+#[derive(Default, Clone)]
+pub struct PlacementCycleState {
+    state: CycleState,
+}
+
+impl PlacementCycleState {
+    /// An empty state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl std::ops::Deref for PlacementCycleState {
+    type Target = CycleState;
+    fn deref(&self) -> &CycleState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for PlacementCycleState {
+    fn deref_mut(&mut self) -> &mut CycleState {
+        &mut self.state
+    }
+}
+
+/// Decides, before a group's first member and after each one, whether the group can still
+/// meet its constraints (GangScheduling: `minCount`). Not a configurable point: every
+/// plugin of the profile implementing it takes part, as upstream's framework collects them.
+///
+/// Answers: Success (satisfied, go on), Wait (not satisfied yet, go on; the group fails if
+/// the cycle ends so), Unschedulable (cannot be satisfied: stop, nothing of the group is
+/// held), Error (stop).
+pub trait PlacementFeasiblePlugin: Send + Sync {
+    /// The verdict for `group` after `progress`.
+    fn placement_feasible(
+        &self,
+        state: &mut PlacementCycleState,
+        group: &PodGroupInfo,
+        progress: PlacementProgress,
+    ) -> Status;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::scheduling::v1beta1::{
+        BasicSchedulingPolicy, GangSchedulingPolicy, PodGroupSchedulingPolicy, PodGroupSpec,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn group(basic: bool, gang: Option<i32>) -> PodGroup {
+        PodGroup {
+            metadata: ObjectMeta {
+                name: Some("train".into()),
+                namespace: Some("ml".into()),
+                ..Default::default()
+            },
+            spec: PodGroupSpec {
+                scheduling_policy: PodGroupSchedulingPolicy {
+                    basic: basic.then(BasicSchedulingPolicy::default),
+                    gang: gang.map(|min_count| GangSchedulingPolicy { min_count }),
+                },
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    #[test]
+    fn policies_are_checked() {
+        assert_eq!(
+            scheduling_policy(&group(true, None)),
+            Ok(SchedulingPolicy::Basic)
+        );
+        assert_eq!(
+            scheduling_policy(&group(false, Some(3))).map(|p| p.min_count()),
+            Ok(3)
+        );
+        let both = scheduling_policy(&group(true, Some(2))).expect_err("both");
+        assert_eq!(both.field, "spec.schedulingPolicy");
+        assert_eq!(
+            both.to_string(),
+            "PodGroup ml/train: spec.schedulingPolicy: exactly one of basic and gang may be set, both are"
+        );
+        let neither = scheduling_policy(&group(false, None)).expect_err("neither");
+        assert_eq!(neither.field, "spec.schedulingPolicy");
+        let zero = scheduling_policy(&group(false, Some(0))).expect_err("zero");
+        assert_eq!(zero.field, "spec.schedulingPolicy.gang.minCount");
+        assert!(zero.to_string().ends_with("must be greater than 0, got 0"));
+    }
+}
