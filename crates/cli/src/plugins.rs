@@ -14,6 +14,8 @@ use kubesched_plugin_default_binder as _;
 use kubesched_plugin_default_preemption as _;
 #[cfg(feature = "plugin-dynamic-resources")]
 use kubesched_plugin_dynamic_resources as _;
+#[cfg(feature = "plugin-gang-scheduling")]
+use kubesched_plugin_gang_scheduling as _;
 #[cfg(feature = "plugin-hint-node")]
 use kubesched_plugin_hint_node as _;
 #[cfg(feature = "plugin-image-locality")]

@@ -45,7 +45,7 @@ const fn gated(name: &'static str, gate: Feature) -> DefaultPlugin {
 /// gates add (SchedulingGates first; DynamicResources just before DefaultPreemption, since
 /// DynamicResourceAllocation is on by default; NodeDeclaredFeatures appended after the
 /// list, under its gate, as v1.37's `applyFeatureGates` adds it before DynamicResources is
-/// inserted).
+/// inserted; GangScheduling appended last under GenericWorkload).
 pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
     plugin("SchedulingGates", None),
     plugin("PrioritySort", None),
@@ -67,6 +67,7 @@ pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
     plugin("ImageLocality", Some(1)),
     plugin("DefaultBinder", None),
     gated("NodeDeclaredFeatures", Feature::NodeDeclaredFeatures),
+    gated("GangScheduling", Feature::GenericWorkload),
 ];
 
 /// Plugins upstream removed; configurations naming them are refused as upstream does.
@@ -78,11 +79,12 @@ pub const REMOVED_PLUGINS: &[&str] = &[
 ];
 
 /// Every plugin of upstream kube-scheduler v1.34's in-tree registry, and NodeDeclaredFeatures
-/// (registered upstream from v1.35).
+/// and GangScheduling (registered upstream from v1.35).
 pub const UPSTREAM_PLUGINS: &[&str] = &[
     "DefaultBinder",
     "DefaultPreemption",
     "DynamicResources",
+    "GangScheduling",
     "ImageLocality",
     "InterPodAffinity",
     "NodeAffinity",

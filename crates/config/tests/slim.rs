@@ -15,8 +15,11 @@ fake_plugin!("NodeName", [Filter, EnqueueExtensions]);
 fn default_profile_uses_what_is_compiled_in() {
     let d = default_config();
     assert_eq!(listing(&d.profiles[0]), "Filter: NodeName");
+    // Defaults whose gate is off by default (GenericWorkload's GangScheduling) are not missed.
+    let gates = kubesched_config::FeatureGates::defaults();
     let want: Vec<&str> = DEFAULT_PLUGINS
         .iter()
+        .filter(|p| p.gate.is_none_or(|g| gates.enabled(g)))
         .map(|p| p.name)
         .filter(|n| *n != "NodeName")
         .collect();

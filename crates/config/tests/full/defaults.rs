@@ -94,8 +94,11 @@ fn default_multi_point_lists_every_default_in_order() {
         .plugins
         .clone()
         .expect("defaulted plugins");
+    // The defaults whose gate is on by default (GenericWorkload's GangScheduling is off).
+    let gates = kubesched_config::FeatureGates::defaults();
     let want: Vec<PluginEntry> = DEFAULT_PLUGINS
         .iter()
+        .filter(|p| p.gate.is_none_or(|g| gates.enabled(g)))
         .map(|p| PluginEntry {
             name: p.name.to_string(),
             weight: p.weight,
