@@ -578,6 +578,54 @@ impl SchedulingQueue {
         self.pop_locked(&mut st)
     }
 
+    /// Takes these pods out of activeQ, backoffQ or unschedulablePods (never a gated one)
+    /// and puts them in flight with an attempt counted, as [`pop`](Self::pop) does, within
+    /// the current scheduling cycle: the other members of a pod group that a group cycle
+    /// schedules with the pod just popped (GenericWorkload). Returns the pods found, in the
+    /// order asked; a pod in flight already or not queued is left out.
+    pub fn pop_specific(&self, uids: &[String]) -> Vec<QueuedPodInfo> {
+        let mut st = self.lock();
+        let mut out = Vec::new();
+        if st.closed {
+            return out;
+        }
+        let less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.less(a, b);
+        let backoff_less = |a: &QueuedPodInfo, b: &QueuedPodInfo| self.backoff_less(a, b);
+        for uid in uids {
+            if st.in_flight_pods.contains_key(uid) {
+                continue;
+            }
+            let found = match st.active.remove(uid, &less) {
+                Some(info) => Some(info),
+                None => match st.backoff.remove(uid, &backoff_less) {
+                    Some(info) => Some(info),
+                    None if st
+                        .unschedulable
+                        .get(uid)
+                        .is_some_and(|i| i.gating_plugin.is_none()) =>
+                    {
+                        self.take_unschedulable(&mut st, uid)
+                    }
+                    None => None,
+                },
+            };
+            let Some(mut info) = found else {
+                continue;
+            };
+            info.attempts += 1;
+            self.uncount_reasons(&mut st, uid);
+            info.unschedulable_plugins.clear();
+            info.pending_plugins.clear();
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            st.in_flight
+                .insert(seq, InFlight::Pod(info.pod_info.clone()));
+            st.in_flight_pods.insert(uid.clone(), seq);
+            out.push(info);
+        }
+        out
+    }
+
     /// Like [`pop`](Self::pop), but waits until a pod is ready or the queue is closed.
     pub async fn pop_wait(&self) -> Option<QueuedPodInfo> {
         loop {

@@ -39,6 +39,9 @@ pub const NOTE_LENGTH_LIMIT: usize = 1024;
 /// status patch clears it only where the pod, as the attempt saw it, had one.
 const CLEAR_NOMINATION: Option<Option<String>> = Some(None);
 
+mod pod_group;
+pub use pod_group::{NO_PODS_SCHEDULABLE, PodGroupOutcome};
+
 /// Nodes Filter rejected: each one's index in the filtered list, with its status.
 type Rejected = Vec<(usize, Status)>;
 
@@ -109,6 +112,9 @@ pub trait AttemptObserver: Send + Sync {
     /// The explanation of one attempt, when asked for (after PostFilter, so it includes
     /// what preemption considered).
     fn explanation(&self, _pod: &PodInfo, _explanation: Explanation) {}
+    /// One pod-group cycle ended (GenericWorkload); its members' attempts are reported
+    /// one by one as well.
+    fn pod_group_attempt(&self, _outcome: &PodGroupOutcome) {}
 }
 
 struct ScheduleResult {
@@ -392,13 +398,30 @@ impl Scheduler {
         let Some(info) = self.compiled_pods.compile(&pod) else {
             return;
         };
-        if is_assigned(&pod) {
+        let group_member = self.handle.features().enabled(Feature::GenericWorkload)
+            && kubesched_framework::workload::pod_group_name(&info).is_some();
+        let assigned = is_assigned(&pod);
+        if assigned {
             if let Err(e) = self.cache.add_pod(info.clone()) {
                 tracing::warn!(pod = %info.key(), error = %e, "adding pod to the cache");
             }
             self.queue.assigned_pod_added(&info);
         } else if self.responsible_for(&info) {
-            self.queue.add(info);
+            self.queue.add(info.clone());
+        }
+        if group_member {
+            // A new member may complete its group: the pods GangScheduling holds hear of it
+            // (upstream's UnscheduledPod/Add and AssignedPod/Add events).
+            let resource = if assigned {
+                EventResource::AssignedPod
+            } else {
+                EventResource::UnscheduledPod
+            };
+            self.queue.move_all_to_active_or_backoff(
+                ClusterEvent::new(resource, ActionType::ADD),
+                None,
+                Some(&EventObject::Pod(info)),
+            );
         }
     }
 
@@ -557,6 +580,10 @@ impl Scheduler {
         }
         if self.cache.is_assumed_pod(&pod.uid) {
             self.queue.done(&pod.uid);
+            return;
+        }
+        if let Some(pg) = self.pod_group_of(&pod) {
+            self.schedule_pod_group(fw, qpi, pg).await;
             return;
         }
         let start = Instant::now();
@@ -1071,6 +1098,22 @@ impl Scheduler {
             self.handle_failure(&fw, qpi, s, diag, CLEAR_NOMINATION, start, pod_cycle);
             return;
         }
+        self.permit_and_bind(fw, state, qpi, assumed, host, start, pod_cycle);
+    }
+
+    /// After Reserve: the Permit plugins, then the binding cycle on its own task; a Permit
+    /// rejection undoes the reservation and fails the pod.
+    #[allow(clippy::too_many_arguments)]
+    fn permit_and_bind(
+        self: &Arc<Self>,
+        fw: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        assumed: Arc<PodInfo>,
+        host: String,
+        start: Instant,
+        pod_cycle: u64,
+    ) {
         let permit = fw.run_permit_plugins(&state, &assumed, &host);
         if !permit.is_success() && !permit.is_wait() {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);

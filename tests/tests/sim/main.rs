@@ -13,6 +13,7 @@ mod bench_workloads;
 mod examples;
 mod extenders;
 mod fidelity;
+mod gang_workload;
 mod html_report;
 mod load_bench;
 mod node_declared_features;

@@ -1,0 +1,487 @@
+//! The pod-group scheduling cycle (GenericWorkload, upstream v1.37's workload-aware
+//! scheduling): the queued members of a `scheduling.k8s.io/v1beta1` PodGroup are tried
+//! together, each against the cluster with the members placed before it assumed; the
+//! profile's PlacementFeasible plugins judge the group before the first member and after
+//! each one. A group that cannot meet its constraints holds nothing: every member placed
+//! in the cycle is unreserved and forgotten before any of them binds, and each member goes
+//! back to the queue with the group's reason (or its own, when it fit nowhere). A group
+//! that can is bound whole. With the gate off this module is never entered.
+//!
+//! kubesched assumes members in the cache (undone on failure) where upstream assumes them
+//! in its snapshot only; the cycle is synchronous, so nothing outside it sees the
+//! difference.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kubesched_framework::model::PodInfo;
+use kubesched_framework::workload::{
+    POD_GROUP_INITIALLY_SCHEDULED, PlacementCycleState, PlacementProgress, PodGroup, PodGroupInfo,
+    REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, pod_group_name,
+    scheduling_policy,
+};
+use kubesched_framework::{Code, CycleState, Framework, QueuedPodInfo, Status};
+
+use super::{
+    CLEAR_NOMINATION, CycleError, PLUGIN_METRICS_SAMPLE_PERCENT, Scheduler, rejection_diagnosis,
+    rejection_status,
+};
+use crate::fit_error::{Diagnosis, NO_NODES_AVAILABLE};
+
+/// The reason a group cycle that placed no member ends with (upstream's words).
+pub const NO_PODS_SCHEDULABLE: &str = "no pods were schedulable";
+
+/// How one pod-group cycle ended, as observers (the simulator's report) see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroupOutcome {
+    /// The namespace.
+    pub namespace: String,
+    /// The PodGroup's name.
+    pub name: String,
+    /// `minCount` (1 for a basic policy).
+    pub min_count: usize,
+    /// Members placed before this cycle (bound or binding).
+    pub already_scheduled: usize,
+    /// The members tried in this cycle, in the order tried, with the node each was placed
+    /// on (None: not placed, or placed and undone because the group failed).
+    pub members: Vec<(String, Option<String>)>,
+    /// Whether the group was placed (its placed members go on to bind).
+    pub placed: bool,
+    /// The group's reason when it was not placed.
+    pub message: Option<String>,
+}
+
+/// One member's result in a group cycle.
+enum Member {
+    /// Placed (assumed and reserved) on `host`.
+    Placed {
+        state: CycleState,
+        assumed: Arc<PodInfo>,
+        host: String,
+    },
+    /// Fit nowhere, or its reservation failed.
+    Failed {
+        status: Status,
+        diagnosis: Option<Diagnosis>,
+    },
+    /// Not tried: the group stopped before it.
+    NotTried,
+}
+
+impl Scheduler {
+    /// The PodGroup a popped pod belongs to, when the gate is on and the group exists.
+    pub(super) fn pod_group_of(&self, pod: &PodInfo) -> Option<Arc<PodGroup>> {
+        if !self
+            .handle
+            .features()
+            .enabled(kubesched_framework::Feature::GenericWorkload)
+        {
+            return None;
+        }
+        let name = pod_group_name(pod)?;
+        self.handle
+            .objects()
+            .of::<PodGroup>()
+            .get(Some(&pod.namespace), name)
+    }
+
+    /// Schedules the group of `first` (just popped) with its other queued members.
+    pub(super) async fn schedule_pod_group(
+        self: &Arc<Self>,
+        fw: Arc<Framework>,
+        first: QueuedPodInfo,
+        pg: Arc<PodGroup>,
+    ) {
+        let start = Instant::now();
+        let pod_cycle = self.queue.scheduling_cycle();
+        let namespace = first.pod_info.namespace.clone();
+        let name = pod_group_name(&first.pod_info)
+            .unwrap_or_default()
+            .to_string();
+        let policy = match scheduling_policy(&pg) {
+            Ok(p) => p,
+            Err(e) => {
+                let status = Status::unresolvable(e.to_string());
+                self.handle_failure(&fw, first, status, None, CLEAR_NOMINATION, start, pod_cycle);
+                return;
+            }
+        };
+
+        // The other unscheduled members the scheduler knows, out of the queue, and the
+        // members already placed (bound, or assumed and binding).
+        let known = self.compiled_pods_in_group(&namespace, &name);
+        let mut already = 0;
+        let mut others = Vec::new();
+        for p in &known {
+            if p.uid == first.pod_info.uid {
+                continue;
+            }
+            if p.node_name.is_some() || self.cache.is_assumed_pod(&p.uid) {
+                already += 1;
+            } else if !p.terminating {
+                others.push(p.uid.clone());
+            }
+        }
+        let mut queued = vec![first];
+        queued.extend(self.queue.pop_specific(&others));
+        // Members that belong to another profile, or are being deleted, are not tried.
+        let mut members = Vec::with_capacity(queued.len());
+        for qpi in queued {
+            if qpi.pod_info.scheduler_name != fw.profile_name() {
+                let status = Status::error(format!(
+                    "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
+                    qpi.pod_info.scheduler_name,
+                    fw.profile_name()
+                ));
+                self.handle_failure(&fw, qpi, status, None, CLEAR_NOMINATION, start, pod_cycle);
+            } else if qpi.pod_info.terminating || self.cache.is_assumed_pod(&qpi.pod_info.uid) {
+                self.queue.done(&qpi.pod_info.uid);
+            } else {
+                members.push(qpi);
+            }
+        }
+        if members.is_empty() {
+            return;
+        }
+        // Higher priority first, then the pod that entered the queue first (by name on a tie,
+        // so a simulation is deterministic).
+        members.sort_by(|a, b| {
+            b.pod_info
+                .priority
+                .cmp(&a.pod_info.priority)
+                .then(
+                    a.initial_attempt_timestamp
+                        .cmp(&b.initial_attempt_timestamp),
+                )
+                .then(a.pod_info.name.cmp(&b.pod_info.name))
+        });
+        let info = PodGroupInfo {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            pod_group: pg.clone(),
+            policy,
+            pods: members.iter().map(|m| m.pod_info.clone()).collect(),
+        };
+        tracing::debug!(pod_group = %info.key(), members = members.len(), "attempting to schedule pod group");
+
+        let (results, status) = self.pod_group_algorithm(&fw, &info, &members, already);
+        self.metrics.algorithm(start.elapsed());
+        self.submit_pod_group(
+            fw, info, members, results, status, already, start, pod_cycle,
+        );
+        self.refresh_cache_gauges();
+    }
+
+    /// The live members of a group (any state), sorted by name.
+    fn compiled_pods_in_group(&self, namespace: &str, group: &str) -> Vec<Arc<PodInfo>> {
+        use kubesched_framework::LivePods;
+        self.compiled_pods.in_pod_group(namespace, group)
+    }
+
+    /// Tries the members in order, each with the earlier ones assumed; returns each
+    /// member's result and the group's status (Success: bind the placed members;
+    /// Unschedulable: nothing is held any more; Error).
+    fn pod_group_algorithm(
+        &self,
+        fw: &Arc<Framework>,
+        info: &PodGroupInfo,
+        members: &[QueuedPodInfo],
+        already: usize,
+    ) -> (Vec<Member>, Status) {
+        let mut results: Vec<Member> = members.iter().map(|_| Member::NotTried).collect();
+        let mut placement = PlacementCycleState::new();
+        let mut progress = PlacementProgress {
+            remaining: members.len(),
+            scheduled: already,
+        };
+        let mut verdict = fw.run_placement_feasible_plugins(&mut placement, info, progress);
+        let mut any_placed = false;
+        if !stops(&verdict) {
+            for (i, qpi) in members.iter().enumerate() {
+                let result = self.place_member(fw, qpi);
+                let placed = matches!(result, Member::Placed { .. });
+                if let Member::Failed { status, .. } = &result
+                    && status.code() == Code::Error
+                {
+                    let cause = status.message();
+                    results[i] = result;
+                    verdict = Status::error(format!(
+                        "failed to schedule other pod from a pod group: {cause}"
+                    ));
+                    break;
+                }
+                results[i] = result;
+                progress.remaining -= 1;
+                if placed {
+                    progress.scheduled += 1;
+                    any_placed = true;
+                }
+                verdict = fw.run_placement_feasible_plugins(&mut placement, info, progress);
+                if stops(&verdict) {
+                    break;
+                }
+            }
+        }
+        let status = match verdict.code() {
+            Code::Success | Code::Skip if any_placed => Status::success(),
+            Code::Success | Code::Skip => Status::unschedulable(NO_PODS_SCHEDULABLE),
+            // Waiting when the members ran out is final: the group cannot be placed now.
+            Code::Wait => carry_plugin(Status::unschedulable(verdict.message()), &verdict),
+            Code::Error => verdict,
+            _ => carry_plugin(Status::unschedulable(verdict.message()), &verdict),
+        };
+        if !status.is_success() {
+            // Nothing of the group is held: undo the placed members, the last one first.
+            for result in results.iter_mut().rev() {
+                if let Member::Placed {
+                    state,
+                    assumed,
+                    host,
+                } = result
+                {
+                    fw.run_reserve_plugins_unreserve(state, assumed, host);
+                    if let Err(e) = self.cache.forget_pod(&assumed.uid) {
+                        tracing::warn!(pod = %assumed.key(), error = %e, "forgetting a pod of an unschedulable pod group");
+                    }
+                }
+            }
+        }
+        (results, status)
+    }
+
+    /// Filter and Score for one member against the current cluster (earlier members
+    /// assumed), then assume and Reserve on success. No PostFilter: preemption for groups
+    /// is upstream's workload-aware preemption, which kubesched does not do.
+    fn place_member(&self, fw: &Arc<Framework>, qpi: &QueuedPodInfo) -> Member {
+        let pod = &qpi.pod_info;
+        let mut state = CycleState::new();
+        state.record_plugin_metrics = self.rng.lock().u32(0..100) < PLUGIN_METRICS_SAMPLE_PERCENT;
+        let outcome = self
+            .handle
+            .parallelizer()
+            .install(|| self.schedule_pod(fw, &mut state, pod));
+        if let Some(e) = self.explaining.lock().take()
+            && let Some(o) = self.observer.lock().clone()
+        {
+            o.explanation(pod, e);
+        }
+        let host = match outcome {
+            Ok(r) => r.suggested_host,
+            Err(CycleError::NoNodes) => {
+                return Member::Failed {
+                    status: Status::unresolvable(NO_NODES_AVAILABLE),
+                    diagnosis: None,
+                };
+            }
+            Err(CycleError::Internal(status)) => {
+                return Member::Failed {
+                    status,
+                    diagnosis: None,
+                };
+            }
+            Err(CycleError::Fit(fit)) => {
+                return Member::Failed {
+                    status: Status::unschedulable(fit.message()),
+                    diagnosis: Some(fit.diagnosis),
+                };
+            }
+        };
+        let mut assumed = (**pod).clone();
+        assumed.node_name = Some(host.clone());
+        let assumed = Arc::new(assumed);
+        if let Err(e) = self.cache.assume_pod(assumed.clone()) {
+            return Member::Failed {
+                status: Status::error(format!("assuming pod: {e}")),
+                diagnosis: None,
+            };
+        }
+        self.handle.nominator().remove(&assumed.uid);
+        let reserve = fw.run_reserve_plugins_reserve(&mut state, &assumed, &host);
+        if !reserve.is_success() {
+            fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
+            let _ = self.cache.forget_pod(&assumed.uid);
+            let diagnosis = rejection_diagnosis(&host, &reserve);
+            return Member::Failed {
+                status: rejection_status(reserve, &host),
+                diagnosis,
+            };
+        }
+        Member::Placed {
+            state,
+            assumed,
+            host,
+        }
+    }
+
+    /// Acts on a group cycle's results: placed members of a placed group go on to Permit
+    /// and binding; every other member goes back to the queue with its own reason (it fit
+    /// nowhere) or the group's; the PodGroup's `PodGroupInitiallyScheduled` condition
+    /// follows.
+    #[allow(clippy::too_many_arguments)]
+    fn submit_pod_group(
+        self: &Arc<Self>,
+        fw: Arc<Framework>,
+        info: PodGroupInfo,
+        members: Vec<QueuedPodInfo>,
+        results: Vec<Member>,
+        status: Status,
+        already: usize,
+        start: Instant,
+        pod_cycle: u64,
+    ) {
+        let group_diagnosis = || {
+            let mut d = Diagnosis::default();
+            d.add_plugin_status(&status);
+            Some(d)
+        };
+        let mut outcome = PodGroupOutcome {
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            min_count: info.policy.min_count(),
+            already_scheduled: already,
+            members: Vec::with_capacity(members.len()),
+            placed: status.is_success(),
+            message: (!status.is_success()).then(|| status.message()),
+        };
+        for (qpi, result) in members.into_iter().zip(results) {
+            let key = qpi.pod_info.key();
+            match result {
+                Member::Placed {
+                    state,
+                    assumed,
+                    host,
+                } if status.is_success() => {
+                    outcome.members.push((key, Some(host.clone())));
+                    self.permit_and_bind(fw.clone(), state, qpi, assumed, host, start, pod_cycle);
+                }
+                Member::Failed {
+                    status: own,
+                    diagnosis,
+                } if !status.is_error() || own.is_error() => {
+                    outcome.members.push((key, None));
+                    self.handle_failure(
+                        &fw,
+                        qpi,
+                        own,
+                        diagnosis,
+                        CLEAR_NOMINATION,
+                        start,
+                        pod_cycle,
+                    );
+                }
+                _ => {
+                    outcome.members.push((key, None));
+                    self.handle_failure(
+                        &fw,
+                        qpi,
+                        status.clone(),
+                        group_diagnosis(),
+                        CLEAR_NOMINATION,
+                        start,
+                        pod_cycle,
+                    );
+                }
+            }
+        }
+        if status.is_success() {
+            tracing::debug!(pod_group = %info.key(), "scheduled pod group");
+        } else {
+            tracing::debug!(pod_group = %info.key(), message = %status.message(), "unable to schedule pod group");
+        }
+        self.update_pod_group_condition(&info, &status);
+        if let Some(o) = self.observer.lock().clone() {
+            o.pod_group_attempt(&outcome);
+        }
+    }
+
+    /// Writes the PodGroup's `PodGroupInitiallyScheduled` condition (True once placed,
+    /// never back to False after that), in the background.
+    fn update_pod_group_condition(&self, info: &PodGroupInfo, status: &Status) {
+        let (value, reason) = if status.is_success() {
+            ("True", REASON_SCHEDULED)
+        } else if status.is_rejected() {
+            ("False", REASON_UNSCHEDULABLE)
+        } else {
+            ("False", REASON_SCHEDULER_ERROR)
+        };
+        let store = self.handle.objects().of::<PodGroup>();
+        let Some(pg) = store.get(Some(&info.namespace), &info.name) else {
+            return;
+        };
+        let conditions = pg
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let existing = conditions
+            .iter()
+            .find(|c| c.type_ == POD_GROUP_INITIALLY_SCHEDULED);
+        if existing.is_some_and(|c| c.status == "True") && value != "True" {
+            return;
+        }
+        let message = if status.is_success() {
+            String::new()
+        } else {
+            status.message()
+        };
+        if existing.is_some_and(|c| c.status == value && c.reason == reason && c.message == message)
+        {
+            return;
+        }
+        // Whole seconds of the handle's wall clock (a simulation's clock is fake).
+        let now = self
+            .handle
+            .clock()
+            .wall_now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| i64::try_from(d.as_secs()).ok())
+            .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let transition = match existing {
+            Some(c) if c.status == value => c.last_transition_time.clone(),
+            _ => k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+        };
+        let mut list: Vec<_> = conditions
+            .iter()
+            .filter(|c| c.type_ != POD_GROUP_INITIALLY_SCHEDULED)
+            .cloned()
+            .collect();
+        list.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: POD_GROUP_INITIALLY_SCHEDULED.into(),
+            status: value.into(),
+            reason: reason.into(),
+            message,
+            observed_generation: pg.metadata.generation,
+            last_transition_time: transition,
+        });
+        let patch = serde_json::json!({"status": {"conditions": list}});
+        let writer = self.handle.object_writer::<PodGroup>();
+        let namespace = info.namespace.clone();
+        let name = info.name.clone();
+        let write = async move {
+            if let Err(e) = writer.patch_status(Some(&namespace), &name, patch).await {
+                tracing::warn!(pod_group = %format!("{namespace}/{name}"), error = %e, "updating the PodGroup's status");
+            }
+        };
+        if !self.handle.spawn_background(write) {
+            tracing::debug!(pod_group = %info.key(), "no runtime to write the PodGroup's status");
+        }
+    }
+}
+
+/// Whether a PlacementFeasible verdict ends the cycle (cannot be satisfied, or an error).
+fn stops(verdict: &Status) -> bool {
+    matches!(
+        verdict.code(),
+        Code::Unschedulable | Code::UnschedulableAndUnresolvable | Code::Error
+    )
+}
+
+/// `status` with the plugin `from` named, so the members' requeue follows its events.
+fn carry_plugin(status: Status, from: &Status) -> Status {
+    match from.plugin() {
+        Some(p) => status.with_plugin(p),
+        None => status,
+    }
+}

@@ -1,0 +1,158 @@
+//! GenericWorkload's gang scheduling on the in-memory cluster (upstream v1.37's
+//! workload-aware scheduling with GangScheduling): a gang that fits is placed whole in one
+//! pod-group cycle; a gang that cannot reach its minCount holds no node, each member
+//! carrying upstream's PlacementFeasible or FailedScheduling words; a gang short of members
+//! waits at PreEnqueue; with the gate off the same pods are scheduled one by one.
+
+use kubesched_config::{FeatureGates, default_config_with_gates};
+use kubesched_sim::{PodState, SimReport};
+use kubesched_tests::{manifests_of, with_simulation};
+
+/// Three nodes of 4 CPUs in three zones.
+const NODES: &str = "
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {kubernetes.io/hostname: n1, topology.kubernetes.io/zone: a}}, status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2, labels: {kubernetes.io/hostname: n2, topology.kubernetes.io/zone: b}}, status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n3, labels: {kubernetes.io/hostname: n3, topology.kubernetes.io/zone: c}}, status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}}
+";
+
+fn pod_group(name: &str, min_count: u32) -> String {
+    format!(
+        "---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  schedulingPolicy: {{gang: {{minCount: {min_count}}}}}
+"
+    )
+}
+
+/// `n` members of 3 CPUs each: one per node at most.
+fn members(group: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {group}-{i}, namespace: ml}}
+spec:
+  schedulingGroup: {{podGroupName: {group}}}
+  containers: [{{name: c, image: trainer, resources: {{requests: {{cpu: '3'}}}}}}]
+"
+            )
+        })
+        .collect()
+}
+
+fn simulate(input: &str, gate_on: bool) -> SimReport {
+    let gates = if gate_on {
+        FeatureGates::parse(["GenericWorkload=true"]).expect("gates")
+    } else {
+        FeatureGates::defaults()
+    };
+    let loaded = default_config_with_gates(&gates);
+    with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(manifests_of(input), "input.yaml");
+        sim.settle().await;
+        sim.report()
+    })
+}
+
+fn outcome(report: &SimReport, name: &str) -> (PodState, Option<String>, String) {
+    let p = report
+        .pods
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name} reported"));
+    (
+        p.status,
+        p.node.clone(),
+        p.message.clone().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn a_gang_that_fits_is_placed_whole() {
+    let input = format!("{NODES}{}{}", pod_group("train", 3), members("train", 3));
+    let report = simulate(&input, true);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let mut nodes: Vec<String> = (0..3)
+        .map(|i| {
+            let (state, node, message) = outcome(&report, &format!("train-{i}"));
+            assert_eq!(state, PodState::Scheduled, "train-{i}: {message}");
+            node.expect("bound")
+        })
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2", "n3"]);
+}
+
+#[test]
+fn a_gang_that_cannot_reach_min_count_holds_nothing() {
+    // Four 3-CPU members, three nodes: three fit, the fourth fits nowhere.
+    let input = format!("{NODES}{}{}", pod_group("big", 4), members("big", 4));
+    let report = simulate(&input, true);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let mut own = 0;
+    for i in 0..4 {
+        let (state, node, message) = outcome(&report, &format!("big-{i}"));
+        assert_eq!(state, PodState::Unschedulable, "big-{i}");
+        assert_eq!(node, None, "big-{i} holds no node");
+        if message == "0/3 nodes are available: 3 Insufficient cpu." {
+            own += 1;
+        } else {
+            assert_eq!(
+                message, "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining",
+                "big-{i}"
+            );
+        }
+    }
+    assert_eq!(own, 1, "one member fit nowhere: {:?}", report.pods);
+    // The nodes stay free: a pod that needs one whole node still fits on each.
+    let later = format!(
+        "{input}---
+apiVersion: v1
+kind: Pod
+metadata: {{name: solo, namespace: ml}}
+spec:
+  containers: [{{name: c, image: app, resources: {{requests: {{cpu: '4'}}}}}}]
+"
+    );
+    let report = simulate(&later, true);
+    assert_eq!(outcome(&report, "solo").0, PodState::Scheduled);
+}
+
+#[test]
+fn a_gang_short_of_members_waits_at_pre_enqueue() {
+    let input = format!("{NODES}{}{}", pod_group("few", 3), members("few", 2));
+    let report = simulate(&input, true);
+    for i in 0..2 {
+        let (state, node, message) = outcome(&report, &format!("few-{i}"));
+        assert_ne!(state, PodState::Scheduled, "few-{i}");
+        assert_eq!(node, None);
+        assert_eq!(
+            message, "waiting for minCount pods from a gang to appear in scheduling queue",
+            "few-{i}"
+        );
+    }
+    // Without its PodGroup a member waits for the group to appear.
+    let report = simulate(&format!("{NODES}{}", members("lost", 1)), true);
+    assert_eq!(
+        outcome(&report, "lost-0").2,
+        r#"waiting for pods's pod group "lost" to appear in scheduling queue"#
+    );
+}
+
+#[test]
+fn with_the_gate_off_members_are_ordinary_pods() {
+    let input = format!("{NODES}{}{}", pod_group("big", 4), members("big", 4));
+    let report = simulate(&input, false);
+    let scheduled = (0..4)
+        .filter(|i| outcome(&report, &format!("big-{i}")).0 == PodState::Scheduled)
+        .count();
+    assert_eq!(scheduled, 3, "{:?}", report.pods);
+}
