@@ -16,6 +16,12 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn wall_now(&self) -> SystemTime {
         SystemTime::now()
     }
+
+    /// Whether time moves only when told to (a simulation): a plugin waiting for the
+    /// cluster must not wait on the machine's time then.
+    fn is_virtual(&self) -> bool {
+        false
+    }
 }
 
 /// The machine's monotonic clock.
@@ -71,5 +77,9 @@ impl Clock for FakeClock {
 
     fn wall_now(&self) -> SystemTime {
         self.wall_base + *self.offset.lock()
+    }
+
+    fn is_virtual(&self) -> bool {
+        true
     }
 }

@@ -1,7 +1,9 @@
 //! The structured-parameters allocator: given the claims a pod still needs allocated,
-//! finds devices for all of them on one node, as upstream's `structured` allocator (its
-//! stable variant, with v1.34's default features: admin access and prioritized lists on,
-//! partitionable devices, device taints, consumable capacity and binding conditions off).
+//! finds devices for all of them on one node, as upstream's `structured` allocator does
+//! with v1.37's default gates (its "incubating" variant, which those gates select:
+//! admin access, prioritized lists, device taints, partitionable devices, consumable
+//! capacity and binding conditions on); [`Features`] turns each off as older releases
+//! had it.
 //!
 //! The search is exhaustive with early exit: claims in order, requests in order, one
 //! device after the other, backtracking when a later device cannot be found. The first
@@ -52,6 +54,10 @@ pub struct Features {
     /// `distinctAttribute` constraints. Off, a request with capacity requests is an
     /// error and shared allocations count as whole ones.
     pub consumable_capacity: bool,
+    /// `DRADeviceBindingConditions` and `DRAResourceClaimDeviceStatus` (beta, on in
+    /// v1.36): devices with binding conditions are offered, and their results carry the
+    /// conditions PreBind waits for. Off, such devices are never allocated.
+    pub binding_conditions: bool,
 }
 
 impl Default for Features {
@@ -62,6 +68,7 @@ impl Default for Features {
             device_taints: true,
             partitionable_devices: true,
             consumable_capacity: true,
+            binding_conditions: true,
         }
     }
 }
@@ -1303,6 +1310,16 @@ impl<'a> Run<'a> {
                     device: c.device.id.device.to_string(),
                     admin_access: c.admin_access.then_some(true),
                     share_id: c.share.as_ref().map(|s| s.id.clone()),
+                    binding_conditions: self
+                        .features
+                        .binding_conditions
+                        .then(|| c.device.device.binding_conditions.clone())
+                        .flatten(),
+                    binding_failure_conditions: self
+                        .features
+                        .binding_conditions
+                        .then(|| c.device.device.binding_failure_conditions.clone())
+                        .flatten(),
                     consumed_capacity: c.share.as_ref().filter(|s| !s.consumed.is_empty()).map(
                         |s| {
                             s.consumed
@@ -1508,14 +1525,14 @@ fn selectable(
     req: &RequestData,
     device: &IndexedDevice,
     taint_rules: &[TaintRule],
-    _features: Features,
+    features: Features,
 ) -> Result<bool, String> {
-    // Binding conditions are off in v1.34's defaults: such devices are not offered.
-    if device
-        .device
-        .binding_conditions
-        .as_ref()
-        .is_some_and(|c| !c.is_empty())
+    if !features.binding_conditions
+        && device
+            .device
+            .binding_conditions
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
     {
         return Ok(false);
     }
@@ -1588,7 +1605,8 @@ fn node_selector_of(
             (None, SliceNodes::Selector(_)) => (false, c.slice_node_selector()),
             (None, _) => (false, None),
         };
-        if local {
+        // A device that binds to a node (binding conditions) is for the chosen node only.
+        if local || c.device.device.binds_to_node == Some(true) {
             return Ok(Some(ApiNodeSelector {
                 node_selector_terms: vec![NodeSelectorTerm {
                     match_fields: Some(vec![NodeSelectorRequirement {

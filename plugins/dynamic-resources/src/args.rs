@@ -10,6 +10,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Upstream's default `filterTimeout` (with DRASchedulerFilterTimeout on, as since v1.34).
 pub const DEFAULT_FILTER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Upstream's default `bindingTimeout` (with DRADeviceBindingConditions and
+/// DRAResourceClaimDeviceStatus on, as in v1.37).
+pub const DEFAULT_BINDING_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A `metav1.Duration` as decoded before validation: it may be negative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgDuration {
@@ -69,10 +73,9 @@ pub struct DynamicResourcesArgs {
     /// limit. A search that runs out of time fails the attempt with an error (the pod
     /// backs off and retries), as v1.36 made it.
     pub filter_timeout: Option<ArgDuration>,
-    /// The longest PreBind may wait for the binding conditions of allocated devices
-    /// (at least one second; upstream's default is ten minutes when binding conditions
-    /// are on). kubesched does not offer devices with binding conditions (see the
-    /// crate's docs), so the value is validated and shown, never waited on.
+    /// The longest PreBind waits for the binding conditions of allocated devices (at
+    /// least one second; ten minutes when left out), and how long after its allocation
+    /// a claim whose conditions are not all true counts as timed out.
     pub binding_timeout: Option<ArgDuration>,
 }
 
@@ -116,6 +119,12 @@ pub struct ArgGates {
 }
 
 impl DynamicResourcesArgs {
+    /// The binding timeout to apply (validated by [`Self::filter_limit`]).
+    pub fn binding_limit(&self) -> Duration {
+        self.binding_timeout
+            .map_or(DEFAULT_BINDING_TIMEOUT, |t| t.magnitude)
+    }
+
     /// Upstream's `ValidateDynamicResourcesArgs`: a field whose feature is off is refused
     /// (unlike the REST API), `filterTimeout` may not be negative and `bindingTimeout`
     /// must be at least a second. Returns the filter timeout to apply (None: no limit).

@@ -1,24 +1,37 @@
 //! DynamicResources: dynamic resource allocation with structured parameters
-//! (resource.k8s.io/v1), as kube-scheduler v1.34 does it.
+//! (resource.k8s.io/v1), as kube-scheduler v1.37 does it.
 //!
 //! PreEnqueue holds a pod back until its ResourceClaims exist; PreFilter reads them,
 //! checks their device classes and prepares the [allocator](allocator::Allocator) for the
 //! claims still to allocate; Filter allocates them on each node (and checks the node
-//! selectors of claims already allocated); Reserve keeps the chosen allocation in flight
-//! so no other pod gets the same devices; PreBind writes allocation and `reservedFor` to
-//! the claims through the cluster client; Unreserve and PostFilter undo. Pods without
+//! selectors of claims already allocated, and whether their binding failed or timed
+//! out); Score prefers nodes giving prioritized lists their first choices; Reserve keeps
+//! the chosen allocation in flight so no other pod gets the same devices; PreBind writes
+//! allocation and `reservedFor` to the claims through the cluster client, then waits for
+//! the binding conditions of their devices; Unreserve and PostFilter undo. Pods without
 //! claims skip everything after one look at their spec. The plugin reads claims, slices
 //! and classes from the object store and never talks to the API server but through
 //! [`ClusterClient`](kubesched_framework::ClusterClient).
 //!
-//! `DynamicResourcesArgs` (v1.37) are read: `filterTimeout` bounds each Filter's search
-//! (an error naming the node when it runs out, so the pod backs off), `bindingTimeout` is
-//! validated as upstream does. A device's taints (`NoSchedule`, `NoExecute`) keep it from
-//! requests that do not tolerate them (DRADeviceTaints, GA in v1.37), and so do the
-//! taints DeviceTaintRules put on the devices they select. Not done from v1.35–v1.37:
-//! DRA-backed extended resources, scoring of
-//! prioritized lists, consumable capacity, partitionable devices' counters and binding
-//! conditions (devices with binding conditions are not offered, as with that gate off).
+//! The allocator follows v1.37's default gates (each can be turned off, or
+//! `--emulated-version` picks an older release's): device taints and DeviceTaintRules,
+//! partitionable devices (shared counter sets, `perDeviceNodeSelection`), consumable
+//! capacity (shared devices, `requestPolicy`, `distinctAttribute`) and binding
+//! conditions. `DynamicResourcesArgs`: `filterTimeout` bounds each Filter's search (an
+//! error naming the node when it runs out, so the pod backs off), `bindingTimeout` (ten
+//! minutes) bounds PreBind's wait.
+//!
+//! **Binding conditions in a simulation.** No device driver runs in `simulate`: a claim's
+//! device conditions are what its manifest's `status.devices` says, and only the
+//! plugin's own writes change a claim. The virtual clock does not move while PreBind
+//! waits, so PreBind answers at once: the pod binds when every binding condition is
+//! already True, fails with upstream's `claim NAME binding failed: ...` when a failure
+//! condition is, and otherwise fails with upstream's `device binding timeout`, the claim
+//! then counting as timed out (the next attempt's Filter finds it unavailable and
+//! PostFilter deallocates it, as upstream does once `bindingTimeout` has passed). In a
+//! cluster PreBind waits, waking on every claim change.
+//!
+//! Not done from v1.35–v1.37: DRA-backed extended resources.
 
 pub mod allocator;
 mod args;
@@ -38,12 +51,15 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceTaintRule, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClaimStatus,
 };
+use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubesched_framework::model::k8s_openapi::jiff;
 use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo};
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::{
-    ClientError, CycleState, EnqueueExtensions, FilterPlugin, Framework, Handle, MAX_NODE_SCORE,
-    NodeToStatus, PluginError, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
-    PreFilterPlugin, PreFilterResult, ReservePlugin, ScorePlugin, Status, async_trait,
+    ClientError, CycleState, EnqueueExtensions, Event, EventType, FilterPlugin, Framework, Handle,
+    MAX_NODE_SCORE, NodeToStatus, ObjectRef, PluginError, PostFilterPlugin, PostFilterResult,
+    PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, ReservePlugin, ScorePlugin,
+    Status, async_trait,
 };
 use parking_lot::Mutex;
 
@@ -80,6 +96,8 @@ pub struct DynamicResources {
     features: Features,
     /// How long one Filter call may search a node (None: without limit).
     filter_timeout: Option<std::time::Duration>,
+    /// How long PreBind waits for binding conditions (`bindingTimeout`).
+    binding_timeout: std::time::Duration,
     /// DRADeviceTaintRules: DeviceTaintRule objects taint the devices they select.
     taint_rules: bool,
 }
@@ -113,8 +131,11 @@ impl DynamicResources {
                 device_taints: gate("DRADeviceTaints"),
                 partitionable_devices: gate("DRAPartitionableDevices"),
                 consumable_capacity: gate("DRAConsumableCapacity"),
+                binding_conditions: gate("DRADeviceBindingConditions")
+                    && gate("DRAResourceClaimDeviceStatus"),
             },
             filter_timeout,
+            binding_timeout: args.binding_limit(),
             taint_rules: gate("DRADeviceTaintRules"),
         })
     }
@@ -239,6 +260,12 @@ impl DynamicResources {
                     .get_or_insert_with(ResourceClaimStatus::default)
                     .allocation = Some(allocation.clone());
             }
+            if self.features.binding_conditions
+                && let Some(a) = current.status.as_mut().and_then(|s| s.allocation.as_mut())
+                && a.allocation_timestamp.is_none()
+            {
+                a.allocation_timestamp = self.now();
+            }
             current
                 .status
                 .get_or_insert_with(ResourceClaimStatus::default)
@@ -265,6 +292,200 @@ impl DynamicResources {
         }
         Err(last_conflict.unwrap_or_else(|| format!("update claim {name}: conflict")))
     }
+}
+
+impl DynamicResources {
+    /// The handle clock's wall time as an API timestamp, to the second (as the API
+    /// server stores it).
+    fn now(&self) -> Option<Time> {
+        let since = self
+            .handle
+            .clock()
+            .wall_now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        let secs = i64::try_from(since.as_secs()).ok()?;
+        jiff::Timestamp::from_second(secs).ok().map(Time)
+    }
+
+    /// Upstream's `isClaimReadyForBinding`: every binding condition of every allocated
+    /// device is True in the claim's `status.devices`; an error when a binding failure
+    /// condition is True.
+    fn claim_ready_for_binding(claim: &ResourceClaim) -> Result<bool, String> {
+        let Some(allocation) = allocation_of(claim) else {
+            return Ok(false);
+        };
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        for result in allocation
+            .devices
+            .as_ref()
+            .and_then(|d| d.results.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let conditions = result.binding_conditions.as_deref().unwrap_or_default();
+            if conditions.is_empty() {
+                continue;
+            }
+            let Some(status) = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.devices.as_ref())
+                .and_then(|d| {
+                    d.iter().find(|d| {
+                        d.device == result.device
+                            && d.driver == result.driver
+                            && d.pool == result.pool
+                    })
+                })
+            else {
+                return Ok(false);
+            };
+            let found = |t: &str| status.conditions.iter().flatten().find(|c| c.type_ == t);
+            for failure in result.binding_failure_conditions.iter().flatten() {
+                if let Some(c) = found(failure).filter(|c| c.status == "True") {
+                    return Err(format!(
+                        "claim {name} binding failed: reason={}, message={:?}",
+                        c.reason, c.message
+                    ));
+                }
+            }
+            if !conditions
+                .iter()
+                .all(|t| found(t).is_some_and(|c| c.status == "True"))
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Upstream's `isClaimTimeout`: a device of the claim has binding conditions and the
+    /// claim was allocated longer than `bindingTimeout` ago (or, in a simulation, PreBind
+    /// gave up on it already).
+    fn claim_binding_timed_out(&self, claim: &ResourceClaim) -> bool {
+        if !self.features.binding_conditions {
+            return false;
+        }
+        let Some(allocation) = allocation_of(claim) else {
+            return false;
+        };
+        let Some(stamp) = &allocation.allocation_timestamp else {
+            return false;
+        };
+        let conditioned = allocation
+            .devices
+            .as_ref()
+            .and_then(|d| d.results.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|r| r.binding_conditions.is_some());
+        if !conditioned {
+            return false;
+        }
+        if self.manager.binding_timed_out(claim) {
+            return true;
+        }
+        let Ok(timeout) = jiff::SignedDuration::try_from(self.binding_timeout) else {
+            return false;
+        };
+        let Some(now) = self.now() else {
+            return false;
+        };
+        stamp
+            .0
+            .checked_add(timeout)
+            .is_ok_and(|deadline| deadline < now.0)
+    }
+
+    /// Upstream's `isPodReadyForBinding`, on the newest copy of each claim (the store's
+    /// when a driver has written it since, else the one PreBind wrote).
+    fn pod_ready_for_binding(&self, s: &StateInner) -> Result<bool, String> {
+        let claims = s.claims.lock().clone();
+        for (index, ours) in claims.iter().enumerate() {
+            let namespace = ours.metadata.namespace.as_deref().unwrap_or("");
+            let name = ours.metadata.name.as_deref().unwrap_or("");
+            let Some(stored) = self.manager.claim(self.handle.objects(), namespace, name) else {
+                return Err(format!(
+                    "resourceclaim.resource.k8s.io \"{name}\" not found"
+                ));
+            };
+            let claim = if resource_version(&stored) > resource_version(ours) {
+                s.claims.lock()[index] = stored.clone();
+                stored
+            } else {
+                ours.clone()
+            };
+            if !Self::claim_ready_for_binding(&claim)? {
+                if self.claim_binding_timed_out(&claim) {
+                    return Err(format!("claim {name} binding timeout"));
+                }
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// PreBind's wait for binding conditions: until every claim is ready, a failure
+    /// condition is True, a claim times out, or `bindingTimeout` passes (`device binding
+    /// timeout`). It wakes on every claim change, and at least every five seconds as
+    /// upstream polls. Under a virtual clock (simulate) nothing but the plugin changes
+    /// claims and no time passes while PreBind waits: the answer is given at once, a
+    /// claim not ready yet timing out as it would once `bindingTimeout` has passed.
+    async fn wait_for_binding_conditions(&self, s: &StateInner) -> Result<(), String> {
+        const POLL: std::time::Duration = std::time::Duration::from_secs(5);
+        const TIMEOUT: &str = "device binding timeout";
+        let mut changes = self.handle.objects().resource_claims.subscribe();
+        if self.handle.clock().is_virtual() {
+            if self.pod_ready_for_binding(s)? {
+                return Ok(());
+            }
+            for claim in s.claims.lock().iter() {
+                if has_binding_conditions(std::slice::from_ref(claim)) {
+                    self.manager.mark_binding_timed_out(claim);
+                }
+            }
+            return Err(TIMEOUT.into());
+        }
+        let deadline = tokio::time::Instant::now() + self.binding_timeout;
+        loop {
+            if self.pod_ready_for_binding(s)? {
+                return Ok(());
+            }
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        // The store went away; keep to the poll.
+                        tokio::time::sleep(POLL.min(deadline - tokio::time::Instant::now())).await;
+                    }
+                }
+                _ = tokio::time::sleep(POLL) => {}
+                _ = tokio::time::sleep_until(deadline) => return Err(TIMEOUT.into()),
+            }
+        }
+    }
+}
+
+/// Whether an allocated claim has a device with binding conditions.
+fn has_binding_conditions(claims: &[Arc<ResourceClaim>]) -> bool {
+    claims.iter().any(|c| {
+        allocation_of(c)
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_ref())
+            .is_some_and(|r| {
+                r.iter()
+                    .any(|r| r.binding_conditions.as_ref().is_some_and(|b| !b.is_empty()))
+            })
+    })
+}
+
+fn resource_version(claim: &ResourceClaim) -> u64 {
+    claim
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 // The kinds it reads (the backends watch and load them) and the writes it makes (RBAC).
@@ -349,6 +570,8 @@ struct StateInner {
     node_allocations: Mutex<HashMap<String, Vec<AllocationResult>>>,
     /// Reserve's choice per claim index.
     allocations: Mutex<HashMap<usize, AllocationResult>>,
+    /// Some allocated claim has devices with binding conditions (Filter checks them).
+    has_conditions: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -502,7 +725,9 @@ impl PreFilterPlugin for DynamicResources {
                 .with_taint_rules(taint_rules),
             )
         };
+        let has_conditions = has_binding_conditions(&claims);
         state.write(DraState(Arc::new(StateInner {
+            has_conditions,
             claims: Mutex::new(claims),
             available_on,
             to_allocate,
@@ -526,7 +751,7 @@ impl FilterPlugin for DynamicResources {
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
-        let unavailable: Vec<usize> = s
+        let mut unavailable: Vec<usize> = s
             .available_on
             .iter()
             .enumerate()
@@ -536,6 +761,26 @@ impl FilterPlugin for DynamicResources {
             })
             .map(|(i, _)| i)
             .collect();
+        if self.features.binding_conditions && s.has_conditions {
+            // An allocated claim whose binding failed or timed out: PostFilter may
+            // deallocate it so other devices get a chance.
+            let claims = s.claims.lock();
+            for (i, claim) in claims.iter().enumerate() {
+                if unavailable.contains(&i) || allocation_of(claim).is_none() {
+                    continue;
+                }
+                let stuck = match Self::claim_ready_for_binding(claim) {
+                    Err(e) => {
+                        tracing::debug!(pod = %pod.key(), claim = %kobj(claim), error = %e, "claim failed binding conditions");
+                        true
+                    }
+                    Ok(ready) => !ready && self.claim_binding_timed_out(claim),
+                };
+                if stuck {
+                    unavailable.push(i);
+                }
+            }
+        }
         let mut allocations = None;
         if let Some(allocator) = &s.allocator {
             let deadline = self.filter_timeout.map(|t| std::time::Instant::now() + t);
@@ -695,7 +940,9 @@ impl PostFilterPlugin for DynamicResources {
                 if let Some(st) = updated.status.as_mut() {
                     st.reserved_for = None;
                     st.allocation = None;
+                    st.devices = None;
                 }
+                self.manager.forget_binding_timeout(claim);
                 tracing::debug!(pod = %pod.key(), claim = %kobj(claim), "deallocating ResourceClaim");
                 if let Err(e) = self
                     .handle
@@ -791,7 +1038,7 @@ impl ReservePlugin for DynamicResources {
 
 #[async_trait]
 impl PreBindPlugin for DynamicResources {
-    async fn pre_bind(&self, state: &CycleState, pod: &PodInfo, _node_name: &str) -> Status {
+    async fn pre_bind(&self, state: &CycleState, pod: &PodInfo, node_name: &str) -> Status {
         let Some(DraState(s)) = state.read::<DraState>() else {
             return Status::skip();
         };
@@ -816,7 +1063,24 @@ impl PreBindPlugin for DynamicResources {
                 Err(e) => return Status::error(e),
             }
         }
-        Status::success()
+        if !self.features.binding_conditions || !has_binding_conditions(&s.claims.lock()) {
+            return Status::success();
+        }
+        self.handle.client().record_event(Event {
+            regarding: ObjectRef::pod(pod),
+            event_type: EventType::Normal,
+            reason: "BindingConditionsPending".into(),
+            action: "Scheduling".into(),
+            note: format!("waiting for binding conditions for device on node {node_name}"),
+            related: None,
+        });
+        match self.wait_for_binding_conditions(s).await {
+            Ok(()) => Status::success(),
+            Err(e) => {
+                tracing::debug!(pod = %pod.key(), node = node_name, error = %e, "binding conditions");
+                Status::error(e)
+            }
+        }
     }
 
     /// Work to do whenever the pod has claims (even ones already reserved for it: PreBind
@@ -894,6 +1158,7 @@ impl EnqueueExtensions for DynamicResources {
             manager: self.manager.clone(),
             features: self.features,
             filter_timeout: self.filter_timeout,
+            binding_timeout: self.binding_timeout,
             taint_rules: self.taint_rules,
         };
         let for_pods = Self {
@@ -901,6 +1166,7 @@ impl EnqueueExtensions for DynamicResources {
             manager: self.manager.clone(),
             features: self.features,
             filter_timeout: self.filter_timeout,
+            binding_timeout: self.binding_timeout,
             taint_rules: self.taint_rules,
         };
         vec![

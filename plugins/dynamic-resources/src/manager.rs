@@ -83,6 +83,9 @@ pub struct Manager {
     version: AtomicU64,
     allocated: Mutex<Option<AllocatedCache>>,
     devices_by_claim: Mutex<DevicesByClaim>,
+    /// Claims whose binding conditions a simulation's PreBind gave up on, by UID and
+    /// allocation time: they count as timed out though no virtual time passed.
+    binding_timed_out: Mutex<std::collections::HashSet<(String, String)>>,
     /// The slice index.
     pub slices: SliceIndexCache,
     /// Compiled selectors.
@@ -116,6 +119,17 @@ fn resource_version(claim: &ResourceClaim) -> u64 {
 
 fn key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
+}
+
+/// When the claim was allocated, as written (empty: not allocated or not stamped).
+fn allocation_time(claim: &ResourceClaim) -> String {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.allocation_timestamp.as_ref())
+        .map(|t| t.0.to_string())
+        .unwrap_or_default()
 }
 
 /// The claim's UID.
@@ -179,6 +193,26 @@ impl Manager {
     pub fn signal_pending_allocation(&self, claim: Arc<ResourceClaim>) {
         self.in_flight.lock().insert(uid(&claim).to_string(), claim);
         self.bump();
+    }
+
+    /// Records that PreBind gave up waiting for this allocation's binding conditions.
+    pub fn mark_binding_timed_out(&self, claim: &ResourceClaim) {
+        self.binding_timed_out
+            .lock()
+            .insert((uid(claim).to_string(), allocation_time(claim)));
+    }
+
+    /// Whether PreBind gave up on this allocation of the claim.
+    pub fn binding_timed_out(&self, claim: &ResourceClaim) -> bool {
+        let timed_out = self.binding_timed_out.lock();
+        !timed_out.is_empty()
+            && timed_out.contains(&(uid(claim).to_string(), allocation_time(claim)))
+    }
+
+    /// Forgets the timeouts of a claim (it got deallocated).
+    pub fn forget_binding_timeout(&self, claim: &ResourceClaim) {
+        let id = uid(claim);
+        self.binding_timed_out.lock().retain(|(u, _)| u != id);
     }
 
     /// Drops an in-flight allocation; true when there was one.

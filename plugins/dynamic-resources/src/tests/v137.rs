@@ -756,3 +756,291 @@ fn selectors_see_allow_multiple_allocations() {
         some(&[&["gpus/gpu-0"]])
     );
 }
+
+// ---- binding conditions ------------------------------------------------------------------
+
+/// A fabric-attached GPU reachable from every node: it binds to the chosen node once the
+/// driver reports `attached`, and fails on `failed`.
+fn attachable() -> Vec<ResourceSlice> {
+    vec![slice(
+        "fabric",
+        "fabric",
+        1,
+        json!({"allNodes": true, "devices": [{
+            "name": "gpu-x",
+            "bindsToNode": true,
+            "bindingConditions": ["attached"],
+            "bindingFailureConditions": ["failed"],
+        }]}),
+    )]
+}
+
+fn conditions_off() -> Features {
+    Features {
+        binding_conditions: false,
+        ..Features::default()
+    }
+}
+
+#[test]
+fn devices_with_binding_conditions_are_offered() {
+    let c = claim("c", one_request(1, None));
+    let got = Case::new(attachable())
+        .allocate(std::slice::from_ref(&c))
+        .expect("no error")
+        .expect("fits");
+    let r = &results(&got[0])[0];
+    assert_eq!(
+        r.binding_conditions.as_deref(),
+        Some(&["attached".to_string()][..])
+    );
+    assert_eq!(
+        r.binding_failure_conditions.as_deref(),
+        Some(&["failed".to_string()][..])
+    );
+    assert_eq!(
+        serde_json::to_value(&got[0].node_selector).expect("json"),
+        json!({"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}),
+        "bindsToNode pins a device of an allNodes slice to the chosen node"
+    );
+    assert_eq!(
+        Case::new(attachable())
+            .features(conditions_off())
+            .devices(std::slice::from_ref(&c)),
+        None,
+        "gate off: such devices are not offered (v1.34's behaviour)"
+    );
+}
+
+/// The claim `c` as a driver left it after allocation, with its device's conditions.
+fn allocated_with(conditions: Value, stamp: &str, version: &str) -> ResourceClaim {
+    let mut c = claim("c", one_request(1, None));
+    c.metadata.resource_version = Some(version.into());
+    c.status = Some(de(json!({
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "fabric",
+                "device": "gpu-x", "bindingConditions": ["attached"],
+                "bindingFailureConditions": ["failed"]}]},
+            "allocationTimestamp": stamp,
+        },
+        "devices": [{"driver": DRIVER, "pool": "fabric", "device": "gpu-x",
+                     "conditions": conditions}],
+    })));
+    c
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Value {
+    json!({"type": type_, "status": status, "reason": reason, "message": message,
+           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+/// The plugin with the given args on a handle with the given clock.
+fn plugin_with(
+    objects: Arc<ObjectStore>,
+    args: &DynamicResourcesArgs,
+    clock: Option<Arc<dyn kubesched_framework::clock::Clock>>,
+) -> DynamicResources {
+    let mut builder = Handle::builder().objects(objects);
+    if let Some(clock) = clock {
+        builder = builder.clock(clock);
+    }
+    DynamicResources::new(args, &builder.build()).expect("plugin")
+}
+
+/// PreFilter, Filter and Reserve on n1 for a pod with claim `c`.
+fn reserved(plugin: &DynamicResources) -> (CycleState, Arc<PodInfo>) {
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let pod = pod_with_claim("c").info();
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    let s = plugin.filter(&state, &pod, &nodes[0]);
+    assert!(s.is_success(), "{s:?}");
+    assert!(plugin.reserve(&mut state, &pod, "n1").is_success());
+    (state, pod)
+}
+
+fn binding_store() -> Arc<ObjectStore> {
+    let f = Fixture::new(attachable());
+    f.objects
+        .resource_claims
+        .upsert(claim("c", one_request(1, None)));
+    f.objects
+}
+
+#[tokio::test(start_paused = true)]
+async fn pre_bind_waits_for_binding_conditions() {
+    let objects = binding_store();
+    let plugin = plugin_with(objects.clone(), &DynamicResourcesArgs::default(), None);
+    let (state, pod) = reserved(&plugin);
+    let driver = async {
+        tokio::task::yield_now().await;
+        // The driver attaches the device: the claim as the API now has it.
+        objects.resource_claims.upsert(allocated_with(
+            json!([condition("attached", "True", "Attached", "ok")]),
+            "2026-01-01T00:00:00Z",
+            "7",
+        ));
+    };
+    let (status, ()) = tokio::join!(plugin.pre_bind(&state, &pod, "n1"), driver);
+    assert!(status.is_success(), "{status:?}");
+    let DraState(inner) = state.read::<DraState>().expect("state");
+    assert_eq!(
+        inner.claims.lock()[0].metadata.resource_version.as_deref(),
+        Some("7"),
+        "PreBind ends on the driver's copy"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pre_bind_stamps_the_allocation_and_fails_on_a_failure_condition() {
+    let objects = binding_store();
+    let plugin = plugin_with(objects.clone(), &DynamicResourcesArgs::default(), None);
+    let (state, pod) = reserved(&plugin);
+    let driver = async {
+        tokio::task::yield_now().await;
+        objects.resource_claims.upsert(allocated_with(
+            json!([condition("failed", "True", "Unplugged", "cable \"b\" gone")]),
+            "2026-01-01T00:00:00Z",
+            "7",
+        ));
+    };
+    let (status, ()) = tokio::join!(plugin.pre_bind(&state, &pod, "n1"), driver);
+    assert_eq!(status.code(), kubesched_framework::Code::Error);
+    assert_eq!(
+        status.reasons(),
+        ["claim c binding failed: reason=Unplugged, message=\"cable \\\"b\\\" gone\""]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pre_bind_times_out_after_the_binding_timeout() {
+    let objects = binding_store();
+    let args = DynamicResourcesArgs {
+        binding_timeout: Some(ArgDuration::of(std::time::Duration::from_secs(30))),
+        ..DynamicResourcesArgs::default()
+    };
+    let plugin = plugin_with(objects.clone(), &args, None);
+    let (state, pod) = reserved(&plugin);
+    let started = tokio::time::Instant::now();
+    let status = plugin.pre_bind(&state, &pod, "n1").await;
+    assert_eq!(status.reasons(), ["device binding timeout"]);
+    assert_eq!(started.elapsed(), std::time::Duration::from_secs(30));
+    let DraState(inner) = state.read::<DraState>().expect("state");
+    let written = inner.claims.lock()[0].clone();
+    assert!(
+        allocation_of(&written).is_some_and(|a| a.allocation_timestamp.is_some()),
+        "bindClaim stamps the allocation"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_stuck_binding_is_deallocated() {
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let framework = PluginHarness::new(plugin_on(Arc::new(ObjectStore::default()))).framework();
+    let rows = [
+        (
+            "timed out: allocated long ago, not attached",
+            allocated_with(json!([]), "2000-01-01T00:00:00Z", "3"),
+        ),
+        (
+            "failed",
+            allocated_with(
+                json!([condition("failed", "True", "Unplugged", "gone")]),
+                "2099-01-01T00:00:00Z",
+                "3",
+            ),
+        ),
+    ];
+    for (name, c) in rows {
+        let objects = binding_store();
+        objects.resource_claims.upsert(c);
+        let plugin = plugin_on(objects);
+        let pod = pod_with_claim("c").info();
+        let mut state = CycleState::new();
+        assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+        assert_eq!(
+            plugin.filter(&state, &pod, &nodes[0]).reasons(),
+            [ERR_REASON_NOT_AVAILABLE],
+            "{name}"
+        );
+        let (_, s) = plugin
+            .post_filter(&framework, &state, &pod, &NodeToStatus::default())
+            .await;
+        assert_eq!(s.reasons(), [MSG_DEALLOCATED], "{name}");
+    }
+    // Allocated recently and waiting: the pod may go on to PreBind's wait.
+    let objects = binding_store();
+    objects
+        .resource_claims
+        .upsert(allocated_with(json!([]), "2099-01-01T00:00:00Z", "3"));
+    let plugin = plugin_on(objects);
+    let pod = pod_with_claim("c").info();
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    assert!(plugin.filter(&state, &pod, &nodes[0]).is_success());
+}
+
+#[tokio::test]
+async fn simulated_pre_bind_answers_at_once() {
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let clock: Arc<dyn kubesched_framework::clock::Clock> =
+        Arc::new(kubesched_framework::clock::FakeClock::new());
+    // The manifest's claim status already says the device is attached.
+    let objects = binding_store();
+    let mut c = claim("c", one_request(1, None));
+    c.status = Some(de(
+        json!({"devices": [{"driver": DRIVER, "pool": "fabric", "device": "gpu-x",
+        "conditions": [condition("attached", "True", "Attached", "ok")]}]}),
+    ));
+    objects.resource_claims.upsert(c);
+    let plugin = plugin_with(
+        objects,
+        &DynamicResourcesArgs::default(),
+        Some(clock.clone()),
+    );
+    let (state, pod) = reserved(&plugin);
+    assert!(plugin.pre_bind(&state, &pod, "n1").await.is_success());
+
+    // Nothing will attach it: the timeout, without waiting, and the next attempt finds
+    // the claim timed out.
+    let objects = binding_store();
+    let plugin = plugin_with(
+        objects.clone(),
+        &DynamicResourcesArgs::default(),
+        Some(clock),
+    );
+    let (state, pod) = reserved(&plugin);
+    assert_eq!(
+        plugin.pre_bind(&state, &pod, "n1").await.reasons(),
+        ["device binding timeout"]
+    );
+    let DraState(inner) = state.read::<DraState>().expect("state");
+    let mut written = (*inner.claims.lock()[0]).clone();
+    written.metadata.resource_version = Some("9".into());
+    objects.resource_claims.upsert(written);
+    let mut again = CycleState::new();
+    assert!(plugin.pre_filter(&mut again, &pod, &nodes).1.is_success());
+    assert_eq!(
+        plugin.filter(&again, &pod, &nodes[0]).reasons(),
+        [ERR_REASON_NOT_AVAILABLE]
+    );
+}
+
+#[tokio::test]
+async fn emulated_v1_35_does_not_offer_devices_with_binding_conditions() {
+    let objects = binding_store();
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let pod = pod_with_claim("c").info();
+    let old = PluginHarness::new(plugin_at(
+        objects.clone(),
+        kubesched_framework::Version::V1_35,
+    ))
+    .run(&pod, &nodes);
+    assert_eq!(
+        old.filter_of("n1").map(|s| s.reasons.clone()),
+        Some(vec![ERR_REASON_CANNOT_ALLOCATE.to_string()])
+    );
+    let now = PluginHarness::new(plugin_on(objects)).run(&pod, &nodes);
+    assert_eq!(now.feasible(), vec!["n1"]);
+}
