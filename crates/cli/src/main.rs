@@ -80,8 +80,61 @@ struct Cli {
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Output {
     Table,
+    /// kubectl's `-o wide`: the table with the NOMINATED column always and each pod's
+    /// attempts.
+    Wide,
+    /// kubectl's `-o name`: `pod/NAME`, one a line.
+    Name,
     Json,
     Yaml,
+}
+
+/// A pod state for `--status` (kubesched_sim::PodState).
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum StatusFilter {
+    Scheduled,
+    Unschedulable,
+    Pending,
+    Preempted,
+    Terminating,
+    Invalid,
+}
+
+impl StatusFilter {
+    fn state(self) -> kubesched_sim::PodState {
+        use kubesched_sim::PodState as S;
+        match self {
+            Self::Scheduled => S::Scheduled,
+            Self::Unschedulable => S::Unschedulable,
+            Self::Pending => S::Pending,
+            Self::Preempted => S::Preempted,
+            Self::Terminating => S::Terminating,
+            Self::Invalid => S::Invalid,
+        }
+    }
+}
+
+/// Prints a report in the chosen format (`--no-headers` applies to the tables).
+fn print_report_as(
+    report: &kubesched_sim::SimReport,
+    output: Output,
+    with_timing: bool,
+    headers: bool,
+) {
+    let table = |wide| {
+        report.to_table_with(kubesched_sim::TableOptions {
+            with_timing,
+            wide,
+            headers,
+        })
+    };
+    match output {
+        Output::Table => print(&table(false)),
+        Output::Wide => print(&table(true)),
+        Output::Name => print(&report.to_names()),
+        Output::Json => print(&format!("{}\n", report.to_json())),
+        Output::Yaml => print(&report.to_yaml()),
+    }
 }
 
 /// A `--fail-on` condition (kubesched_sim::Gate).
@@ -201,11 +254,23 @@ struct SimulateArgs {
     workload: Option<PathBuf>,
     /// Explain one pod: every node's Filter verdict, every Score plugin's scores, and when no
     /// node fits, what preemption considered (candidates, victims, the deciding criterion).
+    /// A bare POD is looked up in --namespace, else in `default`, as `kubesched explain` does.
     #[arg(long, value_name = "NAMESPACE/POD")]
     explain: Option<String>,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// List only the pods of this namespace (the whole input is simulated all the same, and
+    /// the summary counts every pod).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    namespace: Option<String>,
+    /// List only pods in these states (comma-separated, e.g. `--status
+    /// unschedulable,pending`).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "STATE")]
+    status: Vec<StatusFilter>,
+    /// Leave the tables' header rows out, as kubectl's `--no-headers` does.
+    #[arg(long)]
+    no_headers: bool,
     /// Also write one self-contained HTML page (inline SVG charts, no external files):
     /// summary, node utilisation before and after, unschedulable reasons, score
     /// distribution per Score plugin, and every pod with its explanation.
@@ -628,7 +693,13 @@ fn report_absent(loaded: &LoadedConfig) {
     }
 }
 
-fn simulate(args: SimulateArgs, gates: FeatureGates) -> ExitCode {
+fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
+    if let Some(pod) = &args.explain
+        && !pod.contains('/')
+    {
+        let namespace = args.namespace.as_deref().unwrap_or("default");
+        args.explain = Some(format!("{namespace}/{pod}"));
+    }
     if args.paths.is_empty() && args.workload.is_none() {
         return fail_with(
             EXIT_INPUT,
@@ -820,23 +891,22 @@ fn print_report(report: &mut kubesched_sim::SimReport, args: &SimulateArgs) -> E
     if args.no_timing {
         report.drop_timing();
     }
-    match args.output {
-        Output::Table => print(&report.to_table(!args.no_timing)),
-        Output::Json => print(&format!("{}\n", report.to_json())),
-        Output::Yaml => print(&report.to_yaml()),
-    }
+    // --fail-on judges the whole run; --namespace and --status only narrow what is listed.
     let mut conditions = args.fail_on.clone();
     conditions.sort();
     conditions.dedup();
-    let mut held = false;
-    for c in conditions {
-        let gate = kubesched_sim::Gate::from(c);
-        if let Some(why) = report.gate(gate) {
-            logs::error(&format!("--fail-on {}: {why}", gate.as_str()));
-            held = true;
-        }
+    let held: Vec<(kubesched_sim::Gate, String)> = conditions
+        .into_iter()
+        .map(kubesched_sim::Gate::from)
+        .filter_map(|gate| report.gate(gate).map(|why| (gate, why)))
+        .collect();
+    let states: Vec<_> = args.status.iter().map(|s| s.state()).collect();
+    report.retain_pods(args.namespace.as_deref(), &states);
+    print_report_as(report, args.output, !args.no_timing, !args.no_headers);
+    for (gate, why) in &held {
+        logs::error(&format!("--fail-on {}: {why}", gate.as_str()));
     }
-    if held {
+    if !held.is_empty() {
         ExitCode::from(EXIT_CONDITION)
     } else {
         ExitCode::SUCCESS
@@ -1001,11 +1071,7 @@ fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
         Ok(r) => r,
         Err((code, e)) => return fail_with(code, &e),
     };
-    match args.output {
-        Output::Table => print(&report.to_table(false)),
-        Output::Json => print(&format!("{}\n", report.to_json())),
-        Output::Yaml => print(&report.to_yaml()),
-    }
+    print_report_as(&report, args.output, false, true);
     ExitCode::SUCCESS
 }
 

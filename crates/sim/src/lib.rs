@@ -31,7 +31,7 @@ pub use load::{
 };
 pub use report::{
     Attempt, AttemptResult, EventRef, PodResult, PodState, REPORT_API_VERSION, REPORT_KIND,
-    ReportEvent, ReportType, SimReport, Summary, percentile,
+    ReportEvent, ReportType, SimReport, Summary, TableOptions, percentile,
 };
 pub use runner::{EXPLAIN_ALL, Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{

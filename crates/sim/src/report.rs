@@ -94,6 +94,27 @@ impl PodResult {
     }
 }
 
+/// How [`SimReport::to_table_with`] lays the table out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableOptions {
+    /// The summary's pods/s and latencies (left out for byte-stable output).
+    pub with_timing: bool,
+    /// kubectl's `-o wide`: the NOMINATED column always, and each pod's attempts.
+    pub wide: bool,
+    /// Header rows (kubectl's `--no-headers` turns them off).
+    pub headers: bool,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        Self {
+            with_timing: true,
+            wide: false,
+            headers: true,
+        }
+    }
+}
+
 /// Totals of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -248,9 +269,45 @@ impl SimReport {
     /// A table for people: pods (with every attempt of the pods tried more than once),
     /// preempted pods, explanations, problems and the summary.
     pub fn to_table(&self, with_timing: bool) -> String {
+        self.to_table_with(TableOptions {
+            with_timing,
+            ..TableOptions::default()
+        })
+    }
+
+    /// `kubectl get -o name`: one `pod/NAME` line per pod, nothing else.
+    pub fn to_names(&self) -> String {
         let mut out = String::new();
-        self.write_pods(&mut out);
-        self.write_preempted(&mut out);
+        for p in &self.pods {
+            let _ = writeln!(out, "pod/{}", shown(&p.name));
+        }
+        out
+    }
+
+    /// Keeps the pods (and their explanations) of `namespace` whose state is one of
+    /// `states`, as kubectl's `-n` and a status filter narrow what it lists; `None` and an
+    /// empty list keep everything. The summary still describes the whole run.
+    pub fn retain_pods(&mut self, namespace: Option<&str>, states: &[PodState]) {
+        self.pods.retain(|p| {
+            namespace.is_none_or(|ns| p.namespace == ns)
+                && (states.is_empty() || states.contains(&p.status))
+        });
+        if let Some(ns) = namespace {
+            let prefix = format!("{ns}/");
+            self.explanations.retain(|e| e.pod.starts_with(&prefix));
+        }
+    }
+
+    /// [`SimReport::to_table`] with kubectl's `-o wide` and `--no-headers` choices.
+    pub fn to_table_with(&self, options: TableOptions) -> String {
+        let TableOptions {
+            with_timing,
+            wide,
+            headers,
+        } = options;
+        let mut out = String::new();
+        self.write_pods(&mut out, wide, headers);
+        self.write_preempted(&mut out, headers);
         if let Some(w) = &self.what_if {
             write_what_if(&mut out, w);
         }
@@ -300,7 +357,7 @@ impl SimReport {
         out
     }
 
-    fn write_pods(&self, out: &mut String) {
+    fn write_pods(&self, out: &mut String, wide: bool, headers: bool) {
         let rows: Vec<[Cow<'_, str>; 4]> = self
             .pods
             .iter()
@@ -322,13 +379,10 @@ impl SimReport {
         };
         let pod_w = width(0, 3);
         let node_w = width(1, 4);
-        // The NOMINATED column appears only when preemption nominated someone, so tables
-        // of runs without preemption keep their shape.
-        let nominated_w = self
-            .pods
-            .iter()
-            .any(|p| p.nominated_node.is_some())
-            .then(|| {
+        // The NOMINATED column appears only when preemption nominated someone (always in
+        // the wide table), so tables of runs without preemption keep their shape.
+        let nominated_w =
+            (wide || self.pods.iter().any(|p| p.nominated_node.is_some())).then(|| {
                 self.pods
                     .iter()
                     .zip(&rows)
@@ -343,6 +397,7 @@ impl SimReport {
                     status: &str,
                     node: &str,
                     nominated: &str,
+                    attempts: &str,
                     message: &str| {
             pad(out, pod, pod_w);
             out.push_str("  ");
@@ -354,12 +409,35 @@ impl SimReport {
                 pad(out, nominated, w);
                 out.push_str("  ");
             }
+            if wide {
+                pad(out, attempts, "ATTEMPTS".len());
+                out.push_str("  ");
+            }
             out.push_str(message);
             out.push('\n');
         };
-        line(out, "POD", "STATUS", "NODE", "NOMINATED", "MESSAGE");
+        if headers {
+            line(
+                out,
+                "POD",
+                "STATUS",
+                "NODE",
+                "NOMINATED",
+                "ATTEMPTS",
+                "MESSAGE",
+            );
+        }
         for (p, row) in self.pods.iter().zip(&rows) {
-            line(out, &row[0], p.status.as_str(), &row[1], &row[2], &row[3]);
+            let attempts = p.attempts.to_string();
+            line(
+                out,
+                &row[0],
+                p.status.as_str(),
+                &row[1],
+                &row[2],
+                &attempts,
+                &row[3],
+            );
             if p.history.len() > 1 {
                 for a in &p.history {
                     let mut line = format!("  attempt {}: {}", a.attempt, a.result.as_str());
@@ -372,7 +450,7 @@ impl SimReport {
         }
     }
 
-    fn write_preempted(&self, out: &mut String) {
+    fn write_preempted(&self, out: &mut String, headers: bool) {
         let rows: Vec<(String, Cow<'_, str>, Cow<'_, str>)> = self
             .pods
             .iter()
@@ -410,7 +488,9 @@ impl SimReport {
             out.push_str(preemptor);
             out.push('\n');
         };
-        line(out, "VICTIM", "NODE", "PREEMPTOR");
+        if headers {
+            line(out, "VICTIM", "NODE", "PREEMPTOR");
+        }
         for (victim, node, preemptor) in &rows {
             line(out, victim, node, preemptor);
         }
@@ -871,5 +951,90 @@ mod tests {
         );
         assert!(!table.contains('\u{1b}') && !table.contains('\r') && !table.contains('\u{202e}'));
         assert_eq!(shown("plain-name"), Cow::Borrowed("plain-name"));
+    }
+
+    fn pods_table(table: &str) -> Vec<&str> {
+        table.lines().take_while(|l| !l.is_empty()).collect()
+    }
+
+    #[test]
+    fn wide_names_and_no_headers_are_kubectls() {
+        let mut unschedulable = pod(
+            "web-2",
+            None,
+            PodState::Unschedulable,
+            Some("0/2 nodes are available"),
+        );
+        unschedulable.attempts = 4;
+        let r = report(vec![
+            pod("web-1", Some("n1"), PodState::Scheduled, None),
+            unschedulable,
+        ]);
+
+        let plain = r.to_table(false);
+        assert_eq!(
+            pods_table(&plain),
+            [
+                "POD            STATUS         NODE  MESSAGE",
+                "default/web-1  Scheduled      n1    ",
+                "default/web-2  Unschedulable  -     0/2 nodes are available",
+            ]
+        );
+        let wide = r.to_table_with(TableOptions {
+            with_timing: false,
+            wide: true,
+            headers: true,
+        });
+        assert_eq!(
+            pods_table(&wide),
+            [
+                "POD            STATUS         NODE  NOMINATED  ATTEMPTS  MESSAGE",
+                "default/web-1  Scheduled      n1    -          1         ",
+                "default/web-2  Unschedulable  -     -          4         0/2 nodes are available",
+            ]
+        );
+        let bare = r.to_table_with(TableOptions {
+            with_timing: false,
+            wide: false,
+            headers: false,
+        });
+        assert_eq!(
+            pods_table(&bare),
+            [
+                "default/web-1  Scheduled      n1    ",
+                "default/web-2  Unschedulable  -     0/2 nodes are available",
+            ]
+        );
+        assert_eq!(r.to_names(), "pod/web-1\npod/web-2\n");
+    }
+
+    #[test]
+    fn retain_pods_narrows_by_namespace_and_state_and_keeps_the_summary() {
+        let mut other = pod("db-0", Some("n2"), PodState::Scheduled, None);
+        other.namespace = "data".into();
+        let mut r = report(vec![
+            pod("web-1", Some("n1"), PodState::Scheduled, None),
+            pod("web-2", None, PodState::Unschedulable, Some("no")),
+            other,
+        ]);
+        r.summary.pods = 3;
+        let mut by_ns = r.clone();
+        by_ns.retain_pods(Some("data"), &[]);
+        assert_eq!(
+            by_ns.pods.iter().map(PodResult::key).collect::<Vec<_>>(),
+            ["data/db-0"]
+        );
+        assert_eq!(by_ns.summary.pods, 3, "the summary describes the whole run");
+        let mut by_state = r.clone();
+        by_state.retain_pods(None, &[PodState::Unschedulable, PodState::Pending]);
+        assert_eq!(
+            by_state.pods.iter().map(PodResult::key).collect::<Vec<_>>(),
+            ["default/web-2"]
+        );
+        let mut both = r.clone();
+        both.retain_pods(Some("data"), &[PodState::Unschedulable]);
+        assert!(both.pods.is_empty());
+        r.retain_pods(None, &[]);
+        assert_eq!(r.pods.len(), 3);
     }
 }
