@@ -74,6 +74,21 @@ pub const PLUGIN_ACCESS: &[PluginAccess] = &[
         ],
     },
     PluginAccess {
+        plugin: "GangScheduling",
+        rules: &[
+            Rule {
+                api_group: "scheduling.k8s.io",
+                resource: "podgroups",
+                verbs: &["get", "list", "watch"],
+            },
+            Rule {
+                api_group: "scheduling.k8s.io",
+                resource: "podgroups/status",
+                verbs: &["update", "patch"],
+            },
+        ],
+    },
+    PluginAccess {
         plugin: "InterPodAffinity",
         rules: &[
             Rule {

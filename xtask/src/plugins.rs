@@ -23,7 +23,8 @@ pub const DEFAULT_FEATURES: &str = "inventory,all-plugins";
 pub const DEFAULT_KEYWORD: &str = "default";
 
 /// Upstream's default profile, in order, with score weights: the same list as
-/// `kubesched_config::DEFAULT_PLUGINS` (a test keeps them equal). It orders a chosen plugin
+/// `kubesched_config::DEFAULT_PLUGINS` whose gate is on by default (a test keeps them equal;
+/// GenericWorkload's GangScheduling is off by default and left out). It orders a chosen plugin
 /// set the way the default profile would run it and gives chosen plugins their usual
 /// weights.
 pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
