@@ -788,6 +788,8 @@ struct DeviceChoice<'a> {
     device: &'a IndexedDevice,
     request: String,
     admin_access: bool,
+    /// The request's tolerations, recorded in the result as upstream does.
+    tolerations: Option<Vec<DeviceToleration>>,
     /// The device's pool (index into the run's pools).
     pool: usize,
     /// Its counters were added to the pool's consumption (undone with the choice).
@@ -886,6 +888,10 @@ impl<'a> Run<'a> {
         device: &IndexedDevice,
     ) -> Result<Option<BTreeMap<String, Amount>>, String> {
         let capacity = device.capacity.as_ref().map_err(Clone::clone)?;
+        if capacity.is_empty() && req.capacity.is_none() {
+            // Nothing to consume (most devices): no need to look further.
+            return Ok(Some(BTreeMap::new()));
+        }
         let allocated = self.allocated.capacity.get(&device.id);
         let allocating = self.allocating_capacity.get(&device.id);
         let used = |name: &str| {
@@ -1105,6 +1111,7 @@ impl<'a> Run<'a> {
             device,
             request: req.full_name.clone(),
             admin_access: req.admin_access,
+            tolerations: req.tolerations.clone().filter(|t| !t.is_empty()),
             pool,
             counted,
         });
@@ -1309,6 +1316,7 @@ impl<'a> Run<'a> {
                     pool: c.device.id.pool.to_string(),
                     device: c.device.id.device.to_string(),
                     admin_access: c.admin_access.then_some(true),
+                    tolerations: c.tolerations.clone(),
                     share_id: c.share.as_ref().map(|s| s.id.clone()),
                     binding_conditions: self
                         .features

@@ -1044,3 +1044,23 @@ async fn emulated_v1_35_does_not_offer_devices_with_binding_conditions() {
     let now = PluginHarness::new(plugin_on(objects)).run(&pod, &nodes);
     assert_eq!(now.feasible(), vec!["n1"]);
 }
+
+#[test]
+fn results_carry_the_requests_tolerations() {
+    let toleration = json!({"key": "example.com/unhealthy", "operator": "Exists"});
+    let c = claim("c", tolerating(1, toleration.clone()));
+    let got = tainted_pair("NoSchedule")
+        .allocate(std::slice::from_ref(&c), &[], "n1")
+        .expect("no error")
+        .expect("fits");
+    let r = results(&got[0]);
+    assert_eq!(
+        serde_json::to_value(&r[0].tolerations).expect("json"),
+        json!([toleration])
+    );
+    let plain = eight_gpus()
+        .allocate(&[claim("c", one_request(1, None))], &[], "n1")
+        .expect("no error")
+        .expect("fits");
+    assert_eq!(results(&plain[0])[0].tolerations, None);
+}
