@@ -54,3 +54,5 @@ use kubesched_plugin_volume_binding as _;
 use kubesched_plugin_volume_restrictions as _;
 #[cfg(feature = "plugin-volume-zone")]
 use kubesched_plugin_volume_zone as _;
+#[cfg(feature = "plugin-wasm")]
+use kubesched_plugin_wasm as _;

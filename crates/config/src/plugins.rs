@@ -109,9 +109,34 @@ include!(concat!(env!("OUT_DIR"), "/plugin_features.rs"));
 /// The highest score weight a configuration may give.
 pub const MAX_WEIGHT: i32 = 100;
 
-/// The extension points a compiled-in plugin implements.
-fn points_of(name: &str) -> Option<PointSet> {
-    registry::find(name).map(|d| d.extension_points())
+/// The extension points a compiled-in plugin implements, or one a plugin source builds under
+/// this name (see [`sourced`]).
+fn points_of(name: &str, sourced: &Sourced) -> Option<PointSet> {
+    registry::find(name)
+        .map(|d| d.extension_points())
+        .or_else(|| sourced.get(name).and_then(|p| p.as_ref().ok().copied()))
+}
+
+/// Plugins of a profile that a [`registry::PluginSource`] builds under their configured name,
+/// with the points each implements or why its args are refused.
+type Sourced = BTreeMap<String, Result<PointSet, String>>;
+
+/// The profile's `pluginConfig` entries whose name is not registered and whose args a plugin
+/// source claims (a WebAssembly guest named by its `guestURL`, with `plugin-wasm`).
+fn sourced(profile: &Profile) -> Sourced {
+    profile
+        .plugin_config
+        .iter()
+        .filter(|pc| registry::find(&pc.name).is_none())
+        .filter_map(|pc| {
+            let args = pc.args.as_ref()?;
+            let source = registry::source_for(Some(args))?;
+            Some((
+                pc.name.clone(),
+                (source.points)(args).map_err(|e| e.message),
+            ))
+        })
+        .collect()
 }
 
 /// The default `multiPoint` set of this build under `gates` (upstream's defaults whose gate
@@ -246,12 +271,14 @@ pub(crate) struct ResolvedProfile {
 /// Checks the plugin names and weights the user wrote in profile `index`, before defaults are
 /// merged in, so each problem names the user's own entry.
 pub(crate) fn check_user_plugins(index: usize, profile: &Profile, problems: &mut Vec<FieldError>) {
+    let sourced = sourced(profile);
     if let Some(plugins) = &profile.plugins {
         for key in SetKey::all() {
             let set = plugins.set(key);
             for (j, e) in set.enabled.iter().enumerate() {
                 let base = format!("{}.enabled[{j}]", set_path(index, key));
-                if let Some(msg) = name_problem(&e.name) {
+                if let Some(msg) = name_problem(&e.name).filter(|_| !sourced.contains_key(&e.name))
+                {
                     problems.push(FieldError::new(format!("{base}.name"), msg));
                 }
                 let weighs = matches!(
@@ -375,8 +402,10 @@ pub(crate) fn resolve_profile(
         }
     }
 
-    let (plugin_config, plugin_args) = resolve_plugin_config(index, profile, &plugins, problems);
-    let points = expand(index, &merged, problems);
+    let sourced = sourced(profile);
+    let (plugin_config, plugin_args) =
+        resolve_plugin_config(index, profile, &plugins, &sourced, problems);
+    let points = expand(index, &merged, &sourced, problems);
 
     let resolved = Profile {
         scheduler_name: profile.scheduler_name.clone(),
@@ -404,6 +433,7 @@ fn resolve_plugin_config(
     index: usize,
     profile: &Profile,
     plugins: &Plugins,
+    sourced: &Sourced,
     problems: &mut Vec<FieldError>,
 ) -> (Vec<PluginConfig>, BTreeMap<String, serde_json::Value>) {
     let mut seen = BTreeSet::new();
@@ -415,6 +445,13 @@ fn resolve_plugin_config(
                 format!("{path}.name"),
                 format!("duplicate value {:?}", pc.name),
             ));
+            continue;
+        }
+        if let Some(points) = sourced.get(&pc.name) {
+            if let Err(msg) = points {
+                problems.push(FieldError::new(format!("{path}.args"), msg.clone()));
+            }
+            out.push(pc.clone());
             continue;
         }
         if let Some(msg) = name_problem(&pc.name) {
@@ -467,7 +504,7 @@ fn resolve_plugin_config(
     // and its `config defaults`-style dump resolve to the same profile.
     let args = out
         .iter()
-        .filter(|pc| registry::find(&pc.name).is_some())
+        .filter(|pc| registry::find(&pc.name).is_some() || sourced.contains_key(&pc.name))
         .filter_map(|pc| pc.args.clone().map(|a| (pc.name.clone(), a)))
         .collect();
     (out, args)
@@ -481,6 +518,7 @@ fn resolve_plugin_config(
 fn expand(
     index: usize,
     merged: &BTreeMap<SetKey, MergedSet>,
+    sourced: &Sourced,
     problems: &mut Vec<FieldError>,
 ) -> BTreeMap<ExtensionPoint, Vec<PluginRef>> {
     let empty = MergedSet::default();
@@ -493,7 +531,7 @@ fn expand(
         let set = merged.get(&key).unwrap_or(&empty);
         let mut specific: Vec<&str> = Vec::new();
         for m in &set.enabled {
-            let Some(points) = points_of(&m.entry.name) else {
+            let Some(points) = points_of(&m.entry.name, sourced) else {
                 continue; // reported as not compiled in
             };
             if !points.contains(point) {
@@ -528,7 +566,7 @@ fn expand(
             let mut from_multi: Vec<&str> = Vec::new();
             for m in &multi.enabled {
                 let name = m.entry.name.as_str();
-                let Some(points) = points_of(name) else {
+                let Some(points) = points_of(name, sourced) else {
                     continue;
                 };
                 if !points.contains(point) || set.disables(name) {

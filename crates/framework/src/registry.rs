@@ -314,6 +314,99 @@ pub fn check_unique() -> Result<(), crate::PluginError> {
     )))
 }
 
+/// Builds plugins under names the configuration picks, for one factory that serves any
+/// number of names (kube-scheduler-wasm-extension's `wasm.PluginFactory(name)`: each
+/// WebAssembly guest is its own plugin). A profile naming a plugin that is not registered,
+/// whose `pluginConfig` args the source [`claims`](Self::claims), gets the source's plugin
+/// under that name; any other unknown name stays an error. Registered with
+/// [`register_plugin_source!`](crate::register_plugin_source).
+#[derive(Clone, Copy)]
+pub struct PluginSource {
+    /// What the source builds, for messages (e.g. `wasm`).
+    pub kind: &'static str,
+    /// Whether args of a `pluginConfig` entry are meant for this source (e.g. they carry a
+    /// `guestURL`).
+    pub claims: fn(&serde_json::Value) -> bool,
+    /// The extension points the plugin built from these args will implement.
+    pub points: fn(&serde_json::Value) -> Result<PointSet, ArgsError>,
+    /// Builds the plugin named `name` from its args.
+    pub build: SourceFactory,
+    /// The crate that registered it.
+    pub crate_name: &'static str,
+}
+
+/// Builds a plugin of a [`PluginSource`] under the configured name, from its args.
+pub type SourceFactory = fn(
+    name: &str,
+    args: &serde_json::Value,
+    handle: &Handle,
+) -> Result<Arc<dyn Plugin>, crate::PluginError>;
+
+impl std::fmt::Debug for PluginSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginSource")
+            .field("kind", &self.kind)
+            .field("crate", &self.crate_name)
+            .finish()
+    }
+}
+
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+inventory::collect!(PluginSource);
+
+/// The distributed slice the `linkme` backend collects plugin sources in.
+#[cfg(feature = "linkme")]
+#[linkme::distributed_slice]
+pub static PLUGIN_SOURCES: [PluginSource];
+
+/// The source that builds an unregistered plugin configured with `args`, if one claims them.
+pub fn source_for(args: Option<&serde_json::Value>) -> Option<&'static PluginSource> {
+    let args = args?;
+    #[cfg(feature = "linkme")]
+    let mut all = PLUGIN_SOURCES.iter();
+    #[cfg(all(feature = "inventory", not(feature = "linkme")))]
+    let mut all = inventory::iter::<PluginSource>.into_iter();
+    all.find(|s| (s.claims)(args))
+}
+
+/// Registers a [`PluginSource`] at link time (once per source crate, at its top level).
+#[macro_export]
+macro_rules! register_plugin_source {
+    (kind: $kind:expr, claims: $claims:expr, points: $points:expr, build: $build:expr $(,)?) => {
+        $crate::__kubesched_submit_source! {
+            $crate::registry::PluginSource {
+                kind: $kind,
+                claims: $claims,
+                points: $points,
+                build: $build,
+                crate_name: env!("CARGO_PKG_NAME"),
+            }
+        }
+    };
+}
+
+/// Puts a plugin source in the link-time collection (linkme backend).
+#[cfg(feature = "linkme")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubesched_submit_source {
+    ($source:expr) => {
+        #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGIN_SOURCES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __KUBESCHED_PLUGIN_SOURCE: $crate::registry::PluginSource = $source;
+    };
+}
+
+/// Puts a plugin source in the link-time collection (inventory backend).
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubesched_submit_source {
+    ($source:expr) => {
+        $crate::__private::inventory::submit! { $source }
+    };
+}
+
 /// The Cargo feature of the `kubesched` binary that compiles a plugin in:
 /// `plugin-` and the kebab-case of its name (`NodeResourcesFit` → `plugin-node-resources-fit`).
 pub fn feature_for(name: &str) -> String {

@@ -310,6 +310,16 @@ impl Framework {
         let mut instances = BTreeMap::new();
         let mut effective_args = BTreeMap::new();
         for name in spec.plugin_names() {
+            let raw_args = spec.plugin_args.get(&name);
+            if let (None, Some(source)) = (registry::find(&name), registry::source_for(raw_args)) {
+                // A plugin built under a configured name (e.g. a WebAssembly guest).
+                let args = raw_args.cloned().unwrap_or_default();
+                let plugin = (source.build)(&name, &args, &handle)
+                    .map_err(|e| PluginError(format!("building plugin {name}: {e}")))?;
+                effective_args.insert(name.clone(), args);
+                instances.insert(name, plugin);
+                continue;
+            }
             let desc = registry::find(&name).ok_or_else(|| {
                 PluginError(format!(
                     "plugin {name:?} is not compiled into this binary (enable the Cargo feature `{}` of kubesched)",
