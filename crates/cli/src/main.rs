@@ -94,6 +94,7 @@ enum Output {
 enum StatusFilter {
     Scheduled,
     Unschedulable,
+    Error,
     Pending,
     Preempted,
     Terminating,
@@ -106,11 +107,21 @@ impl StatusFilter {
         match self {
             Self::Scheduled => S::Scheduled,
             Self::Unschedulable => S::Unschedulable,
+            Self::Error => S::Error,
             Self::Pending => S::Pending,
             Self::Preempted => S::Preempted,
             Self::Terminating => S::Terminating,
             Self::Invalid => S::Invalid,
         }
+    }
+}
+
+/// "once", "twice", "N times".
+fn plural_times(n: u32) -> String {
+    match n {
+        1 => "once".to_string(),
+        2 => "twice".to_string(),
+        n => format!("{n} times"),
     }
 }
 
@@ -884,9 +895,17 @@ fn print_report(report: &mut kubesched_sim::SimReport, args: &SimulateArgs) -> E
     if let Some(pod) = &args.explain
         && report.explanations.is_empty()
     {
-        warn(&format!(
-            "no scheduling attempt of {pod} was seen, so there is nothing to explain"
-        ));
+        let row = report.pods.iter().find(|p| p.key() == *pod);
+        match row {
+            Some(p) if p.attempts > 0 => warn(&format!(
+                "{pod} was attempted {} but no attempt got as far as judging nodes (the last one ended: {}), so there is no node to explain",
+                plural_times(p.attempts),
+                p.message.as_deref().unwrap_or("without a message")
+            )),
+            _ => warn(&format!(
+                "no scheduling attempt of {pod} was seen, so there is nothing to explain"
+            )),
+        }
     }
     if args.no_timing {
         report.drop_timing();

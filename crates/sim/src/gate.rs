@@ -74,9 +74,12 @@ impl SimReport {
         let pods = match gate {
             Gate::Unschedulable => listed(
                 "unschedulable",
-                self.pods
-                    .iter()
-                    .filter(|p| matches!(p.status, PodState::Unschedulable | PodState::Invalid)),
+                self.pods.iter().filter(|p| {
+                    matches!(
+                        p.status,
+                        PodState::Unschedulable | PodState::Error | PodState::Invalid
+                    )
+                }),
             ),
             Gate::Pending => listed(
                 "not bound",
@@ -182,7 +185,7 @@ mod tests {
                 &["unschedulable", "pending"],
             ),
             (
-                S::Unschedulable,
+                S::Error,
                 Some(A::Error),
                 &["unschedulable", "pending", "errors"],
             ),

@@ -10,8 +10,12 @@ use serde::Serialize;
 pub enum PodState {
     /// Bound to a node.
     Scheduled,
-    /// Its last attempt failed.
+    /// Its last attempt found no node (a plugin's or an extender's verdict).
     Unschedulable,
+    /// Its last attempt failed with an error rather than a verdict (an extender that is
+    /// down, a plugin error): kube-scheduler's `SchedulerError` reason. It is retried with
+    /// backoff, as upstream retries it.
+    Error,
     /// Never attempted (gated, or waiting).
     Pending,
     /// Evicted by preemption to make room for a higher-priority pod.
@@ -28,6 +32,7 @@ impl PodState {
         match self {
             Self::Scheduled => "Scheduled",
             Self::Unschedulable => "Unschedulable",
+            Self::Error => "Error",
             Self::Pending => "Pending",
             Self::Preempted => "Preempted",
             Self::Terminating => "Terminating",

@@ -129,6 +129,9 @@ pub struct Summary {
     /// Refused as an API server would refuse them (left out of the output when none).
     #[serde(skip_serializing_if = "is_zero")]
     pub invalid: usize,
+    /// Last attempt failed with an error, not a verdict (left out of the output when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub errors: usize,
     /// Pods evicted by preemption (running pods of the input included).
     pub preempted: usize,
     /// Scheduling attempts.
@@ -219,12 +222,39 @@ pub struct SimReport {
     /// Explanations asked for with `--explain`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub explanations: Vec<Explanation>,
+    /// The pod groups (GenericWorkload) the scheduler tried, as their last group cycle
+    /// left them, by `namespace/name`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pod_groups: Vec<PodGroupResult>,
     /// Problems with the input (the rest was simulated).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<InputProblem>,
     /// The answer to `--add-nodes`, `--drain` or `--scale-workload`, for the run shown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub what_if: Option<WhatIf>,
+}
+
+/// One pod group (GenericWorkload's `scheduling.k8s.io/v1beta1` PodGroup) after its last
+/// pod-group cycle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodGroupResult {
+    /// The namespace.
+    pub namespace: String,
+    /// The PodGroup's name.
+    pub name: String,
+    /// The pods that must be scheduled together (`gang.minCount`; 1 for `basic`).
+    pub min_count: usize,
+    /// The members the last cycle tried, in the order tried.
+    pub members: Vec<String>,
+    /// Members bound at the end of the run (the last cycle's and earlier ones).
+    pub scheduled: usize,
+    /// Whether the last cycle placed the group.
+    pub placed: bool,
+    /// Why the last cycle could not place it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Group cycles run.
+    pub cycles: u32,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -307,6 +337,7 @@ impl SimReport {
         } = options;
         let mut out = String::new();
         self.write_pods(&mut out, wide, headers);
+        self.write_pod_groups(&mut out);
         self.write_preempted(&mut out, headers);
         if let Some(w) = &self.what_if {
             write_what_if(&mut out, w);
@@ -335,6 +366,9 @@ impl SimReport {
         );
         if s.invalid > 0 {
             let _ = write!(out, ", {} invalid", s.invalid);
+        }
+        if s.errors > 0 {
+            let _ = write!(out, ", {}", plural(s.errors, "error", "errors"));
         }
         if s.preempted > 0 {
             let _ = write!(out, ", {} preempted", s.preempted);
@@ -447,6 +481,37 @@ impl SimReport {
                     let _ = writeln!(out, "{line}: {}", shown(&a.message));
                 }
             }
+        }
+    }
+
+    /// One line per pod group: minimum, members bound, and why the last cycle failed.
+    fn write_pod_groups(&self, out: &mut String) {
+        if self.pod_groups.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "\nPod groups:");
+        for g in &self.pod_groups {
+            let key = shown(&format!("{}/{}", g.namespace, g.name)).into_owned();
+            let state = if g.placed {
+                "placed".to_string()
+            } else {
+                format!(
+                    "not placed: {}",
+                    shown(g.message.as_deref().unwrap_or_default())
+                )
+            };
+            let _ = writeln!(
+                out,
+                "  {key}: minCount {}, {} of {} scheduled, {state} (members tried: {})",
+                g.min_count,
+                g.scheduled,
+                g.members.len(),
+                g.members
+                    .iter()
+                    .map(|m| shown(m).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
 
@@ -864,6 +929,7 @@ mod tests {
                 unschedulable: 0,
                 pending: 0,
                 invalid: 0,
+                errors: 0,
                 preempted: 0,
                 attempts: 0,
                 nodes: 0,

@@ -990,6 +990,13 @@ impl Simulation {
                 // Rejected while waiting at Permit instead of deleted: it goes on.
                 _ if node.is_some() => (PodState::Scheduled, None),
                 _ => match records.get(key).and_then(PodRecord::failed_last) {
+                    Some(m)
+                        if history
+                            .last()
+                            .is_some_and(|a| a.result == AttemptResult::Error) =>
+                    {
+                        (PodState::Error, Some(m.to_string()))
+                    }
                     Some(m) => (PodState::Unschedulable, Some(m.to_string())),
                     None => (
                         PodState::Pending,
@@ -1052,6 +1059,7 @@ impl Simulation {
         let unschedulable = count(PodState::Unschedulable);
         let pending = count(PodState::Pending);
         let invalid = count(PodState::Invalid);
+        let errors = count(PodState::Error);
         let preempted = pods
             .iter()
             .filter(|p| matches!(p.status, PodState::Preempted | PodState::Terminating))
@@ -1066,6 +1074,7 @@ impl Simulation {
             unschedulable,
             pending,
             invalid,
+            errors,
             preempted,
             attempts,
             nodes: self.cluster.node_count(),

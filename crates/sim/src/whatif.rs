@@ -90,7 +90,10 @@ fn failing(report: &SimReport) -> Vec<PodOutcome> {
         .filter(|p| {
             matches!(
                 p.status,
-                PodState::Unschedulable | PodState::Preempted | PodState::Terminating
+                PodState::Unschedulable
+                    | PodState::Error
+                    | PodState::Preempted
+                    | PodState::Terminating
             )
         })
         .map(|p| outcome_of(report, &p.key()))

@@ -281,8 +281,13 @@ fn a_required_extender_that_is_down_fails_the_attempt_with_its_error() {
         Run::OneAttempt,
     );
     let p = result(&report, "p");
-    assert_eq!(p.status, PodState::Unschedulable);
+    // An error, not a verdict: kube-scheduler's SchedulerError, counted apart.
+    assert_eq!(p.status, PodState::Error);
     assert_eq!(p.attempts, 1);
+    assert_eq!(
+        (report.summary.errors, report.summary.unschedulable),
+        (1, 0)
+    );
     let msg = p.message.as_deref().unwrap_or_default();
     assert!(
         msg.starts_with(&format!("Post \"{url}/filter\": ")),
@@ -317,7 +322,7 @@ fn a_required_extender_that_times_out_fails_the_attempt() {
         "the timeout cut the call short"
     );
     let p = result(&report, "p");
-    assert_eq!(p.status, PodState::Unschedulable);
+    assert_eq!(p.status, PodState::Error);
     assert_eq!(
         p.message.as_deref(),
         Some(
@@ -423,7 +428,8 @@ fn an_extender_bind_error_fails_the_binding() {
         Run::OneAttempt,
     );
     let p = result(&report, "p");
-    assert_eq!(p.status, PodState::Unschedulable);
+    // A failed binding is an error (SchedulerError upstream), not a verdict.
+    assert_eq!(p.status, PodState::Error);
     assert_eq!(p.node, None);
     assert_eq!(p.message.as_deref(), Some("quota exceeded"));
 }
