@@ -672,20 +672,31 @@ impl PreFilterPlugin for DynamicResources {
                             }
                             None
                         };
-                        let problem = if subs.is_empty() {
-                            let class = request
-                                .exactly
-                                .as_ref()
-                                .map(|e| e.device_class_name.as_str())
-                                .unwrap_or("");
-                            check(class, &request.name)
+                        // Upstream's order: `exactly`, else `firstAvailable`, else a
+                        // request type this release does not know.
+                        let problem = if let Some(exact) = &request.exactly {
+                            check(&exact.device_class_name, &request.name)
+                        } else if !subs.is_empty() {
+                            if self.features.prioritized_list {
+                                subs.iter().find_map(|s| {
+                                    check(
+                                        &s.device_class_name,
+                                        &format!("{}/{}", request.name, s.name),
+                                    )
+                                })
+                            } else {
+                                Some(Status::unresolvable(format!(
+                                    "resource claim {}, request {}: has subrequests, but the DRAPrioritizedList feature is disabled",
+                                    kobj(claim),
+                                    request.name
+                                )))
+                            }
                         } else {
-                            subs.iter().find_map(|s| {
-                                check(
-                                    &s.device_class_name,
-                                    &format!("{}/{}", request.name, s.name),
-                                )
-                            })
+                            Some(Status::unresolvable(format!(
+                                "resource claim {}, request {}: unknown request type",
+                                kobj(claim),
+                                request.name
+                            )))
                         };
                         if let Some(status) = problem {
                             state.write(DraState::default());

@@ -1064,3 +1064,55 @@ fn results_carry_the_requests_tolerations() {
         .expect("fits");
     assert_eq!(results(&plain[0])[0].tolerations, None);
 }
+
+#[test]
+fn pre_filter_names_requests_it_cannot_read() {
+    let nodes = vec![node_info(NodeBuilder::new("n1"), &[])];
+    let run = |devices: Value, version: Option<kubesched_framework::Version>| {
+        let objects = store_with(&["n1"], vec![claim("c", devices)]);
+        let plugin = match version {
+            Some(v) => plugin_at(objects, v),
+            None => plugin_on(objects),
+        };
+        let mut state = CycleState::new();
+        let (_, s) = plugin.pre_filter(&mut state, &pod_with_claim("c").info(), &nodes);
+        (s.code(), s.reasons().to_vec())
+    };
+    let unresolvable = kubesched_framework::Code::UnschedulableAndUnresolvable;
+    assert_eq!(
+        run(json!({"requests": [{"name": "r"}]}), None),
+        (
+            unresolvable,
+            vec!["resource claim default/c, request r: unknown request type".to_string()]
+        )
+    );
+    assert_eq!(
+        run(
+            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": ""}}]}),
+            None
+        ),
+        (
+            kubesched_framework::Code::Error,
+            vec!["request r: unsupported request type".to_string()]
+        )
+    );
+    let listed = json!({"requests": [{"name": "r", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu"}]}]});
+    assert!(run(listed.clone(), None).1.is_empty());
+    let gates = kubesched_framework::FeatureGates::parse_at(
+        kubesched_framework::Version::V1_35,
+        ["DRAPrioritizedList=false"],
+    )
+    .expect("gates");
+    let objects = store_with(&["n1"], vec![claim("c", listed)]);
+    let handle = Handle::builder().objects(objects).features(gates).build();
+    let plugin = DynamicResources::new(&DynamicResourcesArgs::default(), &handle).expect("plugin");
+    let mut state = CycleState::new();
+    let (_, s) = plugin.pre_filter(&mut state, &pod_with_claim("c").info(), &nodes);
+    assert_eq!(
+        s.reasons(),
+        [
+            "resource claim default/c, request r: has subrequests, but the DRAPrioritizedList feature is disabled"
+        ]
+    );
+}
