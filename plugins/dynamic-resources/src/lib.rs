@@ -28,8 +28,10 @@
 //! already True, fails with upstream's `claim NAME binding failed: ...` when a failure
 //! condition is, and otherwise fails with upstream's `device binding timeout`, the claim
 //! then counting as timed out (the next attempt's Filter finds it unavailable and
-//! PostFilter deallocates it, as upstream does once `bindingTimeout` has passed). In a
-//! cluster PreBind waits, waking on every claim change.
+//! PostFilter deallocates it, as upstream does once `bindingTimeout` has passed), so such
+//! a pod goes round allocation, timeout and deallocation until the simulation stops, as it
+//! would in a cluster whose driver never attaches the device (there, ten minutes a round).
+//! In a cluster PreBind waits, waking on every claim change.
 //!
 //! Not done from v1.35–v1.37: DRA-backed extended resources.
 
