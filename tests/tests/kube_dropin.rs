@@ -168,3 +168,67 @@ fn the_deployments_flags_are_all_in_the_table_and_accepted() {
         assert!(f.accepted(), "{name}");
     }
 }
+
+/// kube-scheduler v1.36+ serves `/statusz` and `/flagz` (ComponentStatusz, ComponentFlagz:
+/// beta and on); the flags a Deployment passes show there with the defaults of the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statusz_and_flagz_show_the_component_and_its_command_line() {
+    use kubesched_tests::apiserver::fixtures::{http_get, http_get_accept};
+    test_logs();
+    bounded(60, "the z-pages", async {
+        let server = TestApiServer::start().await;
+        let args = mount(
+            &server,
+            "/etc/kubernetes/scheduler.yaml",
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: false\n",
+            &["--config=/etc/kubernetes/scheduler.yaml", "--v=3"],
+        );
+        let runner = start(&args).await;
+        let addr = runner.http_addr().expect("http endpoints");
+
+        let (code, text) = http_get(addr, "/statusz").await;
+        assert_eq!(code, 200, "{text}");
+        assert!(
+            text.starts_with("\nkube-scheduler statusz\nWarning: This endpoint is not meant to be machine parseable"),
+            "{text}"
+        );
+        let (code, json) = http_get_accept(
+            addr,
+            "/statusz",
+            "application/json;v=v1beta1;g=config.k8s.io;as=Statusz",
+        )
+        .await;
+        assert_eq!(code, 200, "{json}");
+        let statusz: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(statusz["kind"], "Statusz");
+        assert_eq!(statusz["apiVersion"], "config.k8s.io/v1beta1");
+        assert_eq!(statusz["metadata"]["name"], "kube-scheduler");
+        assert_eq!(statusz["emulationVersion"], "1.37");
+        assert_eq!(
+            statusz["paths"],
+            serde_json::json!(["/configz", "/flagz", "/healthz", "/livez", "/metrics", "/readyz"])
+        );
+        let (code, _) = http_get_accept(addr, "/statusz", "application/json").await;
+        assert_eq!(code, 406, "structured without g, v and as is not acceptable");
+
+        let (code, json) = http_get_accept(
+            addr,
+            "/flagz",
+            "application/json;v=v1beta1;g=config.k8s.io;as=Flagz",
+        )
+        .await;
+        assert_eq!(code, 200, "{json}");
+        let flagz: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(flagz["kind"], "Flagz");
+        assert_eq!(flagz["flags"]["v"], "3", "given");
+        assert_eq!(
+            flagz["flags"]["leader-elect-resource-name"],
+            "kube-scheduler",
+            "a default"
+        );
+        assert!(flagz["flags"]["config"].as_str().is_some_and(|c| c.ends_with("scheduler.yaml")));
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+    })
+    .await;
+}

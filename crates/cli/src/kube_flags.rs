@@ -421,6 +421,32 @@ pub fn any_given(m: &ArgMatches) -> bool {
         || matches!(m.value_source(IDENTITY), Some(ValueSource::CommandLine))
 }
 
+/// kube-scheduler's flag set as `/flagz` lists it: every v1.37 flag of the table with the
+/// value given on the command line (several given values joined by commas, as pflag shows
+/// a list), else upstream's default (`false` for a boolean without one).
+pub fn flagz_values(m: &ArgMatches) -> std::collections::BTreeMap<String, String> {
+    FLAGS
+        .iter()
+        .filter(|f| !matches!(f.verdict, Removed(_)) && !matches!(f.name, "help" | "version"))
+        .map(|f| {
+            let given = matches!(m.value_source(f.name), Some(ValueSource::CommandLine))
+                .then(|| m.try_get_raw(f.name).ok().flatten())
+                .flatten()
+                .map(|values| {
+                    values
+                        .map(|v| v.to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                });
+            let value = given.unwrap_or_else(|| match (f.kind, f.default) {
+                (Bool, "") => "false".to_string(),
+                (_, default) => default.to_string(),
+            });
+            (f.name.to_string(), value)
+        })
+        .collect()
+}
+
 fn last(values: &[String]) -> &str {
     values.last().map(String::as_str).unwrap_or("")
 }
@@ -701,6 +727,7 @@ pub fn plan(
         addr: std::net::SocketAddr::new(address, port),
         tls,
     });
+    options.flags = flagz_values(m);
     Ok(Plan {
         options,
         write_config_to: get("write-config-to")

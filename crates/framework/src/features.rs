@@ -182,6 +182,12 @@ impl FeatureDef {
 /// The gates kubesched reads, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Feature {
+    /// The secure port serves `/flagz`: the command line's flags and values (KEP-4828;
+    /// alpha 1.32, beta and on from v1.36).
+    ComponentFlagz,
+    /// The secure port serves `/statusz`: start time, uptime, versions and the debugging
+    /// paths (KEP-4827; alpha 1.32, beta and on from v1.36).
+    ComponentStatusz,
     /// Workload-aware scheduling (KEP-4671): `scheduling.k8s.io/v1beta1` PodGroups, the
     /// GangScheduling plugin in the default profile and the pod-group scheduling cycle
     /// (alpha 1.35, beta and off in v1.37).
@@ -217,6 +223,8 @@ impl Feature {
     /// Upstream's name.
     pub fn name(self) -> &'static str {
         match self {
+            Self::ComponentFlagz => "ComponentFlagz",
+            Self::ComponentStatusz => "ComponentStatusz",
             Self::GenericWorkload => "GenericWorkload",
             Self::NodeDeclaredFeatures => "NodeDeclaredFeatures",
             Self::NominatedNodeNameForExpectation => "NominatedNodeNameForExpectation",
@@ -288,6 +296,16 @@ pub const FEATURES: &[FeatureDef] = &[
         "ClearingNominatedNodeNameAfterBinding",
         &[at(34, false, Alpha), at(35, true, Beta)],
     ),
+    // The z-pages of component-base (k8s.io/component-base/zpages/features), served on
+    // the secure port beside /configz.
+    honoured(def(
+        "ComponentFlagz",
+        &[at(32, false, Alpha), at(36, true, Beta)],
+    )),
+    honoured(def(
+        "ComponentStatusz",
+        &[at(32, false, Alpha), at(36, true, Beta)],
+    )),
     def("CompositePodGroup", &[at(37, false, Alpha)]),
     def("DRAAdminAccess", &[at(34, true, Beta), ga_locked(36)]),
     def(
@@ -659,6 +677,8 @@ mod tests {
         let want = vec![
             ("CSIMigrationPortworx", true, Ga, true),
             ("ClearingNominatedNodeNameAfterBinding", false, Alpha, false),
+            ("ComponentFlagz", false, Alpha, false),
+            ("ComponentStatusz", false, Alpha, false),
             ("DRAAdminAccess", true, Beta, false),
             ("DRAConsumableCapacity", false, Alpha, false),
             ("DRADeviceBindingConditions", false, Alpha, false),

@@ -36,6 +36,7 @@ pub mod run;
 pub mod server;
 pub mod watch;
 pub mod watch_lines;
+pub mod zpages;
 
 pub use auth::DelegatedAuth;
 pub use client::KubeClient;

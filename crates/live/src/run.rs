@@ -77,6 +77,9 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Internal timings.
     pub tuning: Tuning,
+    /// The command line's flags with their values, as `/flagz` lists them (kube-scheduler's
+    /// flag set, defaults included); empty when the caller has none to show.
+    pub flags: std::collections::BTreeMap<String, String>,
 }
 
 impl RunOptions {
@@ -97,6 +100,7 @@ impl RunOptions {
             shutdown_timeout: Duration::from_secs(30),
             seed: None,
             tuning: Tuning::default(),
+            flags: Default::default(),
         }
     }
 }
@@ -494,12 +498,27 @@ async fn serve_endpoints(
         .as_ref()
         .map(|g| g.sources().all_roots())
         .unwrap_or_default();
+    let features = scheduler.handle().features();
+    let zpages = crate::zpages::ZPages {
+        started: crate::process::ProcessStats::of_self()
+            .and_then(|p| p.start_time_seconds)
+            .map(|s| std::time::UNIX_EPOCH + Duration::from_secs_f64(s))
+            .unwrap_or_else(std::time::SystemTime::now),
+        binary_version: crate::zpages::binary_version(),
+        emulation_version: features.version().to_string(),
+        paths: Vec::new(),
+        statusz: features.enabled(kubesched_framework::Feature::ComponentStatusz),
+        flags: features
+            .enabled(kubesched_framework::Feature::ComponentFlagz)
+            .then(|| options.flags.clone()),
+    };
     let router = crate::server::router(
         scheduler.clone(),
         clients.counts.clone(),
         sync.clone(),
         leader_status,
         configz,
+        zpages,
         gate,
     );
     Ok(Some(

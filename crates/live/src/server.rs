@@ -1,7 +1,7 @@
 //! The HTTP endpoints of the secure port (10259 by default): `/healthz`, `/livez`,
 //! `/readyz` (ready once every watcher has listed), `/metrics` (upstream's metric names,
-//! Prometheus text format or OpenMetrics when asked for) and `/configz` (the effective
-//! configuration). TLS with the given certificate, or a self-signed one made at start-up,
+//! Prometheus text format or OpenMetrics when asked for), `/configz` (the effective
+//! configuration) and the z-pages `/statusz` and `/flagz` ([`crate::zpages`]). TLS with the given certificate, or a self-signed one made at start-up,
 //! asking for client certificates when a client CA is given; every request goes through
 //! [`crate::auth`] (delegated authentication and authorization) when it is configured.
 //! Plain HTTP only when asked for (local use).
@@ -66,6 +66,7 @@ struct AppState {
     /// Whether this instance leads, when it takes part in leader election.
     leading: Option<Arc<AtomicBool>>,
     configz: Arc<serde_json::Value>,
+    zpages: Arc<crate::zpages::ZPages>,
 }
 
 /// A running server.
@@ -92,21 +93,38 @@ pub fn router(
     sync: Arc<SyncTracker>,
     leading: Option<Arc<AtomicBool>>,
     config: serde_json::Value,
+    mut zpages: crate::zpages::ZPages,
     gate: Option<Arc<crate::auth::Gatekeeper>>,
 ) -> Router {
+    // What /statusz lists: the read-only paths served here (the profiling handlers are
+    // prefixes, unlisted upstream too).
+    zpages.paths = ["/configz", "/healthz", "/livez", "/metrics", "/readyz"]
+        .map(String::from)
+        .to_vec();
+    if zpages.flags.is_some() {
+        zpages.paths.push("/flagz".into());
+    }
+    let (statusz_on, flagz_on) = (zpages.statusz, zpages.flags.is_some());
     let state = AppState {
         scheduler,
         requests,
         sync,
         leading,
         configz: Arc::new(config),
+        zpages: Arc::new(zpages),
     };
-    let router = Router::new()
+    let mut router = Router::new()
         .route("/healthz", get(ok))
         .route("/livez", get(ok))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/configz", get(configz));
+    if statusz_on {
+        router = router.route("/statusz", get(statusz));
+    }
+    if flagz_on {
+        router = router.route("/flagz", get(flagz));
+    }
     // Upstream serves its profiling handlers on the secure port when enableProfiling is
     // on, behind the same authentication and authorization as every other path.
     #[cfg(feature = "profiling")]
@@ -209,6 +227,14 @@ impl AppState {
         }
         out
     }
+}
+
+async fn statusz(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    crate::zpages::statusz(&s.zpages, &headers)
+}
+
+async fn flagz(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    crate::zpages::flagz(&s.zpages, &headers)
 }
 
 async fn configz(State(s): State<AppState>) -> Response {

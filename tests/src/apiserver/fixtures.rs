@@ -173,13 +173,23 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// Like [`http_get`], with a bearer token.
 pub async fn http_get_with(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connecting");
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+    http_get_headers(addr, path, &auth).await
+}
+
+/// Like [`http_get`], with an `Accept` header.
+pub async fn http_get_accept(addr: SocketAddr, path: &str, accept: &str) -> (u16, String) {
+    http_get_headers(addr, path, &format!("Accept: {accept}\r\n")).await
+}
+
+/// A plain HTTP GET with extra header lines (each ending in CRLF).
+async fn http_get_headers(addr: SocketAddr, path: &str, headers: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connecting");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n");
     stream.write_all(req.as_bytes()).await.expect("writing");
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).await.expect("reading");
