@@ -43,7 +43,7 @@ pub enum EventResource {
     DeviceClass,
     /// Any other kind a plugin declared (a custom resource, or a built-in kind without a
     /// name of its own here); see [`EventResource::of`].
-    Kind(crate::kinds::KindName),
+    Kind(crate::kind::KindName),
     /// Matches every resource.
     WildCard,
 }
@@ -75,8 +75,34 @@ impl EventResource {
 
     /// The resource the changes of kind `K` are reported as (what a plugin registers
     /// for in `events_to_register` to hear of its declared kind's changes).
-    pub fn of<K: crate::kinds::Kind>() -> Self {
-        crate::kinds::ObjectKind::of::<K>().event_resource()
+    pub fn of<K: crate::kind::Kind>() -> Self {
+        Self::of_kind(crate::kind::KindName {
+            group: K::GROUP,
+            kind: K::KIND,
+        })
+    }
+
+    /// The resource a kind's change events are reported as: the built-in resources the
+    /// queue has always known keep their names, every other kind is [`EventResource::Kind`].
+    pub fn of_kind(name: crate::kind::KindName) -> Self {
+        use EventResource as R;
+        match (name.group, name.kind) {
+            ("", "Namespace") => R::Namespace,
+            ("", "Service" | "ReplicationController") | ("apps", "ReplicaSet" | "StatefulSet") => {
+                R::Workload
+            }
+            ("", "PersistentVolume") => R::PersistentVolume,
+            ("", "PersistentVolumeClaim") => R::PersistentVolumeClaim,
+            ("storage.k8s.io", "StorageClass") => R::StorageClass,
+            ("storage.k8s.io", "CSINode") => R::CSINode,
+            ("storage.k8s.io", "CSIDriver") => R::CSIDriver,
+            ("storage.k8s.io", "CSIStorageCapacity") => R::CSIStorageCapacity,
+            ("storage.k8s.io", "VolumeAttachment") => R::VolumeAttachment,
+            ("resource.k8s.io", "ResourceClaim") => R::ResourceClaim,
+            ("resource.k8s.io", "ResourceSlice") => R::ResourceSlice,
+            ("resource.k8s.io", "DeviceClass") => R::DeviceClass,
+            _ => R::Kind(name),
+        }
     }
 
     /// Whether a registration for `self` covers an event about `other`.

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::kinds::{AnyStore, Kind, ObjectKind};
+use crate::kind::Kind;
+use crate::kinds::ObjectKind;
+use crate::store::AnyStore;
+pub use crate::store::Store;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
@@ -23,129 +26,8 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
-use k8s_openapi::{Metadata, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kubesched_model::{LabelSelector, Labels, PodInfo};
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// One kind's objects by `namespace/name` (or `name` for cluster-scoped kinds).
-#[derive(Debug)]
-pub struct Store<K> {
-    items: RwLock<BTreeMap<String, Arc<K>>>,
-    /// Counts the changes, so a plugin waiting for the cluster (e.g. for a volume to be
-    /// bound) wakes up on the next change instead of polling.
-    changes: tokio::sync::watch::Sender<u64>,
-    /// Bumped on every write, so readers can keep what they derive from the content
-    /// until it changes.
-    generation: AtomicU64,
-}
-
-impl<K> Default for Store<K> {
-    fn default() -> Self {
-        Self {
-            items: RwLock::new(BTreeMap::new()),
-            changes: tokio::sync::watch::Sender::new(0),
-            generation: AtomicU64::new(0),
-        }
-    }
-}
-
-impl<K> Store<K> {
-    /// A receiver that sees every later change of this store (`changed().await`).
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
-    }
-
-    fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::Release);
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
-    }
-}
-
-fn key_of(meta: &ObjectMeta) -> String {
-    match &meta.namespace {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
-        _ => meta.name.clone().unwrap_or_default(),
-    }
-}
-
-impl<K: Metadata<Ty = ObjectMeta>> Store<K> {
-    /// Adds or replaces an object.
-    pub fn upsert(&self, obj: K) {
-        self.upsert_arc(Arc::new(obj));
-    }
-
-    /// Adds or replaces an object already shared; returns the one it replaced.
-    pub fn upsert_arc(&self, obj: Arc<K>) -> Option<Arc<K>> {
-        let key = key_of(obj.metadata());
-        let old = self.items.write().insert(key, obj);
-        self.changed();
-        old
-    }
-
-    /// A number that changes whenever the content changes.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// Removes an object; returns it if it was there.
-    pub fn remove(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let key = match namespace {
-            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-            _ => name.to_string(),
-        };
-        let removed = self.items.write().remove(&key);
-        if removed.is_some() {
-            self.changed();
-        }
-        removed
-    }
-
-    /// One object.
-    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let items = self.items.read();
-        match namespace {
-            Some(ns) if !ns.is_empty() => items.get(&format!("{ns}/{name}")).cloned(),
-            _ => items.get(name).cloned(),
-        }
-    }
-
-    /// Every object, sorted by key.
-    pub fn list(&self) -> Vec<Arc<K>> {
-        self.items.read().values().cloned().collect()
-    }
-
-    /// Every object of a namespace, sorted by name.
-    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
-        let prefix = format!("{namespace}/");
-        self.items
-            .read()
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
-    /// Number of objects.
-    pub fn len(&self) -> usize {
-        self.items.read().len()
-    }
-
-    /// Whether the store is empty.
-    pub fn is_empty(&self) -> bool {
-        self.items.read().is_empty()
-    }
-
-    /// Replaces the whole content (after a relist).
-    pub fn replace_all(&self, objs: Vec<K>) {
-        let map = objs
-            .into_iter()
-            .map(|o| (key_of(o.metadata()), Arc::new(o)))
-            .collect();
-        *self.items.write() = map;
-        self.changed();
-    }
-}
 
 /// The objects plugins read besides nodes and pods: one [`Store`] per kind, keyed by the
 /// kind's Rust type. [`ObjectStore::of`] gives a kind's store (created empty on first use);

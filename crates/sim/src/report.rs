@@ -942,6 +942,7 @@ mod tests {
             explanations: Vec::new(),
             problems: Vec::new(),
             what_if: None,
+            pod_groups: Vec::new(),
         }
     }
 
