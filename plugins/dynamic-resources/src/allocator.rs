@@ -26,7 +26,7 @@ use kubesched_framework::model::k8s_openapi::apimachinery::pkg::api::resource::Q
 use kubesched_framework::model::{Labels, Quantity};
 
 use crate::cel::{CelCache, CompiledExpression};
-use crate::manager::{AllocatedState, Capacity};
+use crate::manager::{AllocatedState, Capacity, kobj};
 use crate::slices::{
     Amount, Counters, DeviceId, DeviceNodes, IndexedDevice, IndexedSlice, SliceIndex, SliceNodes,
 };
@@ -71,15 +71,6 @@ impl Default for Features {
             binding_conditions: true,
         }
     }
-}
-
-/// `namespace/name` of a claim, as upstream's `klog.KObj` prints it.
-pub fn kobj(claim: &ResourceClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or(""),
-        claim.metadata.name.as_deref().unwrap_or("")
-    )
 }
 
 /// One request, or one subrequest of a `firstAvailable` list, ready to match devices.

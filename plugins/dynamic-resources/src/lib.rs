@@ -65,9 +65,9 @@ use kubesched_framework::{
 };
 use parking_lot::Mutex;
 
-use crate::allocator::{Allocator, Features, NodeRef, Stopped, TIMED_OUT, TaintRule, kobj};
+use crate::allocator::{Allocator, Features, NodeRef, Stopped, TIMED_OUT, TaintRule};
 pub use crate::args::{ArgDuration, ArgGates, DynamicResourcesArgs};
-use crate::manager::{Manager, uid};
+use crate::manager::{Manager, kobj, uid};
 
 /// The plugin's registered name.
 pub const NAME: &str = "DynamicResources";

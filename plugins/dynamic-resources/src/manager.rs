@@ -132,6 +132,15 @@ fn allocation_time(claim: &ResourceClaim) -> String {
         .unwrap_or_default()
 }
 
+/// `namespace/name` of a claim, as upstream's `klog.KObj` prints it.
+pub fn kobj(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or(""),
+        claim.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
 /// The claim's UID.
 pub fn uid(claim: &ResourceClaim) -> &str {
     claim.metadata.uid.as_deref().unwrap_or("")
@@ -309,7 +318,7 @@ fn devices_of(claim: &ResourceClaim) -> Arc<ClaimDevices> {
                 Ok(q) => *used.entry(name.clone()).or_default() += q.nanos(),
                 Err(e) => {
                     tracing::warn!(
-                        claim = %crate::allocator::kobj(claim),
+                        claim = %kobj(claim),
                         field = %format!("status.allocation.devices.results[{i}].consumedCapacity[{name}]"),
                         error = %e,
                         "unreadable consumed capacity: the device counts as allocated whole"
