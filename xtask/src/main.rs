@@ -374,7 +374,7 @@ fn deploy(a: DeployArgs) -> Result<(), Error> {
             .as_ref()
             .map_or(defaults.out_label, |p| p.display().to_string()),
     };
-    let rendered = render::render(&opts)?;
+    let rendered = xtask::deploy::render(&opts)?;
     for note in &rendered.notes {
         warn(note);
     }

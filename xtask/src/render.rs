@@ -258,8 +258,24 @@ pub fn chart_config_note(source: &str) -> String {
     )
 }
 
-/// Renders every file.
-pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
+/// What the Helm chart is made from beside the options: the policy rules by scope, the
+/// profile's plugins when they are not the default set, and the plugins' CRDs.
+pub struct ChartParts {
+    /// The ClusterRole's rules.
+    pub cluster_rules: Yaml,
+    /// The Lease Role's rules.
+    pub lease_rules: Vec<Rule>,
+    /// The authentication ConfigMap reader's rules.
+    pub auth_rules: Yaml,
+    /// `multiPoint` of the profile, when not the default plugin set.
+    pub profile_plugins: Option<Yaml>,
+    /// The plugins' custom resource definitions.
+    pub crds: Vec<Yaml>,
+}
+
+/// Renders the manifests, the Dockerfile and the examples (the chart and the dashboard
+/// are added by [`crate::deploy::render`]), with the parts the chart is made from.
+pub fn render_manifests(opts: &DeployOptions) -> Result<(Rendered, ChartParts), Error> {
     opts.validate()?;
     let mut notes = Vec::new();
     let config = scheduler_config(opts, &mut notes)?;
@@ -318,7 +334,7 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
         file = MANIFESTS_FILE,
         body = yaml::documents(&docs),
     );
-    let mut files = vec![
+    let files = vec![
         RenderedFile {
             path: "Dockerfile",
             contents: dockerfile(opts),
@@ -340,8 +356,7 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
             contents: scheduler_name_example(opts),
         },
     ];
-    files.extend(crate::chart::files(&crate::chart::ChartInput {
-        opts,
+    let parts = ChartParts {
         cluster_rules: policy_rules(
             rbac_rules(opts)
                 .iter()
@@ -361,13 +376,9 @@ pub fn render(opts: &DeployOptions) -> Result<Rendered, Error> {
             .as_ref()
             .filter(|s| !s.is_default_set)
             .map(multi_point),
-        crds: &crds,
-    }));
-    files.push(RenderedFile {
-        path: crate::dashboard::FILE,
-        contents: crate::dashboard::render(),
-    });
-    Ok(Rendered { files, notes })
+        crds,
+    };
+    Ok((Rendered { files, notes }, parts))
 }
 
 /// The labels of every object, and the selector of the scheduler's pods.
@@ -1282,18 +1293,18 @@ mod tests {
                 scheduler_name: bad.to_string(),
                 ..DeployOptions::default()
             };
-            assert!(render(&opts).is_err(), "{bad:?} accepted");
+            assert!(crate::deploy::render(&opts).is_err(), "{bad:?} accepted");
         }
         let opts = DeployOptions {
             namespace: "a.b".to_string(),
             ..DeployOptions::default()
         };
-        assert!(render(&opts).is_err());
+        assert!(crate::deploy::render(&opts).is_err());
         let opts = DeployOptions {
             scheduler_name: "my.scheduler-2".to_string(),
             ..DeployOptions::default()
         };
-        assert!(render(&opts).is_ok());
+        assert!(crate::deploy::render(&opts).is_ok());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use xtask::render::{self, DeployOptions, Rendered};
 use xtask::yaml::{self, Yaml};
 
 fn rendered(opts: &DeployOptions) -> Rendered {
-    render::render(opts).expect("renders")
+    xtask::deploy::render(opts).expect("renders")
 }
 
 /// The chart's files of a rendering, relative to the chart's folder.

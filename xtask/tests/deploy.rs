@@ -59,7 +59,7 @@ fn custom_options() -> DeployOptions {
 }
 
 fn rendered(opts: &DeployOptions) -> Rendered {
-    render::render(opts).expect("renders")
+    xtask::deploy::render(opts).expect("renders")
 }
 
 fn manifests(r: &Rendered) -> Vec<Yaml> {
@@ -998,7 +998,7 @@ fn extra_config_problems_are_reported() {
             leader_election: !no_le,
             ..DeployOptions::default()
         };
-        let err = render::render(&opts).expect_err("refused");
+        let err = xtask::deploy::render(&opts).expect_err("refused");
         assert_eq!(err.to_string(), expect);
     };
     check(
