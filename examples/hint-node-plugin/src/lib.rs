@@ -9,13 +9,7 @@
 //!
 //! docs/writing-a-plugin.md walks through this crate.
 
-use kubesched_framework::events::{
-    ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
-};
-use kubesched_framework::model::{NodeInfo, PodInfo};
-use kubesched_framework::{
-    CycleState, EnqueueExtensions, FilterPlugin, Handle, PluginError, Status,
-};
+use kubesched_framework::prelude::*;
 
 /// The plugin's registered name: what a KubeSchedulerConfiguration enables.
 pub const NAME: &str = "HintNode";
