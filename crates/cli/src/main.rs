@@ -77,6 +77,13 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// `kubesched plugins -o`.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum PluginsOutput {
+    Table,
+    Json,
+}
+
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Output {
     Table,
@@ -188,8 +195,14 @@ const EXIT_RUN: u8 = 3;
 
 #[derive(Subcommand)]
 enum Command {
-    /// List the plugins compiled into this binary, with their extension points.
-    Plugins,
+    /// List the plugins compiled into this binary, with their extension points
+    /// (`-o json`: also each one's Cargo feature, crate, args kind, the kinds it reads and
+    /// the writes it makes; what xtask and the tests check their own lists against).
+    Plugins {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = PluginsOutput::Table)]
+        output: PluginsOutput,
+    },
     /// Work with KubeSchedulerConfiguration files.
     Config {
         #[command(subcommand)]
@@ -535,7 +548,7 @@ fn main() -> ExitCode {
         || cli.emulated_version != "1.37"
         || cli.min_compatibility_version.is_some();
     let ignores_gates = match &subcommand {
-        Command::Plugins => Some("plugins"),
+        Command::Plugins { .. } => Some("plugins"),
         Command::Bench(_) => Some("bench"),
         _ => None,
     };
@@ -547,8 +560,11 @@ fn main() -> ExitCode {
         ));
     }
     match subcommand {
-        Command::Plugins => {
-            print(&plugins_listing());
+        Command::Plugins { output } => {
+            match output {
+                PluginsOutput::Table => print(&plugins_listing()),
+                PluginsOutput::Json => print(&format!("{:#}\n", plugins_json())),
+            }
             ExitCode::SUCCESS
         }
         Command::Version { output } => {
@@ -657,6 +673,37 @@ fn gates_comment(gates: &FeatureGates) -> String {
         ));
     }
     out
+}
+
+/// `kubesched plugins -o json`: what each compiled-in plugin is, as its registration says.
+fn plugins_json() -> serde_json::Value {
+    let kind = |k: &kubesched::framework::ObjectKind| {
+        serde_json::json!({
+            "apiVersion": k.api_version(),
+            "kind": k.kind,
+            "resource": k.resource(),
+            "namespaced": k.namespaced,
+        })
+    };
+    let plugins: Vec<serde_json::Value> = registry::plugins()
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "name": d.name,
+                "feature": registry::feature_for(d.name),
+                "crate": d.crate_name,
+                "extensionPoints": d.extension_points().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                "argsKind": d.args.kind,
+                "kinds": d.kinds.iter().map(kind).collect::<Vec<_>>(),
+                "writes": d.writes.iter().map(|w| serde_json::json!({
+                    "kind": kind(&w.kind),
+                    "verbs": w.verbs,
+                    "statusVerbs": w.status_verbs,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "plugins": plugins })
 }
 
 fn plugins_listing() -> String {

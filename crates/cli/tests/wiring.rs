@@ -112,6 +112,76 @@ fn plugins_command_lists_sorted_names_with_points() {
     );
 }
 
+/// The binary describes itself (`kubesched plugins -o json`), and the lists written by hand
+/// elsewhere are checked against that description: each plugin's feature in
+/// crates/cli/Cargo.toml, its `use … as _;` line in crates/cli/src/plugins.rs, its
+/// dev-dependency in xtask/Cargo.toml (xtask renders RBAC and configurations for it), and
+/// xtask's default-profile table naming only plugins that exist.
+#[test]
+fn the_plugins_description_agrees_with_every_hand_written_list() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .args(["plugins", "-o", "json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let described: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let plugins = described["plugins"].as_array().expect("a list");
+    assert!(plugins.len() >= 18, "{described:#}");
+
+    let read = |path: &str| std::fs::read_to_string(workspace().join(path)).expect(path);
+    let cli_manifest = read("crates/cli/Cargo.toml");
+    let cli_lines = read("crates/cli/src/plugins.rs");
+    let xtask_manifest = read("xtask/Cargo.toml");
+    let xtask_defaults = read("xtask/src/plugins.rs");
+    let mut names = BTreeSet::new();
+    for p in plugins {
+        let name = p["name"].as_str().expect("name");
+        let feature = p["feature"].as_str().expect("feature");
+        let krate = p["crate"].as_str().expect("crate");
+        names.insert(name.to_string());
+        assert_eq!(feature, registry::feature_for(name), "{name}");
+        assert!(
+            cli_manifest.contains(&format!("\n{feature} = [\"dep:{krate}\"]")),
+            "{name}: crates/cli/Cargo.toml has no `{feature} = [\"dep:{krate}\"]`"
+        );
+        let line = format!("use {} as _;", krate.replace('-', "_"));
+        assert!(
+            cli_lines.contains(&line),
+            "{name}: plugins.rs lacks `{line}`"
+        );
+        assert!(
+            !p["extensionPoints"].as_array().expect("points").is_empty(),
+            "{name} implements no extension point"
+        );
+        // Only the in-tree crates are xtask's business (the out-of-tree example is not).
+        if workspace()
+            .join("plugins")
+            .join(krate.trim_start_matches("kubesched-plugin-"))
+            .is_dir()
+        {
+            assert!(
+                xtask_manifest.contains(&format!("{krate} = ")),
+                "{name}: xtask/Cargo.toml does not link {krate}"
+            );
+        }
+    }
+    let table = xtask_defaults
+        .split("pub const DEFAULT_PLUGINS")
+        .nth(1)
+        .and_then(|rest| rest.split("];").next())
+        .expect("xtask's DEFAULT_PLUGINS");
+    for quoted in table.split('"').skip(1).step_by(2) {
+        assert!(
+            names.contains(quoted),
+            "xtask's DEFAULT_PLUGINS names {quoted}, which this binary does not have"
+        );
+    }
+}
+
 fn kubesched(args: &[&str], stdin_file: Option<(&str, &str)>) -> (bool, String, String) {
     let dir = std::env::temp_dir().join(format!("kubesched-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");
