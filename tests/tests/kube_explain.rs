@@ -168,3 +168,79 @@ async fn a_bound_pod_is_asked_whether_it_would_go_there_again() {
     })
     .await;
 }
+
+/// `kubesched simulate --kubeconfig FILE --context NAME [PODS.yaml]`: the cluster of that
+/// context is read once (lists only) and its pending pods, with the files' pods on top,
+/// are scheduled offline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_cluster_is_simulated_with_more_pods_on_top() {
+    bounded(60, "simulate --kubeconfig", async {
+        let server = cluster().await;
+        // Two contexts: the current one names a server nobody listens on, so only
+        // --context reaches the test API server.
+        let real = std::fs::read_to_string(server.write_kubeconfig()).expect("kubeconfig");
+        let dead = real
+            .replace("- name: test\n  cluster:", "- name: dead\n  cluster:\n    server: http://127.0.0.1:9\n- name: test\n  cluster:")
+            .replace(
+                "contexts:\n",
+                "contexts:\n- name: elsewhere\n  context:\n    cluster: dead\n    user: test\n",
+            )
+            .replace("current-context: test", "current-context: elsewhere");
+        let kubeconfig = server.dir().join("two-contexts");
+        std::fs::write(&kubeconfig, dead).expect("write");
+        let current = kubesched_live::read::connect_in(Some(&kubeconfig), None)
+            .await
+            .expect("a client (no connection is made yet)");
+        assert!(
+            kubesched_live::read::read_cluster(&current, 500).await.is_err(),
+            "the current context's server is not there"
+        );
+        let client = kubesched_live::read::connect_in(Some(&kubeconfig), Some("test"))
+            .await
+            .expect("the test context");
+        let read = kubesched_live::read::read_cluster(&client, 500)
+            .await
+            .expect("read");
+        let extra = server.dir().join("new-pods.yaml");
+        std::fs::write(
+            &extra,
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: batch, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {requests: {cpu: '1'}}}]\n",
+        )
+        .expect("write");
+        let text = read.to_list_json();
+        let (manifests, problems) =
+            kubesched_sim::load_after(Some(("the cluster", &text)), std::slice::from_ref(&extra));
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut sim = kubesched_sim::Simulation::new(
+            &kubesched_config::default_config(),
+            kubesched_sim::SimulationOptions {
+                seed: Some(0),
+                explain: None,
+                progress: None,
+            },
+        )
+        .expect("a simulation");
+        sim.load(manifests, "the cluster");
+        sim.settle().await;
+        let report = sim.report();
+        let state = |name: &str| {
+            report
+                .pods
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| (p.status, p.node.clone()))
+                .unwrap_or_else(|| panic!("{name} is in the report: {:?}", report.pods))
+        };
+        assert_eq!(state("small").0, PodState::Scheduled, "the cluster's pending pod");
+        assert_eq!(state("batch").0, PodState::Scheduled, "the file's pod");
+        // The cluster's running pods hold their CPU: the 6-CPU pod fits nowhere.
+        assert_eq!(state("big"), (PodState::Unschedulable, None));
+        // Nothing was written to the cluster.
+        let pods = server.list("pods");
+        assert!(
+            pods.iter().all(|p| p["metadata"]["name"] != "batch"),
+            "the file's pod never reached the API server"
+        );
+    })
+    .await;
+}

@@ -3,7 +3,7 @@
 //! kube-scheduler's own flags (src/kube_flags.rs) are accepted at the top level, where
 //! they mean `kubesched run`, and on `run`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -295,6 +295,15 @@ struct SimulateArgs {
     /// Leave the tables' header rows out, as kubectl's `--no-headers` does.
     #[arg(long)]
     no_headers: bool,
+    /// Simulate a live cluster: read it once (list only, nothing is written) and schedule
+    /// its pending pods offline, with the manifests given as paths applied on top (a pod
+    /// file answers "where would these go?"). With `--context` alone, kubectl's kubeconfig
+    /// (KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to read (kubectl's `--context`); the current one otherwise.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
     /// Also write one self-contained HTML page (inline SVG charts, no external files):
     /// summary, node utilisation before and after, unschedulable reasons, score
     /// distribution per Score plugin, and every pod with its explanation.
@@ -758,10 +767,15 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         let namespace = args.namespace.as_deref().unwrap_or("default");
         args.explain = Some(format!("{namespace}/{pod}"));
     }
-    if args.paths.is_empty() && args.workload.is_none() {
+    // As a kubectl plugin (`kubectl kubesched simulate`) a run without input reads the
+    // cluster of kubectl's current context, as every kubectl command does.
+    let live = args.kubeconfig.is_some()
+        || args.context.is_some()
+        || (invoked_as_kubectl_plugin() && args.paths.is_empty() && args.workload.is_none());
+    if args.paths.is_empty() && args.workload.is_none() && !live {
         return fail_with(
             EXIT_INPUT,
-            "give manifest files or folders, or --workload FILE (try: kubesched simulate examples/cluster)",
+            "give manifest files or folders, --workload FILE or --kubeconfig FILE (try: kubesched simulate examples/cluster)",
         );
     }
     // A path that cannot be read at all stops the command: a report of the rest would
@@ -772,6 +786,7 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         .chain(&args.config)
         .chain(&args.workload)
         .chain(&args.add_nodes)
+        .chain(&args.kubeconfig)
         .cloned()
         .collect();
     let unreadable = kubesched_sim::unreadable_paths(&named);
@@ -781,7 +796,18 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         }
         return ExitCode::from(EXIT_INPUT);
     }
-    let (manifests, problems) = load_paths(&args.paths);
+    let cluster = if live {
+        match read_live_cluster(args.kubeconfig.as_deref(), args.context.as_deref()) {
+            Ok(text) => Some(text),
+            Err(e) => return fail_with(EXIT_INPUT, &e),
+        }
+    } else {
+        None
+    };
+    let (manifests, problems) = match &cluster {
+        Some(text) => kubesched_sim::load_after(Some((CLUSTER_SOURCE, text)), &args.paths),
+        None => load_paths(&args.paths),
+    };
     // A configuration found among the manifests is used unless --config names one.
     let loaded = match (&args.config, &manifests.config) {
         (Some(path), _) => kubesched_config::load_file_with_gates(path, &gates),
@@ -890,6 +916,37 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             .retain(|e| Some(e.pod.as_str()) == asked);
     }
     print_report(&mut report, &args)
+}
+
+/// Whether the binary runs as kubectl's plugin `kubectl kubesched` (installed or linked as
+/// `kubectl-kubesched` on the PATH).
+fn invoked_as_kubectl_plugin() -> bool {
+    std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .is_some_and(|name| name == "kubectl-kubesched")
+}
+
+/// What the objects read from a cluster are named as in problems and messages.
+const CLUSTER_SOURCE: &str = "the cluster";
+
+/// Reads a live cluster once (lists only) as one JSON `List`, for `simulate --kubeconfig`.
+fn read_live_cluster(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the async runtime: {e}"))?;
+    runtime.block_on(async {
+        let client = kubesched_live::read::connect_in(kubeconfig, context)
+            .await
+            .map_err(|e| e.to_string())?;
+        let read =
+            kubesched_live::read::read_cluster(&client, kubesched_live::read::DEFAULT_PAGE_SIZE)
+                .await
+                .map_err(|e| e.to_string())?;
+        Ok(read.to_list_json())
+    })
 }
 
 /// Pending pods that name a scheduler no profile is are left alone (kube-scheduler leaves
@@ -1064,6 +1121,9 @@ struct ExplainArgs {
     /// in-cluster configuration.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to read (kubectl's `--context`); the current one otherwise.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
     /// A KubeSchedulerConfiguration (the default profile otherwise).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -1106,14 +1166,14 @@ fn explain(args: ExplainArgs, gates: FeatureGates) -> ExitCode {
         Err(e) => return fail(&format!("starting the async runtime: {e}")),
     };
     let result = runtime.block_on(async {
-        let client = kubesched_live::read::connect(args.kubeconfig.as_deref())
-            .await
-            .map_err(|e| (1, e.to_string()))?;
+        let client =
+            kubesched_live::read::connect_in(args.kubeconfig.as_deref(), args.context.as_deref())
+                .await
+                .map_err(|e| (1, e.to_string()))?;
         let read = kubesched_live::read::read_cluster(&client, args.page_size)
             .await
             .map_err(|e| (1, e.to_string()))?;
-        let text = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": read.objects})
-            .to_string();
+        let text = read.to_list_json();
         let mut manifests = kubesched_sim::Manifests::default();
         let mut problems = Vec::new();
         kubesched_sim::load_text(&text, "the cluster", &mut manifests, &mut problems);

@@ -103,6 +103,20 @@ pub fn hostname() -> String {
 
 /// Loads the client configuration: the given kubeconfig, else kube's inference.
 pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, RunError> {
+    client_config_in(kubeconfig, None).await
+}
+
+/// [`client_config`] in the kubeconfig context `context` (kubectl's `--context`) instead of
+/// the current one; with no kubeconfig file given, the one kubectl would read
+/// (`KUBECONFIG`, else `~/.kube/config`).
+pub async fn client_config_in(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Config, RunError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
     match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
@@ -114,10 +128,13 @@ pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, RunError
                 };
                 RunError::ClientConfig(format!("{}: {why}", path.display()))
             })?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .map_err(|e| RunError::ClientConfig(format!("{}: {e}", path.display())))
         }
+        None if context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| RunError::ClientConfig(e.to_string())),
         None => Config::infer()
             .await
             .map_err(|e| RunError::ClientConfig(e.to_string())),

@@ -1,4 +1,5 @@
-//! Reading a live cluster once, for `kubesched explain`: every object of the kinds the
+//! Reading a live cluster once, for `kubesched explain` and `kubesched simulate
+//! --kubeconfig`: every object of the kinds the
 //! compiled-in plugins declare (and pods and nodes), listed page by page, as plain JSON manifests. Nothing here
 //! writes: the only requests are `list`s (RBAC: the `list` verb on each kind of
 //! [`crate::watch::kinds_to_watch`]).
@@ -10,7 +11,15 @@ use crate::watch::{WatchedKind, kinds_to_watch};
 
 /// A client of the cluster the kubeconfig (else kube's inference) names.
 pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, crate::RunError> {
-    let config = crate::connect::client_config(kubeconfig).await?;
+    connect_in(kubeconfig, None).await
+}
+
+/// [`connect`] in a kubeconfig context other than the current one (kubectl's `--context`).
+pub async fn connect_in(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<Client, crate::RunError> {
+    let config = crate::connect::client_config_in(kubeconfig, context).await?;
     Client::try_from(config).map_err(|e| crate::RunError::Client(e.to_string()))
 }
 
@@ -36,6 +45,14 @@ pub struct ClusterRead {
     pub not_served: Vec<String>,
     /// List requests made (pages included).
     pub requests: usize,
+}
+
+impl ClusterRead {
+    /// The objects as one `v1` `List` in JSON: what `explain` and `simulate --kubeconfig`
+    /// load, exactly as they would load a `kubectl get -o json` dump.
+    pub fn to_list_json(&self) -> String {
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": self.objects}).to_string()
+    }
 }
 
 fn resource_name(k: &WatchedKind) -> String {

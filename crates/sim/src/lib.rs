@@ -26,12 +26,13 @@ mod workload;
 pub use cluster::{SimCluster, pod_key};
 pub use gate::Gate;
 pub use load::{
-    InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, UnreadablePath, load_paths, load_text,
+    InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, UnreadablePath, load_after, load_paths,
+    load_text,
     resolve_priority, unreadable_paths,
 };
 pub use report::{
-    Attempt, AttemptResult, EventRef, PodResult, PodState, REPORT_API_VERSION, REPORT_KIND,
-    ReportEvent, ReportType, SimReport, Summary, TableOptions, percentile,
+    Attempt, AttemptResult, EventRef, PodGroupResult, PodResult, PodState, REPORT_API_VERSION,
+    REPORT_KIND, ReportEvent, ReportType, SimReport, Summary, TableOptions, percentile,
 };
 pub use runner::{EXPLAIN_ALL, Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{

@@ -262,6 +262,16 @@ pub fn unreadable_paths(paths: &[PathBuf]) -> Vec<UnreadablePath> {
 /// standard input). Files that cannot be read (folders that lead back to themselves,
 /// devices, pipes, files over [`MAX_FILE_BYTES`]) are reported and skipped.
 pub fn load_paths(paths: &[PathBuf]) -> (Manifests, Vec<InputProblem>) {
+    load_after(None, paths)
+}
+
+/// [`load_paths`] after the objects of `first` (a name and its text, e.g. a cluster read
+/// once as a `List`): the files' objects come later, so one defined in both is the files'
+/// copy, reported as a duplicate as any other.
+pub fn load_after(
+    first: Option<(&str, &str)>,
+    paths: &[PathBuf],
+) -> (Manifests, Vec<InputProblem>) {
     let mut manifests = Manifests::default();
     let mut problems = Vec::new();
     let mut files = Vec::new();
@@ -270,6 +280,9 @@ pub fn load_paths(paths: &[PathBuf]) -> (Manifests, Vec<InputProblem>) {
         walk.collect(p, &mut files, &mut problems);
     }
     let mut loader = Loader::new(&mut manifests, &mut problems);
+    if let Some((name, text)) = first {
+        loader.load_reader(text.as_bytes(), name);
+    }
     for f in files {
         let name = f.display().to_string();
         match walk::open(&f) {
