@@ -244,3 +244,32 @@ async fn a_live_cluster_is_simulated_with_more_pods_on_top() {
     })
     .await;
 }
+
+/// `kubesched snapshot`: the cluster read once (GET/list only) and written as a YAML `List`
+/// that `simulate` loads whole, every object of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_is_a_dump_simulate_loads_whole() {
+    bounded(60, "snapshot", async {
+        let server = cluster().await;
+        let client = kubesched_live::read::connect(Some(&server.write_kubeconfig()))
+            .await
+            .expect("client");
+        let read = kubesched_live::read::read_cluster(&client, 2)
+            .await
+            .expect("read");
+        let yaml = read.to_list_yaml().expect("yaml");
+        // Keys in kubectl's order: apiVersion, items, kind.
+        assert!(yaml.starts_with("apiVersion: v1\nitems:\n"), "{yaml}");
+        assert!(yaml.ends_with("kind: List\n"), "{yaml}");
+        let mut manifests = kubesched_sim::Manifests::default();
+        let mut problems = Vec::new();
+        kubesched_sim::load_text(&yaml, "snapshot.yaml", &mut manifests, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(manifests.nodes.len(), 3);
+        assert_eq!(manifests.pods.len(), 5);
+        for r in server.requests() {
+            assert_eq!(r.method, "GET", "{} {}", r.method, r.path);
+        }
+    })
+    .await;
+}

@@ -214,6 +214,10 @@ enum Command {
     /// nothing is written) and runs the pod's profile as a dry run, with every node's Filter
     /// verdict and every Score plugin's scores. For a bound pod: would it go there again?
     Explain(ExplainArgs),
+    /// Write a live cluster as a dump that `simulate` reads: every object of the kinds the
+    /// compiled-in plugins read (and pods and nodes), listed page by page (read-only), as
+    /// one `v1` List in YAML or JSON.
+    Snapshot(SnapshotArgs),
     /// Run the benchmark suite: each workload under benchmarks/ in its own child process,
     /// with the default profile and every plugin on.
     Bench(BenchArgs),
@@ -559,6 +563,7 @@ fn main() -> ExitCode {
     let ignores_gates = match &subcommand {
         Command::Plugins { .. } => Some("plugins"),
         Command::Bench(_) => Some("bench"),
+        Command::Snapshot(_) => Some("snapshot"),
         _ => None,
     };
     if let Some(name) = ignores_gates
@@ -634,6 +639,7 @@ fn main() -> ExitCode {
         },
         Command::Simulate(args) => simulate(args, gates),
         Command::Explain(args) => explain(args, gates),
+        Command::Snapshot(args) => snapshot(args),
         Command::Bench(args) => bench(args),
         Command::Run => match matches.subcommand_matches("run") {
             Some(m) => run(m, gates),
@@ -797,8 +803,12 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         return ExitCode::from(EXIT_INPUT);
     }
     let cluster = if live {
-        match read_live_cluster(args.kubeconfig.as_deref(), args.context.as_deref()) {
-            Ok(text) => Some(text),
+        match read_live(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+            kubesched_live::read::DEFAULT_PAGE_SIZE,
+        ) {
+            Ok(read) => Some(read.to_list_json()),
             Err(e) => return fail_with(EXIT_INPUT, &e),
         }
     } else {
@@ -928,11 +938,71 @@ fn invoked_as_kubectl_plugin() -> bool {
         .is_some_and(|name| name == "kubectl-kubesched")
 }
 
+#[derive(clap::Args)]
+struct SnapshotArgs {
+    /// The kubeconfig of the cluster; without it, KUBECONFIG, ~/.kube/config, then the
+    /// in-cluster configuration.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to read (kubectl's `--context`); the current one otherwise.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Write the dump here instead of standard output.
+    #[arg(long = "output-file", short = 'f', value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Format: YAML (as `kubectl get -o yaml` writes a List) or JSON.
+    #[arg(long, short, value_enum, default_value_t = SnapshotOutput::Yaml)]
+    output: SnapshotOutput,
+    /// Objects per list request.
+    #[arg(long, default_value_t = kubesched_live::read::DEFAULT_PAGE_SIZE, hide = true)]
+    page_size: u32,
+}
+
+/// `kubesched snapshot -o`.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum SnapshotOutput {
+    Yaml,
+    Json,
+}
+
+/// `kubesched snapshot`: the cluster read once, written as a dump.
+fn snapshot(args: SnapshotArgs) -> ExitCode {
+    let read = match read_live(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        args.page_size,
+    ) {
+        Ok(read) => read,
+        Err(e) => return fail(&e),
+    };
+    let text = match args.output {
+        SnapshotOutput::Json => read.to_list_json() + "\n",
+        SnapshotOutput::Yaml => match read.to_list_yaml() {
+            Ok(yaml) => yaml,
+            Err(e) => return fail(&format!("writing the snapshot as YAML: {e}")),
+        },
+    };
+    match &args.file {
+        Some(path) => match std::fs::write(path, text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&format!("writing {}: {e}", path.display())),
+        },
+        None => {
+            print(&text);
+            ExitCode::SUCCESS
+        }
+    }
+}
+
 /// What the objects read from a cluster are named as in problems and messages.
 const CLUSTER_SOURCE: &str = "the cluster";
 
-/// Reads a live cluster once (lists only) as one JSON `List`, for `simulate --kubeconfig`.
-fn read_live_cluster(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<String, String> {
+/// Reads a live cluster once (lists only), for `simulate --kubeconfig` and `snapshot`.
+fn read_live(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    page_size: u32,
+) -> Result<kubesched_live::read::ClusterRead, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -941,11 +1011,9 @@ fn read_live_cluster(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
         let client = kubesched_live::read::connect_in(kubeconfig, context)
             .await
             .map_err(|e| e.to_string())?;
-        let read =
-            kubesched_live::read::read_cluster(&client, kubesched_live::read::DEFAULT_PAGE_SIZE)
-                .await
-                .map_err(|e| e.to_string())?;
-        Ok(read.to_list_json())
+        kubesched_live::read::read_cluster(&client, page_size)
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 

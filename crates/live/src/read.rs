@@ -51,7 +51,16 @@ impl ClusterRead {
     /// The objects as one `v1` `List` in JSON: what `explain` and `simulate --kubeconfig`
     /// load, exactly as they would load a `kubectl get -o json` dump.
     pub fn to_list_json(&self) -> String {
-        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": self.objects}).to_string()
+        self.list().to_string()
+    }
+
+    /// The same `List` in YAML, as `kubectl get -o yaml` writes one (`kubesched snapshot`).
+    pub fn to_list_yaml(&self) -> Result<String, String> {
+        serde_saphyr::to_string(&self.list()).map_err(|e| e.to_string())
+    }
+
+    fn list(&self) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": self.objects})
     }
 }
 
