@@ -146,6 +146,8 @@ pub struct Scheduler {
     pod_lister: Mutex<Option<Arc<dyn PodLister>>>,
     in_flight_bindings: Arc<AtomicUsize>,
     compiled_pods: Arc<CompiledPods>,
+    /// Scheduling errors seen, so a repeated one warns once per power of ten.
+    repeated_errors: crate::repeated::RepeatedErrors,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -206,6 +208,7 @@ impl Scheduler {
             pod_lister: Mutex::new(None),
             in_flight_bindings: Arc::new(AtomicUsize::new(0)),
             compiled_pods,
+            repeated_errors: Default::default(),
         }
     }
 
@@ -1350,7 +1353,17 @@ impl Scheduler {
         if rejected {
             tracing::debug!(pod = %qpi.pod_info.key(), %message, "unable to schedule pod; no fit; waiting");
         } else {
-            tracing::warn!(pod = %qpi.pod_info.key(), %message, "error scheduling pod; retrying");
+            match self.repeated_errors.note(&message) {
+                Some(1) => {
+                    tracing::warn!(pod = %qpi.pod_info.key(), %message, "error scheduling pod; retrying")
+                }
+                Some(seen) => {
+                    tracing::warn!(pod = %qpi.pod_info.key(), %message, seen, "error scheduling pod; retrying (the same error, seen this many times so far)")
+                }
+                None => {
+                    tracing::debug!(pod = %qpi.pod_info.key(), %message, "error scheduling pod; retrying")
+                }
+            }
         }
         let pod = qpi.pod_info.clone();
         let latest = self.latest_pending(&pod);
