@@ -380,6 +380,12 @@ struct SimulateArgs {
         requires = "paths"
     )]
     scale_workload: Option<kubesched_sim::ScaleTarget>,
+    /// What if: which nodes can go? The nodes, emptiest first, each added to the removable
+    /// set when draining the whole set still reschedules every evicted pod, keeps every
+    /// scheduled pod scheduled, meets every PodDisruptionBudget and loses no pod without a
+    /// controller (one drain simulation per node). Works on manifests or `--kubeconfig`.
+    #[arg(long, group = "what_if")]
+    consolidate: bool,
 }
 
 #[allow(clippy::print_stdout)]
@@ -828,17 +834,21 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    if args.add_nodes.is_some() || !args.drain.is_empty() || args.scale_workload.is_some() {
+    if args.add_nodes.is_some()
+        || !args.drain.is_empty()
+        || args.scale_workload.is_some()
+        || args.consolidate
+    {
         if args.workload.is_some() {
             return fail_with(
                 EXIT_INPUT,
-                "--add-nodes, --drain and --scale-workload work on manifests, not with --workload",
+                "--add-nodes, --drain, --scale-workload and --consolidate work on manifests, not with --workload",
             );
         }
         if args.report.is_some() {
             return fail_with(
                 EXIT_INPUT,
-                "--report works on a plain simulation, not with --add-nodes, --drain or --scale-workload",
+                "--report works on a plain simulation, not with --add-nodes, --drain, --scale-workload or --consolidate",
             );
         }
         return what_if(args, loaded, manifests, problems);
@@ -1152,6 +1162,8 @@ fn what_if(
             kubesched_sim::add_nodes(&scenario, &templates, args.max).await
         } else if let Some(target) = &args.scale_workload {
             kubesched_sim::scale_workload(&scenario, target).await
+        } else if args.consolidate {
+            kubesched_sim::consolidate(&scenario).await
         } else {
             kubesched_sim::drain(&scenario, &args.drain).await
         }

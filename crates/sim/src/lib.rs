@@ -27,8 +27,7 @@ pub use cluster::{SimCluster, pod_key};
 pub use gate::Gate;
 pub use load::{
     InputProblem, InvalidPod, MAX_FILE_BYTES, Manifests, UnreadablePath, load_after, load_paths,
-    load_text,
-    resolve_priority, unreadable_paths,
+    load_text, resolve_priority, unreadable_paths,
 };
 pub use report::{
     Attempt, AttemptResult, EventRef, PodGroupResult, PodResult, PodState, REPORT_API_VERSION,
@@ -36,9 +35,9 @@ pub use report::{
 };
 pub use runner::{EXPLAIN_ALL, Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{
-    AddNodesAnswer, BudgetCheck, DrainAnswer, DrainedPod, ExplainAnswer, Outcome, PodOutcome,
-    ScaleAnswer, ScaleTarget, Scenario, SkippedPod, Trial, WhatIf, add_nodes, drain, explain_pod,
-    scale_workload,
+    AddNodesAnswer, BudgetCheck, ConsolidateAnswer, ConsolidateTrial, DrainAnswer, DrainedPod,
+    ExplainAnswer, Outcome, PodOutcome, ScaleAnswer, ScaleTarget, Scenario, SkippedPod, Trial,
+    WhatIf, add_nodes, consolidate, drain, explain_pod, scale_workload,
 };
 pub use workload::{
     CreateNodes, CreatePods, Op, Workload, WorkloadError, generated_node, node_template,

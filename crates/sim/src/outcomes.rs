@@ -53,6 +53,8 @@ pub enum WhatIf {
     ScaleWorkload(ScaleAnswer),
     /// `kubesched explain`: one pod scheduled as a dry run on a cluster read once.
     Explain(ExplainAnswer),
+    /// `--consolidate`.
+    Consolidate(ConsolidateAnswer),
 }
 
 /// Where one pod would go if it were scheduled now.
@@ -126,6 +128,31 @@ pub struct DrainAnswer {
     pub budgets: Vec<BudgetCheck>,
     /// Whether every evicted pod's replacement found a node.
     pub all_rescheduled: bool,
+}
+
+/// Which nodes the cluster can do without (`--consolidate`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsolidateAnswer {
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// The nodes that can be removed together, in the order they were found: drained all
+    /// at once, every evicted pod's replacement finds a node, no pod that ran stops running,
+    /// no PodDisruptionBudget blocks an eviction and no pod without a controller is lost.
+    pub removable: Vec<String>,
+    /// Each node tried, in the order tried (emptiest first), and the verdict.
+    pub tried: Vec<ConsolidateTrial>,
+}
+
+/// One node `--consolidate` tried to add to the removable set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsolidateTrial {
+    /// The node.
+    pub node: String,
+    /// Whether it joined the removable set.
+    pub removable: bool,
+    /// Why not, when it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One evicted pod and its replacement.

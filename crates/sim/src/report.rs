@@ -846,6 +846,37 @@ fn write_what_if(out: &mut String, w: &WhatIf) {
                 }
             );
         }
+        WhatIf::Consolidate(c) => {
+            let _ = writeln!(
+                out,
+                "\nWhat if: consolidate ({} nodes, emptiest first)",
+                c.nodes
+            );
+            for t in &c.tried {
+                let verdict = match &t.reason {
+                    None => "can be removed".to_string(),
+                    Some(why) => format!("stays: {}", shown(why)),
+                };
+                let _ = writeln!(out, "  {}: {verdict}", shown(&t.node));
+            }
+            let _ = writeln!(
+                out,
+                "  {}",
+                if c.removable.is_empty() {
+                    "no node can be removed".to_string()
+                } else {
+                    format!(
+                        "{} removable together: {}",
+                        plural(c.removable.len(), "node", "nodes"),
+                        c.removable
+                            .iter()
+                            .map(|n| shown(n).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            );
+        }
         WhatIf::Explain(e) => {
             let _ = writeln!(out, "\nDry run of {} (profile {}):", e.pod, e.profile);
             let verdict = match (e.outcome.status, &e.outcome.to) {

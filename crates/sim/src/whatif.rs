@@ -20,8 +20,8 @@ use kubesched_framework::model::LabelSelector;
 use crate::cluster::pod_key;
 use crate::load::{InputProblem, Manifests};
 pub use crate::outcomes::{
-    AddNodesAnswer, BudgetCheck, DrainAnswer, DrainedPod, ExplainAnswer, Outcome, PodOutcome,
-    ScaleAnswer, SkippedPod, Trial, WhatIf,
+    AddNodesAnswer, BudgetCheck, ConsolidateAnswer, ConsolidateTrial, DrainAnswer, DrainedPod,
+    ExplainAnswer, Outcome, PodOutcome, ScaleAnswer, SkippedPod, Trial, WhatIf,
 };
 use crate::report::{PodState, SimReport};
 use crate::runner::{SimError, Simulation, SimulationOptions};
@@ -423,6 +423,102 @@ pub async fn drain(scenario: &Scenario, nodes: &[String]) -> Result<SimReport, S
         all_rescheduled,
     }));
     Ok(report)
+}
+
+/// Which nodes can be removed (`--consolidate`): the nodes of the settled cluster, emptiest
+/// first (fewest requested millicores, then fewest pods, then name), each added to the
+/// removable set when draining the set with it still passes: every evicted pod's
+/// replacement finds a node, every pod that was scheduled stays scheduled, no
+/// PodDisruptionBudget allows no eviction at all, and no pod without a controller (which
+/// `kubectl drain` refuses, and nothing would recreate) sits on it. Greedy and
+/// deterministic: one drain simulation per node.
+pub async fn consolidate(scenario: &Scenario) -> Result<SimReport, SimError> {
+    let mut sim = scenario.start()?;
+    sim.settle().await;
+    let mut report = sim.report();
+    let failing_before: BTreeSet<String> = failing(&report).into_iter().map(|f| f.pod).collect();
+    let usage = sim.node_usage();
+    let mut order: Vec<_> = usage
+        .iter()
+        .map(|u| (u.cpu_requested, u.pods, u.node.clone()))
+        .collect();
+    order.sort();
+    let nodes = order.len();
+    let mut removable: Vec<String> = Vec::new();
+    let mut tried = Vec::new();
+    for (_, _, node) in order {
+        if removable.len() + 1 >= nodes {
+            tried.push(ConsolidateTrial {
+                node,
+                removable: false,
+                reason: Some("the last node stays".into()),
+            });
+            continue;
+        }
+        let mut set = removable.clone();
+        set.push(node.clone());
+        let drained = drain(scenario, &set).await?;
+        let Some(WhatIf::Drain(answer)) = &drained.what_if else {
+            return Err(what_if_error("--consolidate: the drain gave no answer"));
+        };
+        let reason = consolidation_blocker(answer, &drained, &failing_before);
+        tried.push(ConsolidateTrial {
+            node: node.clone(),
+            removable: reason.is_none(),
+            reason,
+        });
+        if tried.last().is_some_and(|t| t.removable) {
+            removable.push(node);
+        }
+    }
+    report.what_if = Some(WhatIf::Consolidate(ConsolidateAnswer {
+        nodes,
+        removable,
+        tried,
+    }));
+    Ok(report)
+}
+
+/// Why draining this set is not a consolidation, if it is not.
+fn consolidation_blocker(
+    answer: &DrainAnswer,
+    drained: &SimReport,
+    failing_before: &BTreeSet<String>,
+) -> Option<String> {
+    if let Some(bare) = answer
+        .not_evicted
+        .iter()
+        .find(|s| s.reason.starts_with("no controller"))
+    {
+        return Some(format!("{} has no controller: it would be lost", bare.pod));
+    }
+    if let Some(b) = answer.budgets.iter().find(|b| b.disruptions_allowed <= 0) {
+        return Some(format!(
+            "PodDisruptionBudget {} allows no eviction",
+            b.budget
+        ));
+    }
+    if let Some(e) = answer
+        .evicted
+        .iter()
+        .find(|e| e.outcome.status != PodState::Scheduled)
+    {
+        return Some(format!(
+            "{} would not find a node: {}",
+            e.pod,
+            e.outcome.message.as_deref().unwrap_or("no message")
+        ));
+    }
+    failing(drained)
+        .into_iter()
+        .find(|f| !failing_before.contains(&f.pod))
+        .map(|f| {
+            format!(
+                "{} would stop running: {}",
+                f.pod,
+                f.message.as_deref().unwrap_or("no message")
+            )
+        })
 }
 
 /// A workload named on the command line: `KIND/NAMESPACE/NAME=REPLICAS`.

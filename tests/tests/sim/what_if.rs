@@ -261,3 +261,44 @@ fn scale_targets_parse_and_refuse() {
         "--scale-workload: no StatefulSet shop/nope (with a spec) in the input"
     );
 }
+
+#[test]
+fn consolidate_removes_the_emptiest_nodes_that_can_go_and_says_why_the_rest_stay() {
+    let report = block_on(kubesched_sim::consolidate(&scenario(None))).expect("answer");
+    let Some(WhatIf::Consolidate(answer)) = &report.what_if else {
+        panic!("no consolidate answer");
+    };
+    assert_eq!(answer.nodes, 3);
+    assert_eq!(answer.tried.len(), 3, "every node is tried once");
+    for t in &answer.tried {
+        assert_eq!(t.removable, t.reason.is_none(), "{t:?}");
+        assert_eq!(answer.removable.contains(&t.node), t.removable, "{t:?}");
+    }
+    // node-1 holds a pod no controller recreates: kubectl drain refuses it, so it stays.
+    let node_1 = answer
+        .tried
+        .iter()
+        .find(|t| t.node == "node-1")
+        .expect("tried");
+    assert!(
+        node_1
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("shop/debug has no controller")),
+        "{node_1:?}"
+    );
+    assert!(answer.removable.len() < answer.nodes, "the last node stays");
+    // Whatever it calls removable, draining all of it together works.
+    if !answer.removable.is_empty() {
+        let drained = block_on(drain(&scenario(None), &answer.removable)).expect("drain");
+        let Some(WhatIf::Drain(d)) = &drained.what_if else {
+            panic!("no drain answer");
+        };
+        assert!(d.all_rescheduled, "{d:?}");
+    }
+    check_json(&report);
+    // Deterministic: the same answer twice.
+    let again = block_on(kubesched_sim::consolidate(&scenario(None))).expect("answer");
+    assert_eq!(again.what_if, report.what_if);
+    insta::assert_snapshot!("consolidate_table", report.to_table(false));
+}
