@@ -1333,6 +1333,12 @@ struct BenchArgs {
     /// in its own child process, timing parse, build, scheduling and report.
     #[arg(long, conflicts_with_all = ["kubeconfig", "single", "filter"])]
     load: bool,
+    /// Run upstream scheduler_perf's own test cases from this performance-config.yaml
+    /// (unchanged; templates relative to it), each workload in this process, with upstream's
+    /// threshold beside the result; --filter picks by `TestCase/Workload` name. Test cases
+    /// kubesched cannot run are listed with the reason.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "single", "load"])]
+    scheduler_perf: Option<PathBuf>,
     /// With --load: nodes of the generated cluster (times --scale).
     #[arg(long, default_value_t = 5000, requires = "load")]
     load_nodes: usize,
@@ -1382,6 +1388,104 @@ fn parse_scale(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `kubesched bench --scheduler-perf FILE`: upstream's test cases, run one after another.
+fn scheduler_perf_bench(args: &BenchArgs, file: &Path) -> ExitCode {
+    use kubesched_sim::bench;
+    let cases = match bench::scheduler_perf::read(file) {
+        Ok(c) => c,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let defaults = FeatureGates::defaults();
+    let options = bench::BenchOptions {
+        seed: args.seed,
+        scale: args.scale,
+    };
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for case in cases
+        .iter()
+        .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
+    {
+        let off_default: Vec<String> = case
+            .feature_gates
+            .iter()
+            .filter(|(gate, on)| defaults.enabled_by_name(gate) != Some(**on))
+            .map(|(gate, on)| format!("{gate}={on}"))
+            .collect();
+        let outcome = match &case.workload {
+            Err(why) => Err(why.clone()),
+            Ok(_) if !off_default.is_empty() => Err(format!(
+                "needs feature gates {} (bench runs with v1.37's defaults)",
+                off_default.join(",")
+            )),
+            Ok(w) => bench::run_workload_blocking(w, options).map_err(|e| {
+                failed = true;
+                e.to_string()
+            }),
+        };
+        rows.push((case, outcome));
+    }
+    if rows.is_empty() {
+        return fail(&format!(
+            "no test case of {} matches the filter",
+            file.display()
+        ));
+    }
+    match args.output {
+        BenchOutput::Json => {
+            let list: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(case, outcome)| match outcome {
+                    Ok(r) => serde_json::json!({
+                        "name": case.name, "labels": case.labels, "threshold": case.threshold,
+                        "result": r,
+                    }),
+                    Err(why) => serde_json::json!({
+                        "name": case.name, "labels": case.labels, "threshold": case.threshold,
+                        "notRun": why,
+                    }),
+                })
+                .collect();
+            print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&list).unwrap_or_default()
+            ));
+        }
+        BenchOutput::Markdown => {
+            let mut out = String::from(
+                "| test case | labels | pods/s | upstream threshold | p99 ms |\n|---|---|---:|---:|---:|\n",
+            );
+            let mut not_run = String::new();
+            for (case, outcome) in &rows {
+                let threshold = case
+                    .threshold
+                    .map(|t| format!("{t:.0}"))
+                    .unwrap_or_else(|| "-".into());
+                match outcome {
+                    Ok(r) => out.push_str(&format!(
+                        "| {} | {} | {:.0} | {threshold} | {:.2} |\n",
+                        case.name,
+                        case.labels.join(", "),
+                        r.pods_per_second,
+                        r.latency_ms.p99
+                    )),
+                    Err(why) => not_run.push_str(&format!("- {}: {why}\n", case.name)),
+                }
+            }
+            if !not_run.is_empty() {
+                out.push_str("\nNot run:\n");
+                out.push_str(&not_run);
+            }
+            print(&out);
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn bench(args: BenchArgs) -> ExitCode {
     use kubesched_sim::bench;
     if let Some(kubeconfig) = &args.kubeconfig {
@@ -1405,6 +1509,9 @@ fn bench(args: BenchArgs) -> ExitCode {
     }
     if args.load {
         return load_bench(&args);
+    }
+    if let Some(file) = &args.scheduler_perf {
+        return scheduler_perf_bench(&args, file);
     }
     let options = bench::BenchOptions {
         seed: args.seed,

@@ -121,3 +121,80 @@ fn a_scale_outside_zero_to_one_is_refused_before_any_workload_runs() {
         );
     }
 }
+
+/// An upstream scheduler_perf configuration, as upstream writes one: test cases with a
+/// workload template, params per workload, thresholds, a default pod template beside it.
+const UPSTREAM_CONFIG: &str = r#"
+- name: SchedulingBasic
+  defaultPodTemplatePath: templates/pod-default.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $initNodes
+  - opcode: createPods
+    countParam: $initPods
+  - opcode: createPods
+    countParam: $measurePods
+    collectMetrics: true
+  workloads:
+  - name: 5Nodes
+    labels: [integration-test, fast]
+    params:
+      initNodes: 5
+      initPods: 5
+      measurePods: 10
+    threshold: 1
+- name: Churn
+  workloadTemplate:
+  - opcode: createNodes
+    count: 5
+  - opcode: churn
+    mode: recreate
+  workloads:
+  - name: 5Nodes
+    params: {}
+"#;
+
+#[test]
+fn bench_runs_upstream_scheduler_perf_files_unchanged() {
+    let dir = std::env::temp_dir().join(format!("kubesched-perf-cli-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("templates")).expect("tmp");
+    std::fs::write(dir.join("performance-config.yaml"), UPSTREAM_CONFIG).expect("write");
+    std::fs::write(
+        dir.join("templates/pod-default.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  generateName: pod-\nspec:\n  containers:\n  - image: registry.k8s.io/pause:3.10.1\n    name: pause\n    ports:\n    - containerPort: 80\n    resources:\n      limits: {cpu: 100m, memory: 500Mi}\n      requests: {cpu: 100m, memory: 500Mi}\n",
+    )
+    .expect("write");
+    let config = dir.join("performance-config.yaml");
+    let out = kubesched()
+        .args(["bench", "--scheduler-perf"])
+        .arg(&config)
+        .args(["--output", "json"])
+        .output()
+        .expect("run kubesched");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = rows.as_array().expect("a list");
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[0]["name"], "SchedulingBasic/5Nodes");
+    assert_eq!(rows[0]["threshold"], 1.0);
+    assert_eq!(rows[0]["result"]["measured_pods"], 10, "{:#}", rows[0]);
+    assert_eq!(rows[0]["result"]["nodes"], 5);
+    assert_eq!(rows[1]["name"], "Churn/5Nodes");
+    assert_eq!(
+        rows[1]["notRun"],
+        "workloadTemplate[1]: opcode churn is not supported by kubesched"
+    );
+
+    let table = kubesched()
+        .args(["bench", "--scheduler-perf"])
+        .arg(&config)
+        .output()
+        .expect("run kubesched");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("| SchedulingBasic/5Nodes | integration-test, fast |"),
+        "{text}"
+    );
+    assert!(text.contains("Not run:\n- Churn/5Nodes: "), "{text}");
+}

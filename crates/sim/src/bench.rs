@@ -23,6 +23,7 @@ use crate::workload::{Op, Workload, WorkloadError};
 
 pub mod dump;
 pub mod load;
+pub mod scheduler_perf;
 
 /// Attempt latency percentiles of the measured pods, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
