@@ -31,7 +31,7 @@ impl RepeatedErrors {
 }
 
 fn is_power_of_ten(mut n: u64) -> bool {
-    while n >= 10 && n % 10 == 0 {
+    while n >= 10 && n.is_multiple_of(10) {
         n /= 10;
     }
     n == 1
