@@ -2,7 +2,9 @@
 //! kube-rs backend (crates/live) and the in-memory backend (crates/sim).
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, PodExtendedResourceClaimStatus,
+};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kubesched_model::PodInfo;
 
@@ -193,6 +195,39 @@ pub trait ClusterClient: Send + Sync {
     ) -> Result<(), ClientError> {
         let _ = (claim, pod_uid);
         Err(unsupported("patching ResourceClaim status"))
+    }
+
+    /// Creates a ResourceClaim (HTTP POST; DynamicResources' PreBind creates the claim of
+    /// a pod's DRA-backed extended resources this way). The claim has `metadata.name` or
+    /// `metadata.generateName`; Conflict when a claim of that name exists. Returns the
+    /// claim as stored (with its name, UID and resourceVersion).
+    async fn create_resource_claim(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let _ = claim;
+        Err(unsupported("creating ResourceClaims"))
+    }
+
+    /// Deletes a ResourceClaim (DynamicResources removes an extended-resource claim that a
+    /// failed attempt left). NotFound when it is gone already.
+    async fn delete_resource_claim(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        let _ = (namespace, name);
+        Err(unsupported("deleting ResourceClaims"))
+    }
+
+    /// Sets the pod's `status.extendedResourceClaimStatus` (a patch of the pod's status;
+    /// DynamicResources' PreBind names the claim of the pod's DRA-backed extended resources
+    /// and which container request maps to which device request).
+    async fn patch_pod_extended_resource_claim_status(
+        &self,
+        pod: &PodInfo,
+        status: &PodExtendedResourceClaimStatus,
+    ) -> Result<(), ClientError> {
+        let _ = (pod, status);
+        Err(unsupported(
+            "patching pod status.extendedResourceClaimStatus",
+        ))
     }
 
     /// Writes an object of a plugin-declared kind (what
@@ -396,6 +431,26 @@ impl ClusterClient for NoopClient {
         &self,
         _: &ResourceClaim,
         _: &str,
+    ) -> Result<(), ClientError> {
+        Ok(())
+    }
+    async fn create_resource_claim(&self, c: &ResourceClaim) -> Result<ResourceClaim, ClientError> {
+        let mut stored = c.clone();
+        if stored.metadata.name.as_deref().is_none_or(str::is_empty) {
+            stored.metadata.name = Some(format!(
+                "{}00000",
+                stored.metadata.generate_name.as_deref().unwrap_or_default()
+            ));
+        }
+        Ok(stored)
+    }
+    async fn delete_resource_claim(&self, _: &str, _: &str) -> Result<(), ClientError> {
+        Ok(())
+    }
+    async fn patch_pod_extended_resource_claim_status(
+        &self,
+        _: &PodInfo,
+        _: &PodExtendedResourceClaimStatus,
     ) -> Result<(), ClientError> {
         Ok(())
     }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
-    Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
+    Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition,
+    PodExtendedResourceClaimStatus, PodStatus,
 };
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -374,6 +375,46 @@ impl ClusterClient for KubeClient {
             .replace_status(name, &PostParams::default(), claim)
             .await
             .map_err(|e| client_error(e, &format!("updating ResourceClaim {ns}/{name} status")))
+    }
+
+    async fn create_resource_claim(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let (ns, _) = claim_name(claim);
+        let what = claim
+            .metadata
+            .name
+            .clone()
+            .or_else(|| claim.metadata.generate_name.clone())
+            .unwrap_or_default();
+        self.claims_api(ns)
+            .create(&PostParams::default(), claim)
+            .await
+            .map_err(|e| client_error(e, &format!("creating ResourceClaim {ns}/{what}")))
+    }
+
+    async fn delete_resource_claim(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        self.claims_api(namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| client_error(e, &format!("deleting ResourceClaim {namespace}/{name}")))
+    }
+
+    async fn patch_pod_extended_resource_claim_status(
+        &self,
+        pod: &PodInfo,
+        status: &PodExtendedResourceClaimStatus,
+    ) -> Result<(), ClientError> {
+        let status = serde_json::to_value(status).map_err(|e| {
+            ClientError::Other(format!(
+                "encoding status.extendedResourceClaimStatus of pod {}: {e}",
+                pod.key()
+            ))
+        })?;
+        self.patch_status(pod, json!({ "extendedResourceClaimStatus": status }))
+            .await
     }
 
     async fn remove_resource_claim_reservation(

@@ -297,6 +297,19 @@ impl SimCluster {
         new
     }
 
+    /// Takes a claim out of the store and reports its deletion.
+    fn remove_claim(&self, claim: Arc<ResourceClaim>) {
+        let ns = claim.metadata.namespace.as_deref();
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        self.objects.resource_claims.remove(ns, name);
+        self.state.lock().changes.push_back(ClusterChange::Other {
+            resource: EventResource::ResourceClaim,
+            action: ActionType::DELETE,
+            old: Some(EventObject::Object(claim)),
+            new: None,
+        });
+    }
+
     /// The stored claim `claim` is a copy of, if that copy is current.
     fn current_claim(&self, claim: &ResourceClaim) -> Result<Arc<ResourceClaim>, ClientError> {
         let name = claim.metadata.name.as_deref().unwrap_or("");
@@ -335,9 +348,6 @@ impl SimCluster {
     }
 
     fn release_claims_of(&self, pod: &api::Pod) {
-        let Some(entries) = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()) else {
-            return;
-        };
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let uid = pod
@@ -346,6 +356,27 @@ impl SimCluster {
             .clone()
             .filter(|u| !u.is_empty())
             .unwrap_or_else(|| format!("{ns}/{name}"));
+        // The claim the scheduler made for the pod's DRA-backed extended resources is the
+        // pod's (its controller owner): the garbage collector removes it with the pod.
+        let extended = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.extended_resource_claim_status.as_ref())
+            .map(|s| s.resource_claim_name.clone());
+        if let Some(claim_name) = extended
+            && let Some(claim) = self.objects.resource_claims.get(Some(ns), &claim_name)
+            && claim
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        {
+            self.remove_claim(claim);
+        }
+        let Some(entries) = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()) else {
+            return;
+        };
         let statuses = pod
             .status
             .as_ref()
@@ -375,13 +406,7 @@ impl SimCluster {
                 .flatten()
                 .any(|o| o.controller == Some(true) && o.uid == uid);
             if generated && owned {
-                self.objects.resource_claims.remove(Some(ns), &claim_name);
-                self.state.lock().changes.push_back(ClusterChange::Other {
-                    resource: EventResource::ResourceClaim,
-                    action: ActionType::DELETE,
-                    old: Some(EventObject::Object(claim)),
-                    new: None,
-                });
+                self.remove_claim(claim);
                 continue;
             }
             let mut new = (*claim).clone();
@@ -801,6 +826,111 @@ impl ClusterClient for SimCluster {
         Ok(self.store_claim(stored, new))
     }
 
+    async fn create_resource_claim(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, ClientError> {
+        let mut new = claim.clone();
+        let ns = new
+            .metadata
+            .namespace
+            .get_or_insert_with(|| "default".into())
+            .clone();
+        let name = match new.metadata.name.clone().filter(|n| !n.is_empty()) {
+            Some(n) => n,
+            None => {
+                let Some(prefix) = new.metadata.generate_name.clone().filter(|p| !p.is_empty())
+                else {
+                    return Err(ClientError::Other(
+                        "ResourceClaim is invalid: metadata.name: Required value: name or generateName is required".into(),
+                    ));
+                };
+                let mut s = self.state.lock();
+                s.resource_version += 1;
+                generated_name(&prefix, s.resource_version)
+            }
+        };
+        if self.objects.resource_claims.get(Some(&ns), &name).is_some() {
+            return Err(ClientError::Conflict(format!(
+                "resourceclaims.resource.k8s.io {name:?} already exists"
+            )));
+        }
+        new.metadata.name = Some(name);
+        new.metadata.uid = None;
+        new.metadata.resource_version = None;
+        new.metadata.creation_timestamp = Some(Time(
+            Timestamp::from_second(
+                i64::try_from(
+                    self.clock
+                        .wall_now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                )
+                .unwrap_or(0),
+            )
+            .unwrap_or(Timestamp::UNIX_EPOCH),
+        ));
+        claims::fill_identity(&mut new);
+        self.objects.resource_claims.upsert(new.clone());
+        self.state.lock().changes.push_back(ClusterChange::Other {
+            resource: EventResource::ResourceClaim,
+            action: ActionType::ADD,
+            old: None,
+            new: Some(EventObject::Object(Arc::new(new.clone()))),
+        });
+        Ok(new)
+    }
+
+    async fn delete_resource_claim(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        let Some(claim) = self.objects.resource_claims.get(Some(namespace), name) else {
+            return Err(ClientError::NotFound(format!(
+                "resourceclaims.resource.k8s.io {name:?} not found"
+            )));
+        };
+        if claim
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty())
+        {
+            // As the API server: a claim with finalizers is only marked for deletion.
+            if claim.metadata.deletion_timestamp.is_none() {
+                let mut new = (*claim).clone();
+                new.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+                self.store_claim(claim, new);
+            }
+            return Ok(());
+        }
+        self.remove_claim(claim);
+        Ok(())
+    }
+
+    async fn patch_pod_extended_resource_claim_status(
+        &self,
+        pod: &PodInfo,
+        status: &api::PodExtendedResourceClaimStatus,
+    ) -> Result<(), ClientError> {
+        let key = pod.key();
+        let mut s = self.state.lock();
+        let Some(old) = s.pods.get(&key).cloned() else {
+            return Err(ClientError::NotFound(format!(
+                "pods {:?} not found",
+                pod.name
+            )));
+        };
+        let mut new = (*old).clone();
+        new.status
+            .get_or_insert_with(Default::default)
+            .extended_resource_claim_status = Some(status.clone());
+        if new == *old {
+            return Ok(());
+        }
+        let new = Arc::new(new);
+        s.pods.insert(key, new.clone());
+        s.changes.push_back(ClusterChange::PodUpdated(old, new));
+        Ok(())
+    }
+
     async fn remove_resource_claim_reservation(
         &self,
         claim: &ResourceClaim,
@@ -818,6 +948,20 @@ impl ClusterClient for SimCluster {
         }
         Ok(())
     }
+}
+
+/// A name the API server would make from `prefix` (`metadata.generateName`): five
+/// characters from its alphabet, here derived from a counter so runs are reproducible.
+fn generated_name(prefix: &str, mut n: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    // Spread consecutive counters over the alphabet (a multiplicative hash).
+    n = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut name = prefix.to_string();
+    for _ in 0..5 {
+        name.push(ALPHABET[(n % ALPHABET.len() as u64) as usize] as char);
+        n /= ALPHABET.len() as u64;
+    }
+    name
 }
 
 /// The update event of a PersistentVolume or PersistentVolumeClaim the simulator wrote.
