@@ -96,7 +96,7 @@ pub async fn read_cluster(client: &Client, page_size: u32) -> Result<ClusterRead
                 Err(kube::Error::Api(e)) if e.code == 404 && token.is_none() => {
                     tracing::warn!(
                         resource = resource_name(k),
-                        "the API server does not serve it; explaining without it"
+                        "the API server does not serve it; reading the cluster without it"
                     );
                     out.not_served.push(resource_name(k));
                     break;
