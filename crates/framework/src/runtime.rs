@@ -425,6 +425,11 @@ impl Framework {
                 .filter(|p| p.as_pod_events().is_some())
                 .cloned()
                 .collect(),
+            placement_feasible: instances
+                .values()
+                .filter(|p| p.as_placement_feasible().is_some())
+                .cloned()
+                .collect(),
             instances,
             effective_args,
             handle,
@@ -435,11 +440,6 @@ impl Framework {
 
     /// The profile's scheduler name.
     pub fn profile_name(&self) -> &str {
-            placement_feasible: instances
-                .values()
-                .filter(|p| p.as_placement_feasible().is_some())
-                .cloned()
-                .collect(),
         &self.profile_name
     }
 
@@ -476,16 +476,6 @@ impl Framework {
         }
     }
 
-    /// A plugin instance by name.
-    pub fn plugin(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
-        self.instances.get(name)
-    }
-
-    /// The enabled plugin names of a point, in order.
-    pub fn plugin_names_at(&self, point: ExtensionPoint) -> Vec<String> {
-        self.spec.at(point).iter().map(|r| r.name.clone()).collect()
-    }
-
     /// Whether some plugin of the profile takes part in group cycles' PlacementFeasible.
     pub fn has_placement_feasible_plugins(&self) -> bool {
         !self.placement_feasible.is_empty()
@@ -517,6 +507,16 @@ impl Framework {
             return plugin_failure("PlacementFeasible", p.name(), s);
         }
         wait.unwrap_or_else(Status::success)
+    }
+
+    /// A plugin instance by name.
+    pub fn plugin(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
+        self.instances.get(name)
+    }
+
+    /// The enabled plugin names of a point, in order.
+    pub fn plugin_names_at(&self, point: ExtensionPoint) -> Vec<String> {
+        self.spec.at(point).iter().map(|r| r.name.clone()).collect()
     }
 
     /// Whether any Filter plugin is enabled.

@@ -11,16 +11,16 @@ use kubesched_framework::clock::FakeClock;
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::model::PodInfo;
 use kubesched_scheduler::{
-    AttemptObserver, AttemptOutcome, ClusterChange, Explanation, Scheduler, SchedulerParts,
-    build_scheduler,
+    AttemptObserver, AttemptOutcome, ClusterChange, Explanation, PodGroupOutcome, Scheduler,
+    SchedulerParts, build_scheduler,
 };
 use parking_lot::Mutex;
 
 use crate::cluster::{SimCluster, pod_key};
 use crate::load::{InputProblem, InvalidPod, Manifests, apply_other, resolve_priority};
 use crate::report::{
-    Attempt, AttemptResult, EventRef, PodResult, PodState, ReportEvent, ReportType, SimReport,
-    Summary, percentile,
+    Attempt, AttemptResult, EventRef, PodGroupResult, PodResult, PodState, ReportEvent, ReportType,
+    SimReport, Summary, percentile,
 };
 use crate::workload::{
     CreateNodes, CreatePods, CsiNodeTemplate, DeletePods, Expect, Op, Workload, generated_node,
@@ -103,6 +103,9 @@ struct Recorder {
     explain: Option<String>,
     explanations: Mutex<Vec<Explanation>>,
     measured_scheduled: Mutex<usize>,
+    /// The last cycle of each pod group (GenericWorkload) and how many ran, by
+    /// `namespace/name`.
+    pod_groups: Mutex<BTreeMap<String, (PodGroupOutcome, u32)>>,
 }
 
 impl AttemptObserver for Recorder {
@@ -171,6 +174,14 @@ impl AttemptObserver for Recorder {
             .map_or(0, |r| r.history.len());
         explanation.attempt = Some(attempts as u32 + 1);
         self.explanations.lock().push(explanation);
+    }
+
+    fn pod_group_attempt(&self, outcome: &PodGroupOutcome) {
+        let key = format!("{}/{}", outcome.namespace, outcome.name);
+        let mut groups = self.pod_groups.lock();
+        let entry = groups.entry(key).or_insert_with(|| (outcome.clone(), 0));
+        entry.0 = outcome.clone();
+        entry.1 += 1;
     }
 }
 
@@ -1087,15 +1098,58 @@ impl Simulation {
             latency_ms_p50: Some(percentile(&latencies, 50.0)),
             latency_ms_p99: Some(percentile(&latencies, 99.0)),
         };
+        let pod_groups = self.pod_group_results(&pods);
         SimReport {
             type_meta: ReportType::default(),
             pods,
             summary,
             events,
             explanations: self.recorder.explanations.lock().clone(),
+            pod_groups,
             problems: self.problems.clone(),
             what_if: None,
         }
+    }
+}
+
+impl Simulation {
+    /// Each pod group's last cycle, with its members bound at the end of the run.
+    fn pod_group_results(&self, pods: &[PodResult]) -> Vec<PodGroupResult> {
+        self.recorder
+            .pod_groups
+            .lock()
+            .values()
+            .map(|(o, cycles)| {
+                let members: Vec<String> = o
+                    .members
+                    .iter()
+                    .map(|(key, _)| {
+                        key.split_once('/')
+                            .map_or(key.as_str(), |(_, n)| n)
+                            .to_string()
+                    })
+                    .collect();
+                let scheduled = pods
+                    .iter()
+                    .filter(|p| {
+                        p.namespace == o.namespace
+                            && p.status == PodState::Scheduled
+                            && members.contains(&p.name)
+                    })
+                    .count()
+                    + o.already_scheduled;
+                PodGroupResult {
+                    namespace: o.namespace.clone(),
+                    name: o.name.clone(),
+                    min_count: o.min_count,
+                    members,
+                    scheduled,
+                    placed: o.placed,
+                    message: o.message.clone(),
+                    cycles: *cycles,
+                }
+            })
+            .collect()
     }
 }
 

@@ -156,3 +156,42 @@ fn with_the_gate_off_members_are_ordinary_pods() {
         .count();
     assert_eq!(scheduled, 3, "{:?}", report.pods);
 }
+
+/// examples/gang-workload with the gate on, as `kubesched simulate examples/gang-workload
+/// --feature-gates GenericWorkload=true --explain ml/tune-6` prints it.
+fn gang_workload_example(explain: Option<&str>) -> SimReport {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gang-workload");
+    let (manifests, problems) = kubesched_sim::load_paths(&[dir]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let (file, text) = manifests.config.clone().expect("the example has a config");
+    let gates = FeatureGates::parse(["GenericWorkload=true"]).expect("gates");
+    let loaded =
+        kubesched_config::load_str_with_gates(&text, &file, &gates).expect("valid example config");
+    with_simulation(&loaded, 0, explain, async |mut sim| {
+        sim.load(manifests, "gang-workload");
+        sim.settle().await;
+        sim.report()
+    })
+}
+
+#[test]
+fn gang_workload_example_table() {
+    let report = gang_workload_example(Some("ml/tune-6"));
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let groups: Vec<(&str, bool, usize)> = report
+        .pod_groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.placed, g.scheduled))
+        .collect();
+    assert_eq!(
+        groups,
+        [("eval", true, 2), ("train", true, 6), ("tune", false, 0)]
+    );
+    insta::assert_snapshot!(report.to_table(false));
+}
+
+#[test]
+fn gang_workload_example_json() {
+    let report = gang_workload_example(None);
+    insta::assert_json_snapshot!(report.pod_groups);
+}
