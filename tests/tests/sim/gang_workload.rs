@@ -160,7 +160,8 @@ fn with_the_gate_off_members_are_ordinary_pods() {
 /// examples/gang-workload with the gate on, as `kubesched simulate examples/gang-workload
 /// --feature-gates GenericWorkload=true --explain ml/tune-6` prints it.
 fn gang_workload_example(explain: Option<&str>) -> SimReport {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gang-workload");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gang-workload");
     let (manifests, problems) = kubesched_sim::load_paths(&[dir]);
     assert!(problems.is_empty(), "{problems:?}");
     let (file, text) = manifests.config.clone().expect("the example has a config");
