@@ -196,3 +196,40 @@ fn gang_workload_example_json() {
     let report = gang_workload_example(None);
     insta::assert_json_snapshot!(report.pod_groups);
 }
+
+#[test]
+fn a_gang_that_did_not_fit_is_placed_whole_once_a_node_is_added() {
+    // Four 3-CPU members on three nodes: the group fails whole; a fourth node is added and
+    // the member that fit nowhere wakes, taking its siblings with it into one new cycle.
+    let input = format!("{NODES}{}{}", pod_group("big", 4), members("big", 4));
+    let gates = FeatureGates::parse(["GenericWorkload=true"]).expect("gates");
+    let loaded = default_config_with_gates(&gates);
+    let report = with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(manifests_of(&input), "input.yaml");
+        sim.settle().await;
+        let before = sim.report();
+        assert!(
+            before.pods.iter().all(|p| p.node.is_none()),
+            "{:?}",
+            before.pods
+        );
+        let node = manifests_of(
+            "{apiVersion: v1, kind: Node, metadata: {name: n4, labels: {kubernetes.io/hostname: n4, topology.kubernetes.io/zone: d}}, status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}}",
+        );
+        sim.load(node, "later.yaml");
+        // Past the members' backoff.
+        sim.advance_clock(std::time::Duration::from_secs(11)).await;
+        sim.settle().await;
+        sim.report()
+    });
+    for i in 0..4 {
+        assert_eq!(
+            outcome(&report, &format!("big-{i}")).0,
+            PodState::Scheduled,
+            "big-{i}: {:?}",
+            report.pods
+        );
+    }
+    let group = &report.pod_groups[0];
+    assert!(group.placed && group.scheduled == 4, "{group:?}");
+}
