@@ -59,7 +59,7 @@ pub const PLUGIN_ACCESS: &[PluginAccess] = &[
             Rule {
                 api_group: "resource.k8s.io",
                 resource: "resourceclaims",
-                verbs: &["get", "list", "watch", "update"],
+                verbs: &["get", "list", "watch", "create", "update", "delete"],
             },
             Rule {
                 api_group: "resource.k8s.io",

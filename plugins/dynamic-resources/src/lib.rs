@@ -33,12 +33,23 @@
 //! would in a cluster whose driver never attaches the device (there, ten minutes a round).
 //! In a cluster PreBind waits, waking on every claim change.
 //!
-//! Not done from v1.35–v1.37: DRA-backed extended resources.
+//! **Extended resources backed by DRA** (`DRAExtendedResource`, GA in v1.37; see
+//! [`extended`]): a pod requesting an extended resource a DeviceClass names gets, on a node
+//! that does not advertise it, a claim of its own: PreFilter starts it in memory, Filter
+//! gives it the node's requests (one per container request, `container-<i>-request-<j>`)
+//! and allocates it with the pod's claims, Reserve keeps it in flight, PreBind creates it
+//! (`<pod>-extended-resources-<5 characters>`, the pod as controller), writes allocation
+//! and reservation and sets the pod's `status.extendedResourceClaimStatus`. A claim an
+//! earlier attempt created makes Filter answer `cannot schedule extended resource claim`
+//! and PostFilter delete it; Unreserve deletes the one PreBind created. Nodes whose device
+//! plugin advertises the resource are NodeResourcesFit's, as before. Binding conditions of
+//! that claim's devices are not waited for.
 
 pub mod allocator;
 mod args;
 pub mod capacity;
 pub mod cel;
+pub mod extended;
 pub mod manager;
 pub mod slices;
 
@@ -48,7 +59,9 @@ use std::sync::Arc;
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
-use kubesched_framework::model::k8s_openapi::api::core::v1::Pod;
+use kubesched_framework::model::k8s_openapi::api::core::v1::{
+    ContainerExtendedResourceRequest, Pod, PodExtendedResourceClaimStatus,
+};
 use kubesched_framework::model::k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceTaintRule, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClaimStatus,
@@ -67,7 +80,10 @@ use parking_lot::Mutex;
 
 use crate::allocator::{Allocator, Features, NodeRef, Stopped, TIMED_OUT, TaintRule};
 pub use crate::args::{ArgDuration, ArgGates, DynamicResourcesArgs};
+use crate::extended::PodExtended;
+use crate::manager::AllocatedState;
 use crate::manager::{Manager, kobj, uid};
+use crate::slices::SliceIndex;
 
 /// The plugin's registered name.
 pub const NAME: &str = "DynamicResources";
@@ -83,6 +99,15 @@ pub const MSG_NO_NEW_CLAIMS: &str = "no new claims to deallocate";
 pub const MSG_DEALLOCATED: &str = "deallocation of ResourceClaim completed";
 /// PostFilter: no claim could be deallocated.
 pub const MSG_STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+/// Filter: the extended-resource claim an earlier attempt created is still there
+/// (PostFilter deletes it).
+pub const ERR_REASON_EXTENDED_CLAIM: &str = "cannot schedule extended resource claim";
+/// Filter: an extended resource neither the node advertises nor a DeviceClass provides.
+pub const ERR_REASON_CANNOT_FIT_RESOURCE: &str = "cannot fit resource";
+/// PostFilter: the extended-resource claim of an earlier attempt was deleted.
+pub const MSG_DELETED: &str = "deletion of ResourceClaim completed";
+/// How long PreBind waits for a created extended-resource claim to reach the store.
+const EXTENDED_CLAIM_VISIBLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// The finalizer the scheduler puts on claims it allocates.
 pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 /// Upstream's `ResourceClaimReservedForMaxSize`.
@@ -102,6 +127,8 @@ pub struct DynamicResources {
     binding_timeout: std::time::Duration,
     /// DRADeviceTaintRules: DeviceTaintRule objects taint the devices they select.
     taint_rules: bool,
+    /// DRAExtendedResource: extended resources DeviceClasses name come from devices.
+    extended_resource: bool,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -139,6 +166,7 @@ impl DynamicResources {
             filter_timeout,
             binding_timeout: args.binding_limit(),
             taint_rules: gate("DRADeviceTaintRules"),
+            extended_resource: gate("DRAExtendedResource"),
         })
     }
 
@@ -297,6 +325,96 @@ impl DynamicResources {
 }
 
 impl DynamicResources {
+    /// PreBind's part for the extended-resource claim Reserve allocated: creates it,
+    /// writes allocation and reservation, waits for the store to have it, and names it in
+    /// the pod's `status.extendedResourceClaimStatus`. Nothing when device plugins
+    /// provide every extended resource on the node.
+    async fn bind_extended_claim(&self, ext: &ExtendedState, pod: &PodInfo) -> Result<(), String> {
+        let Some((reserved, mappings)) = ext.reserved.lock().clone() else {
+            return Ok(());
+        };
+        let allocation = reserved.status.as_ref().and_then(|s| s.allocation.clone());
+        let client = self.handle.client();
+        let bound = async {
+            let current = ext.claim.lock().clone();
+            let created = if extended::is_in_memory(&current) {
+                let mut claim = reserved.clone();
+                claim.metadata.name = None;
+                claim.metadata.uid = None;
+                claim.metadata.resource_version = None;
+                claim.metadata.finalizers = None;
+                claim.status = None;
+                let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                tracing::debug!(pod = %pod.key(), "creating the claim for extended resources");
+                let created = client.create_resource_claim(&claim).await.map_err(|e| {
+                    format!("create claim for extended resources {namespace}/: {e}")
+                })?;
+                let created = Arc::new(created);
+                // From now on Unreserve deletes it.
+                *ext.claim.lock() = created.clone();
+                created
+            } else {
+                current
+            };
+            let bound = self.bind_claim(&created, allocation.as_ref(), pod).await?;
+            let bound = Arc::new(bound);
+            *ext.claim.lock() = bound.clone();
+            self.manager.assume(bound.clone());
+            self.wait_for_claim_in_store(&bound).await;
+            Ok::<_, String>(bound)
+        }
+        .await;
+        self.manager.remove_pending_allocation(&ext.initial_uid);
+        let bound = bound?;
+        if mappings.is_empty() {
+            return Err(format!(
+                "nil or empty request mappings, no update of pod {}/{} ExtendedResourceClaimStatus",
+                pod.namespace, pod.name
+            ));
+        }
+        let status = PodExtendedResourceClaimStatus {
+            request_mappings: mappings,
+            resource_claim_name: bound.metadata.name.clone().unwrap_or_default(),
+        };
+        client
+            .patch_pod_extended_resource_claim_status(pod, &status)
+            .await
+            .map_err(|e| {
+                format!(
+                    "update pod {}/{} ExtendedResourceClaimStatus: {e}",
+                    pod.namespace, pod.name
+                )
+            })
+    }
+
+    /// Waits (polling each second, at most two minutes, as upstream) until the store has
+    /// the claim as PreBind wrote it, so the next pods see its devices taken; a claim that
+    /// does not show up is only logged. Under a virtual clock the store has it at once.
+    async fn wait_for_claim_in_store(&self, claim: &ResourceClaim) {
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or("");
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        let seen = || {
+            self.handle
+                .objects()
+                .resource_claims
+                .get(Some(namespace), name)
+                .is_some_and(|c| {
+                    uid(&c) == uid(claim) && resource_version(&c) >= resource_version(claim)
+                })
+        };
+        if self.handle.clock().is_virtual() || seen() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + EXTENDED_CLAIM_VISIBLE_TIMEOUT;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            if seen() {
+                return;
+            }
+        }
+        tracing::debug!(claim = %kobj(claim), "claim not in the store after retries");
+    }
+
     /// The handle clock's wall time as an API timestamp, to the second (as the API
     /// server stores it).
     fn now(&self) -> Option<Time> {
@@ -507,6 +625,13 @@ kubesched_framework::register_plugin! {
         // PreBind adds its finalizer and writes the allocation; Unreserve patches reservedFor.
         KindWrite::update::<resourcev1::ResourceClaim>(),
         KindWrite::status::<resourcev1::ResourceClaim>(),
+        // The claim of a pod's DRA-backed extended resources: PreBind creates it, a
+        // failed attempt's is deleted.
+        KindWrite {
+            kind: kubesched_framework::ObjectKind::of::<resourcev1::ResourceClaim>(),
+            verbs: &["create", "delete"],
+            status_verbs: &[],
+        },
     ],
     factory: DynamicResources::new,
 }
@@ -574,6 +699,33 @@ struct StateInner {
     allocations: Mutex<HashMap<usize, AllocationResult>>,
     /// Some allocated claim has devices with binding conditions (Filter checks them).
     has_conditions: bool,
+    /// The pod's extended resources backed by DRA (None: it has none, or the gate is off).
+    extended: Option<ExtendedState>,
+}
+
+/// The extended-resource claim with one node's requests, and which container request maps
+/// to which of its device requests.
+type NodeExtendedClaim = (Arc<ResourceClaim>, Vec<ContainerExtendedResourceRequest>);
+
+/// The claim of the pod's DRA-backed extended resources through the cycle.
+#[derive(Debug)]
+struct ExtendedState {
+    /// What the pod requests.
+    pod: PodExtended,
+    /// The in-memory claim (or the one an earlier attempt created); PreBind's once it
+    /// created it.
+    claim: Mutex<Arc<ResourceClaim>>,
+    /// The UID the in-memory claim is in flight under.
+    initial_uid: String,
+    /// Per feasible node that needs devices for it: the claim with that node's requests
+    /// and which container request maps to which device request.
+    nodes: Mutex<HashMap<String, NodeExtendedClaim>>,
+    /// Reserve's choice: the node's claim with its allocation.
+    reserved: Mutex<Option<(ResourceClaim, Vec<ContainerExtendedResourceRequest>)>>,
+    /// What a node's allocator starts from (the claim differs per node).
+    allocated: Arc<AllocatedState>,
+    index: Arc<SliceIndex>,
+    taint_rules: Vec<TaintRule>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -598,7 +750,13 @@ impl PreFilterPlugin for DynamicResources {
         pod: &PodInfo,
         _nodes: &[Arc<NodeInfo>],
     ) -> (Option<PreFilterResult>, Status) {
-        if !has_claims(&pod.pod) {
+        let objects = self.handle.objects();
+        let extended_pod = if self.extended_resource && !pod.requests.scalar.is_empty() {
+            PodExtended::of(pod, &objects.device_classes.list())
+        } else {
+            None
+        };
+        if !has_claims(&pod.pod) && extended_pod.is_none() {
             state.write(DraState::default());
             return (None, Status::skip());
         }
@@ -609,11 +767,35 @@ impl PreFilterPlugin for DynamicResources {
                 return (None, Status::unresolvable(e));
             }
         };
-        if claims.is_empty() {
+        if claims.is_empty() && extended_pod.is_none() {
             state.write(DraState::default());
             return (None, Status::skip());
         }
-        let objects = self.handle.objects();
+        // The claim of the pod's extended resources: an earlier attempt's, or a new one in
+        // memory.
+        let extended_claim = extended_pod.as_ref().map(|_| {
+            let namespaced: Vec<Arc<ResourceClaim>> = objects
+                .resource_claims
+                .list()
+                .into_iter()
+                .filter(|c| c.metadata.namespace.as_deref() == Some(pod.namespace.as_str()))
+                .collect();
+            extended::find_claim(&namespaced, pod)
+                .unwrap_or_else(|| Arc::new(extended::in_memory_claim(pod)))
+        });
+        if let Some(c) = &extended_claim
+            && allocation_of(c).is_none()
+            && self.manager.has_pending_allocation(uid(c))
+        {
+            state.write(DraState::default());
+            return (
+                None,
+                Status::unresolvable(format!(
+                    "resource claim {} is in the process of being allocated",
+                    kobj(c)
+                )),
+            );
+        }
         let mut available_on = Vec::with_capacity(claims.len());
         let mut to_allocate = Vec::new();
         for (i, claim) in claims.iter().enumerate() {
@@ -708,15 +890,12 @@ impl PreFilterPlugin for DynamicResources {
                 }
             }
         }
-        let allocator = if to_allocate.is_empty() {
-            None
-        } else {
-            let pending: Vec<Arc<ResourceClaim>> =
-                to_allocate.iter().map(|i| claims[*i].clone()).collect();
+        let mut allocator = None;
+        let mut extended = None;
+        if !to_allocate.is_empty() || extended_claim.is_some() {
             let allocated = self.manager.allocated_state(objects);
             let index = self.manager.slices.get(&objects.resource_slices);
-            let class_of = |name: &str| objects.device_classes.get(None, name);
-            let taint_rules = if self.features.device_taints && self.taint_rules {
+            let taint_rules: Vec<TaintRule> = if self.features.device_taints && self.taint_rules {
                 objects
                     .of::<DeviceTaintRule>()
                     .list()
@@ -726,18 +905,35 @@ impl PreFilterPlugin for DynamicResources {
             } else {
                 Vec::new()
             };
-            Some(
-                Allocator::new(
-                    self.features,
-                    &pending,
+            if !to_allocate.is_empty() {
+                let pending: Vec<Arc<ResourceClaim>> =
+                    to_allocate.iter().map(|i| claims[*i].clone()).collect();
+                let class_of = |name: &str| objects.device_classes.get(None, name);
+                allocator = Some(
+                    Allocator::new(
+                        self.features,
+                        &pending,
+                        allocated.clone(),
+                        &class_of,
+                        index.clone(),
+                        &self.manager.cel,
+                    )
+                    .with_taint_rules(taint_rules.clone()),
+                );
+            }
+            if let (Some(claim), Some(pod_extended)) = (extended_claim, extended_pod) {
+                extended = Some(ExtendedState {
+                    pod: pod_extended,
+                    initial_uid: uid(&claim).to_string(),
+                    claim: Mutex::new(claim),
+                    nodes: Mutex::default(),
+                    reserved: Mutex::default(),
                     allocated,
-                    &class_of,
                     index,
-                    &self.manager.cel,
-                )
-                .with_taint_rules(taint_rules),
-            )
-        };
+                    taint_rules,
+                });
+            }
+        }
         let has_conditions = has_binding_conditions(&claims);
         state.write(DraState(Arc::new(StateInner {
             has_conditions,
@@ -745,6 +941,7 @@ impl PreFilterPlugin for DynamicResources {
             available_on,
             to_allocate,
             allocator,
+            extended,
             ..StateInner::default()
         })));
         (None, Status::success())
@@ -758,12 +955,42 @@ impl FilterPlugin for DynamicResources {
                 "reading PreFilter{NAME} from the cycle state: not found"
             ));
         };
-        if s.available_on.is_empty() {
+        if s.available_on.is_empty() && s.extended.is_none() {
             return Status::success();
         }
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
+        let mut node_extended = None;
+        if let Some(ext) = &s.extended {
+            let claim = ext.claim.lock().clone();
+            if extended::has_requests(&claim) {
+                // An earlier attempt's claim: PostFilter deletes it, the next attempt
+                // starts anew.
+                return Status::unresolvable(ERR_REASON_EXTENDED_CLAIM);
+            }
+            let mut needed = std::collections::BTreeMap::new();
+            for (name, (_, class)) in &ext.pod.requests {
+                let allocatable = node.allocatable.scalar.get(name);
+                match class {
+                    Some(class) if allocatable.copied().unwrap_or(0) == 0 => {
+                        needed.insert(name.clone(), class.clone());
+                    }
+                    _ if allocatable.is_none() => {
+                        return Status::unresolvable(ERR_REASON_CANNOT_FIT_RESOURCE);
+                    }
+                    _ => {}
+                }
+            }
+            // Every extended resource comes from a device plugin here (NodeResourcesFit
+            // judged those), and there is no claim of the pod's own.
+            if s.available_on.is_empty() && needed.is_empty() {
+                return Status::success();
+            }
+            if !needed.is_empty() && allocation_of(&claim).is_none() {
+                node_extended = Some(extended::node_claim(&claim, pod, &needed));
+            }
+        }
         let mut unavailable: Vec<usize> = s
             .available_on
             .iter()
@@ -795,7 +1022,32 @@ impl FilterPlugin for DynamicResources {
             }
         }
         let mut allocations = None;
-        if let Some(allocator) = &s.allocator {
+        // With the extended-resource claim of this node, an allocator for the pod's claims
+        // and that one.
+        let node_allocator = match (&node_extended, &s.extended) {
+            (Some((claim, _)), Some(ext)) => {
+                let claims = s.claims.lock();
+                let mut pending: Vec<Arc<ResourceClaim>> =
+                    s.to_allocate.iter().map(|i| claims[*i].clone()).collect();
+                drop(claims);
+                pending.push(Arc::new(claim.clone()));
+                let objects = self.handle.objects();
+                let class_of = |name: &str| objects.device_classes.get(None, name);
+                Some(
+                    Allocator::new(
+                        self.features,
+                        &pending,
+                        ext.allocated.clone(),
+                        &class_of,
+                        ext.index.clone(),
+                        &self.manager.cel,
+                    )
+                    .with_taint_rules(ext.taint_rules.clone()),
+                )
+            }
+            _ => None,
+        };
+        if let Some(allocator) = node_allocator.as_ref().or(s.allocator.as_ref()) {
             let deadline = self.filter_timeout.map(|t| std::time::Instant::now() + t);
             let node_ref = NodeRef {
                 name: &n.name,
@@ -828,6 +1080,11 @@ impl FilterPlugin for DynamicResources {
         }
         if let Some(a) = allocations {
             s.node_allocations.lock().insert(n.name.clone(), a);
+        }
+        if let (Some((claim, mappings)), Some(ext)) = (node_extended, &s.extended) {
+            ext.nodes
+                .lock()
+                .insert(n.name.clone(), (Arc::new(claim), mappings));
         }
         Status::success()
     }
@@ -935,7 +1192,7 @@ impl PostFilterPlugin for DynamicResources {
             return (None, Status::unschedulable(MSG_NO_NEW_CLAIMS));
         };
         let claims = s.claims.lock().clone();
-        if claims.is_empty() {
+        if claims.is_empty() && s.extended.is_none() {
             return (None, Status::unschedulable(MSG_NO_NEW_CLAIMS));
         }
         let unavailable: Vec<usize> = s.unavailable.lock().iter().copied().collect();
@@ -968,6 +1225,17 @@ impl PostFilterPlugin for DynamicResources {
                 return (None, Status::unschedulable(MSG_DEALLOCATED));
             }
         }
+        if let Some(ext) = &s.extended {
+            let claim = ext.claim.lock().clone();
+            if !extended::is_in_memory(&claim) {
+                // An earlier attempt's claim for the extended resources: delete it.
+                tracing::debug!(pod = %pod.key(), claim = %kobj(&claim), "deleting extended resource claim");
+                if let Err(e) = delete_claim(self.handle.client().as_ref(), &claim).await {
+                    return (None, Status::error(e));
+                }
+                return (None, Status::unschedulable(MSG_DELETED));
+            }
+        }
         (None, Status::unschedulable(MSG_STILL_NOT_SCHEDULABLE))
     }
 }
@@ -979,19 +1247,42 @@ impl ReservePlugin for DynamicResources {
                 "reading PreFilter{NAME} from the cycle state: not found"
             ));
         };
-        let Some(_) = &s.allocator else {
-            // Everything is allocated already; reserving happens in PreBind.
+        let extended_node = s
+            .extended
+            .as_ref()
+            .and_then(|e| e.nodes.lock().get(node_name).cloned());
+        if s.allocator.is_none() && extended_node.is_none() {
+            // Everything is allocated already (or a device plugin provides the extended
+            // resources); reserving happens in PreBind.
             return Status::success();
-        };
-        let Some(allocations) = s.node_allocations.lock().get(node_name).cloned() else {
+        }
+        let Some(mut allocations) = s.node_allocations.lock().get(node_name).cloned() else {
             return Status::error("claim allocation not found for node");
         };
-        if allocations.len() != s.to_allocate.len() {
+        let want = s.to_allocate.len() + usize::from(extended_node.is_some());
+        if allocations.len() != want {
             return Status::error(format!(
                 "internal error, have {} allocations, {} claims to allocate",
                 allocations.len(),
-                s.to_allocate.len()
+                want
             ));
+        }
+        if let (Some((claim, mappings)), Some(ext)) = (extended_node, &s.extended)
+            && let Some(allocation) = allocations.pop()
+        {
+            let mut claim = (*claim).clone();
+            claim
+                .metadata
+                .finalizers
+                .get_or_insert_with(Vec::new)
+                .push(FINALIZER.to_string());
+            claim
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .allocation = Some(allocation);
+            self.manager
+                .signal_pending_allocation(Arc::new(claim.clone()));
+            *ext.reserved.lock() = Some((claim, mappings));
         }
         let claims = s.claims.lock().clone();
         let mut chosen = s.allocations.lock();
@@ -1046,6 +1337,69 @@ impl ReservePlugin for DynamicResources {
                 }
             }
         }
+        if let Some(ext) = &s.extended {
+            let claim = ext.claim.lock().clone();
+            *ext.reserved.lock() = None;
+            if self.manager.remove_pending_allocation(&ext.initial_uid) {
+                self.manager.restore(
+                    claim.metadata.namespace.as_deref().unwrap_or(""),
+                    claim.metadata.name.as_deref().unwrap_or(""),
+                );
+            }
+            if !extended::is_in_memory(&claim) {
+                // PreBind created it: it must not outlive the attempt.
+                let client = self.handle.client().clone();
+                let name = kobj(&claim);
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => {
+                        rt.spawn(async move {
+                            if let Err(e) = delete_claim(client.as_ref(), &claim).await {
+                                tracing::error!(claim = %name, error = %e, "delete extended resource claim");
+                            }
+                        });
+                    }
+                    Err(_) => {
+                        tracing::error!(claim = %name, "unreserve: no runtime to delete the extended resource claim");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Deletes a claim, its allocation finalizer removed first (upstream's `deleteClaim`):
+/// the update is retried with a fresh copy on conflicts; a claim already gone is fine.
+async fn delete_claim(
+    client: &dyn kubesched_framework::ClusterClient,
+    claim: &ResourceClaim,
+) -> Result<(), String> {
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or("");
+    let name = claim.metadata.name.as_deref().unwrap_or("");
+    let mut current = claim.clone();
+    for attempt in 0..CONFLICT_RETRIES {
+        if attempt > 0 {
+            current = match client.get_resource_claim(namespace, name).await {
+                Ok(c) => c,
+                Err(ClientError::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(format!("get resourceclaim {namespace}/{name}: {e}")),
+            };
+        }
+        if let Some(f) = current.metadata.finalizers.as_mut() {
+            f.retain(|f| f != FINALIZER);
+        }
+        match client.update_resource_claim(&current).await {
+            Ok(_) => break,
+            Err(ClientError::Conflict(e)) if attempt + 1 == CONFLICT_RETRIES => {
+                return Err(format!("update resourceclaim {namespace}/{name}: {e}"));
+            }
+            Err(ClientError::Conflict(_)) => {}
+            Err(ClientError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(format!("update resourceclaim {namespace}/{name}: {e}")),
+        }
+    }
+    match client.delete_resource_claim(namespace, name).await {
+        Ok(()) | Err(ClientError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -1056,7 +1410,7 @@ impl PreBindPlugin for DynamicResources {
             return Status::skip();
         };
         let claims = s.claims.lock().clone();
-        if claims.is_empty() {
+        if claims.is_empty() && s.extended.is_none() {
             return Status::skip();
         }
         for (index, claim) in claims.iter().enumerate() {
@@ -1075,6 +1429,11 @@ impl PreBindPlugin for DynamicResources {
                 Ok(updated) => s.claims.lock()[index] = Arc::new(updated),
                 Err(e) => return Status::error(e),
             }
+        }
+        if let Some(ext) = &s.extended
+            && let Err(e) = self.bind_extended_claim(ext, pod).await
+        {
+            return Status::error(e);
         }
         if !self.features.binding_conditions || !has_binding_conditions(&s.claims.lock()) {
             return Status::success();
@@ -1100,7 +1459,9 @@ impl PreBindPlugin for DynamicResources {
     /// looks at each), as upstream's PreBindPreFlight.
     fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &PodInfo, _node_name: &str) -> Status {
         match state.read::<DraState>() {
-            Some(DraState(s)) if !s.claims.lock().is_empty() => Status::success(),
+            Some(DraState(s)) if !s.claims.lock().is_empty() || s.extended.is_some() => {
+                Status::success()
+            }
             _ => Status::skip(),
         }
     }
@@ -1173,6 +1534,7 @@ impl EnqueueExtensions for DynamicResources {
             filter_timeout: self.filter_timeout,
             binding_timeout: self.binding_timeout,
             taint_rules: self.taint_rules,
+            extended_resource: self.extended_resource,
         };
         let for_pods = Self {
             handle: self.handle.clone(),
@@ -1181,12 +1543,17 @@ impl EnqueueExtensions for DynamicResources {
             filter_timeout: self.filter_timeout,
             binding_timeout: self.binding_timeout,
             taint_rules: self.taint_rules,
+            extended_resource: self.extended_resource,
         };
         vec![
             // A node's labels may decide which slices or allocations reach it.
+            // Its allocatable says whether a device plugin or DRA provides an extended
+            // resource.
             ClusterEventWithHint::new(
                 EventResource::Node,
-                ActionType::ADD.union(ActionType::UPDATE_NODE_LABEL),
+                ActionType::ADD
+                    .union(ActionType::UPDATE_NODE_LABEL)
+                    .union(ActionType::UPDATE_NODE_ALLOCATABLE),
             ),
             ClusterEventWithHint::with_hint(
                 EventResource::ResourceClaim,

@@ -723,7 +723,9 @@ fn queueing_hints() {
         [
             ClusterEvent::new(
                 EventResource::Node,
-                ActionType::ADD.union(ActionType::UPDATE_NODE_LABEL)
+                ActionType::ADD
+                    .union(ActionType::UPDATE_NODE_LABEL)
+                    .union(ActionType::UPDATE_NODE_ALLOCATABLE)
             ),
             ClusterEvent::new(EventResource::ResourceClaim, add_update),
             ClusterEvent::new(
@@ -1083,3 +1085,6 @@ fn nodes_giving_the_first_choice_of_a_prioritized_list_score_higher() {
 /// v1.37's allocator features: partitionable devices, consumable capacity, binding
 /// conditions.
 mod v137;
+
+/// DRA-backed extended resources (DRAExtendedResource, GA in v1.37).
+mod extended;

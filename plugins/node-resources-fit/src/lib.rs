@@ -6,17 +6,25 @@
 //! is short, PreScore keeps the per-resource scoring requests, Score applies the strategy,
 //! and the enqueue extensions say which pod and node changes may free room. It reads pods
 //! and nodes only through the model and must not keep per-pod state in the plugin object.
+//!
+//! **Extended resources backed by DRA** (`DRAExtendedResource`, GA in v1.37): a request for
+//! an extended resource that a DeviceClass names (`spec.extendedResourceName`, or the
+//! implicit `deviceclass.resource.kubernetes.io/<class>`) is not checked on a node that
+//! has none of it in `status.allocatable`: the DynamicResources plugin allocates devices
+//! for it there. A node that advertises the resource (a device plugin) is accounted as
+//! before. The classes are the object store's (the kind DynamicResources declares).
 
 mod args;
 mod scoring;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
+use kubesched_framework::model::k8s_openapi::api::resource::v1::DeviceClass;
 use kubesched_framework::model::resource::is_extended_resource_name;
 use kubesched_framework::model::{NodeInfo, NodeNumbers, PodInfo, Resource};
 use kubesched_framework::registry::PluginArgs;
@@ -43,6 +51,33 @@ pub const REASON_INSUFFICIENT_MEMORY: &str = "Insufficient memory";
 pub const REASON_INSUFFICIENT_EPHEMERAL_STORAGE: &str = "Insufficient ephemeral-storage";
 /// The prefix of the reason for any other resource: `Insufficient <resource name>`.
 pub const REASON_INSUFFICIENT_PREFIX: &str = "Insufficient ";
+/// The implicit extended resource name of every DeviceClass: this prefix and the class name.
+pub const DEVICE_CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// Whether `name` can be an extended resource backed by DRA: an extended resource name or
+/// a class's implicit name (upstream's `IsDRAExtendedResourceName`).
+pub fn is_dra_extended_resource_name(name: &str) -> bool {
+    is_extended_resource_name(name) || name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX)
+}
+
+/// The class's `spec.extendedResourceName`.
+fn class_extended_resource_name(class: &DeviceClass) -> Option<&str> {
+    class
+        .spec
+        .as_ref()
+        .and_then(|s| s.extended_resource_name.as_deref())
+}
+
+/// Whether a DeviceClass among `classes` provides the extended resource `name`: one naming
+/// it in `spec.extendedResourceName`, or the class `<class>` of the implicit name.
+pub fn backed_by_device_class(classes: &[std::sync::Arc<DeviceClass>], name: &str) -> bool {
+    classes.iter().any(|c| {
+        class_extended_resource_name(c) == Some(name)
+            || name
+                .strip_prefix(DEVICE_CLASS_RESOURCE_PREFIX)
+                .is_some_and(|class| c.metadata.name.as_deref() == Some(class))
+    })
+}
 
 /// One resource the node is short of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,11 +125,13 @@ impl<'a> NodeRoom<'a> {
 
 /// Every resource a node with `room` lacks for a pod requesting `request`, in upstream's
 /// order (pods, cpu, memory, ephemeral storage, then scalar resources by name). `ignored`
-/// extended resources are not checked.
+/// extended resources are not checked, nor resources in `dra_backed` the node has none of
+/// in its allocatable (DynamicResources provides them there).
 pub fn insufficient_resources(
     request: &Resource,
     room: NodeRoom<'_>,
     ignored: impl Fn(&str) -> bool,
+    dra_backed: &BTreeSet<String>,
 ) -> Vec<InsufficientResource> {
     let mut out = Vec::new();
     let (n, pods) = (room.numbers, room.pods);
@@ -156,6 +193,9 @@ pub fn insufficient_resources(
             continue;
         }
         let capacity = room.allocatable_scalar.get(name).copied().unwrap_or(0);
+        if capacity <= 0 && dra_backed.contains(name) {
+            continue;
+        }
         let in_use = room.used_scalar.get(name).copied().unwrap_or(0);
         if want > capacity - in_use {
             out.push(InsufficientResource {
@@ -173,7 +213,12 @@ pub fn insufficient_resources(
 
 /// What a pod lacks on a node, checking every resource (upstream's `Fits`).
 pub fn fits(pod: &PodInfo, node: &NodeInfo) -> Vec<InsufficientResource> {
-    insufficient_resources(&pod.requests, NodeRoom::of(node), |_| false)
+    insufficient_resources(
+        &pod.requests,
+        NodeRoom::of(node),
+        |_| false,
+        &BTreeSet::new(),
+    )
 }
 
 /// The NodeResourcesFit plugin.
@@ -182,11 +227,14 @@ pub struct NodeResourcesFit {
     ignored_resources: HashSet<String>,
     ignored_resource_groups: HashSet<String>,
     scorer: Scorer,
+    /// `DRAExtendedResource`: extended resources DeviceClasses name may come from DRA.
+    dra_extended_resource: bool,
+    handle: Handle,
 }
 
 impl NodeResourcesFit {
     /// Builds the plugin from its args (validated again, as upstream does).
-    pub fn new(args: &NodeResourcesFitArgs, _handle: &Handle) -> Result<Self, PluginError> {
+    pub fn new(args: &NodeResourcesFitArgs, handle: &Handle) -> Result<Self, PluginError> {
         args.validate().map_err(|e| {
             PluginError(format!(
                 "{NAME}: invalid {}: {e}",
@@ -197,7 +245,35 @@ impl NodeResourcesFit {
             ignored_resources: args.ignored_resources.iter().cloned().collect(),
             ignored_resource_groups: args.ignored_resource_groups.iter().cloned().collect(),
             scorer: Scorer::new(&args.scoring_strategy),
+            dra_extended_resource: handle
+                .features()
+                .enabled_by_name("DRAExtendedResource")
+                .unwrap_or(false),
+            handle: handle.clone(),
         })
+    }
+
+    /// The pod's requested extended resources a DeviceClass provides (none with the gate
+    /// off).
+    fn dra_backed(&self, pod: &PodInfo) -> BTreeSet<String> {
+        if !self.dra_extended_resource {
+            return BTreeSet::new();
+        }
+        let mut names = pod
+            .requests
+            .scalar
+            .iter()
+            .filter(|(name, q)| **q != 0 && is_dra_extended_resource_name(name))
+            .map(|(name, _)| name)
+            .peekable();
+        if names.peek().is_none() {
+            return BTreeSet::new();
+        }
+        let classes = self.handle.objects().device_classes.list();
+        names
+            .filter(|name| backed_by_device_class(&classes, name))
+            .cloned()
+            .collect()
     }
 
     fn ignored(&self, name: &str) -> bool {
@@ -218,9 +294,10 @@ kubesched_framework::register_plugin! {
     factory: NodeResourcesFit::new,
 }
 
-/// The pod's requests, kept by PreFilter for Filter.
+/// The pod's requests and those of its extended resources DRA may provide, kept by
+/// PreFilter for Filter.
 #[derive(Debug, Clone)]
-struct PreFilterState(Resource);
+struct PreFilterState(Resource, BTreeSet<String>);
 
 /// The pod's scoring request of each configured resource, kept by PreScore for Score.
 #[derive(Debug, Clone)]
@@ -233,19 +310,24 @@ impl PreFilterPlugin for NodeResourcesFit {
         pod: &PodInfo,
         _nodes: &[Arc<NodeInfo>],
     ) -> (Option<PreFilterResult>, Status) {
-        state.write(PreFilterState(pod.requests.clone()));
+        state.write(PreFilterState(pod.requests.clone(), self.dra_backed(pod)));
         (None, Status::success())
     }
 }
 
 impl FilterPlugin for NodeResourcesFit {
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(PreFilterState(request)) = state.read::<PreFilterState>() else {
+        let Some(PreFilterState(request, dra_backed)) = state.read::<PreFilterState>() else {
             return Status::error(format!(
                 "error reading \"PreFilter{NAME}\" from cycleState: not found"
             ));
         };
-        let short = insufficient_resources(request, NodeRoom::of(node), |name| self.ignored(name));
+        let short = insufficient_resources(
+            request,
+            NodeRoom::of(node),
+            |name| self.ignored(name),
+            dra_backed,
+        );
         if short.is_empty() {
             return Status::success();
         }
@@ -258,14 +340,23 @@ impl FilterPlugin for NodeResourcesFit {
     }
 
     fn remedies(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Vec<Remedy> {
-        let request = match state.read::<PreFilterState>() {
-            Some(PreFilterState(r)) => r,
-            None => &pod.requests,
+        let computed;
+        let (request, dra_backed) = match state.read::<PreFilterState>() {
+            Some(PreFilterState(r, d)) => (r, d),
+            None => {
+                computed = self.dra_backed(pod);
+                (&pod.requests, &computed)
+            }
         };
-        insufficient_resources(request, NodeRoom::of(node), |name| self.ignored(name))
-            .into_iter()
-            .map(|r| Remedy::more_resource(&r.resource, r.requested, r.used, r.capacity))
-            .collect()
+        insufficient_resources(
+            request,
+            NodeRoom::of(node),
+            |name| self.ignored(name),
+            dra_backed,
+        )
+        .into_iter()
+        .map(|r| Remedy::more_resource(&r.resource, r.requested, r.used, r.capacity))
+        .collect()
     }
 }
 
@@ -310,8 +401,14 @@ fn scaled_down_for(target: &PodInfo, original: &PodInfo, modified: &PodInfo) -> 
             .any(|(name, &q)| q != 0 && before.get(name) > after.get(name))
 }
 
-/// Whether a node going from `original` to `modified` allocatable grew anything the pod asks for.
-fn requested_resources_grew(pod: &PodInfo, original: &Resource, modified: &Resource) -> bool {
+/// Whether a node going from `original` to `modified` allocatable grew anything the pod
+/// asks for, or now leaves a resource in `dra_backed` to DRA.
+fn requested_resources_grew(
+    pod: &PodInfo,
+    original: &Resource,
+    modified: &Resource,
+    dra_backed: &BTreeSet<String>,
+) -> bool {
     if modified.allowed_pod_number > original.allowed_pod_number {
         return true;
     }
@@ -319,10 +416,11 @@ fn requested_resources_grew(pod: &PodInfo, original: &Resource, modified: &Resou
     (want.milli_cpu > 0 && modified.milli_cpu > original.milli_cpu)
         || (want.memory > 0 && modified.memory > original.memory)
         || (want.ephemeral_storage > 0 && modified.ephemeral_storage > original.ephemeral_storage)
-        || want
-            .scalar
-            .iter()
-            .any(|(name, &q)| q != 0 && modified.get(name) > original.get(name))
+        || want.scalar.iter().any(|(name, &q)| {
+            q != 0
+                && (modified.get(name) > original.get(name)
+                    || (modified.get(name) <= 0 && dra_backed.contains(name)))
+        })
 }
 
 fn pod_event_hint(
@@ -351,10 +449,12 @@ fn pod_event_hint(
 }
 
 fn node_event_hint(
+    plugin: &NodeResourcesFit,
     pod: &PodInfo,
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
+    let dra_backed = plugin.dra_backed(pod);
     let modified = new
         .and_then(EventObject::as_node)
         .ok_or("expected a node")?;
@@ -366,14 +466,19 @@ fn node_event_hint(
         allocatable_scalar: &modified.allocatable.scalar,
         used_scalar: &BTreeMap::new(),
     };
-    if !insufficient_resources(&pod.requests, room, |_| false).is_empty() {
+    if !insufficient_resources(&pod.requests, room, |_| false, &dra_backed).is_empty() {
         return Ok(QueueingHint::Skip);
     }
     let Some(original) = old.and_then(EventObject::as_node) else {
         return Ok(QueueingHint::Queue);
     };
     Ok(
-        if requested_resources_grew(pod, &original.allocatable, &modified.allocatable) {
+        if requested_resources_grew(
+            pod,
+            &original.allocatable,
+            &modified.allocatable,
+            &dra_backed,
+        ) {
             QueueingHint::Queue
         } else {
             QueueingHint::Skip
@@ -381,9 +486,43 @@ fn node_event_hint(
     )
 }
 
+/// Upstream's `isSchedulableAfterDeviceClassEvent`: a class now names (explicitly, or by
+/// its implicit name when added) an extended resource the pod requests.
+fn device_class_hint(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let Some(modified) = new.and_then(|n| n.downcast::<DeviceClass>()) else {
+        return Ok(QueueingHint::Queue);
+    };
+    let requests = |name: &str| pod.requests.scalar.contains_key(name);
+    match old.and_then(|o| o.downcast::<DeviceClass>()) {
+        Some(original) => {
+            if class_extended_resource_name(original) == class_extended_resource_name(modified) {
+                return Ok(QueueingHint::Skip);
+            }
+        }
+        None => {
+            let implicit = format!(
+                "{DEVICE_CLASS_RESOURCE_PREFIX}{}",
+                modified.metadata.name.as_deref().unwrap_or("")
+            );
+            if requests(&implicit) {
+                return Ok(QueueingHint::Queue);
+            }
+        }
+    }
+    Ok(match class_extended_resource_name(modified) {
+        Some(name) if requests(name) => QueueingHint::Queue,
+        _ => QueueingHint::Skip,
+    })
+}
+
 impl EnqueueExtensions for NodeResourcesFit {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
-        vec![
+        let plugin = self.clone();
+        let mut events = vec![
             // A pod leaving or shrinking (in-place resize) frees room.
             ClusterEventWithHint::with_hint(
                 EventResource::Pod,
@@ -395,9 +534,18 @@ impl EnqueueExtensions for NodeResourcesFit {
             ClusterEventWithHint::with_hint(
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_ALLOCATABLE),
-                node_event_hint,
+                move |pod, old, new| node_event_hint(&plugin, pod, old, new),
             ),
-        ]
+        ];
+        if self.dra_extended_resource {
+            // A class may come to name an extended resource the pod waits for.
+            events.push(ClusterEventWithHint::with_hint(
+                EventResource::DeviceClass,
+                ActionType::ADD.union(ActionType::UPDATE),
+                device_class_hint,
+            ));
+        }
+        events
     }
 }
 

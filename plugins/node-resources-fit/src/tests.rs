@@ -602,6 +602,149 @@ fn score_without_pre_score_computes_the_requests() {
     assert_eq!(with, vec![40, 18]);
 }
 
+// ---------------------------------------------------------------- DRA-backed extended resources
+
+/// A store with the DeviceClass `gpu` naming `example.com/gpu`.
+fn gpu_class_store() -> Arc<kubesched_framework::ObjectStore> {
+    let objects = Arc::new(kubesched_framework::ObjectStore::default());
+    objects.device_classes.upsert(
+        serde_json::from_value::<DeviceClass>(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"extendedResourceName": "example.com/gpu"},
+        }))
+        .expect("class decodes"),
+    );
+    objects
+}
+
+fn dra_plugin(gates: kubesched_framework::features::FeatureGates) -> NodeResourcesFit {
+    let handle = Handle::builder()
+        .objects(gpu_class_store())
+        .features(gates)
+        .build();
+    NodeResourcesFit::new(&NodeResourcesFitArgs::default(), &handle).expect("builds")
+}
+
+fn dra_filter(
+    plugin: NodeResourcesFit,
+    pod: PodBuilder,
+    node: NodeBuilder,
+) -> (String, Vec<String>) {
+    let existing = vec![
+        PodBuilder::new("existing")
+            .container(&[("example.com/gpu", "1")])
+            .node("n1")
+            .info(),
+    ];
+    let node = node_info(node, &existing);
+    let run = PluginHarness::new(plugin).run(&pod.info(), &[node]);
+    let status = run.filter_of("n1").expect("filter ran");
+    (status.code.clone(), status.reasons.clone())
+}
+
+#[test]
+fn extended_resources_backed_by_dra_are_left_to_dynamic_resources() {
+    use kubesched_framework::features::{FeatureGates, Version};
+    let on = || FeatureGates::default();
+    let plain = || NodeBuilder::new("n1").capacity(&[("cpu", "10"), ("pods", "10")]);
+    let success = ("Success".to_string(), Vec::<String>::new());
+    // No device plugin on the node: the class's devices provide the resource.
+    assert_eq!(
+        dra_filter(dra_plugin(on()), pod(&[("example.com/gpu", "2")]), plain()),
+        success
+    );
+    // The implicit name of the class works too.
+    assert_eq!(
+        dra_filter(
+            dra_plugin(on()),
+            pod(&[("deviceclass.resource.kubernetes.io/gpu", "1")]),
+            plain()
+        ),
+        success
+    );
+    // A node advertising the resource (a device plugin) is accounted as before.
+    let advertised =
+        NodeBuilder::new("n1").capacity(&[("cpu", "10"), ("pods", "10"), ("example.com/gpu", "1")]);
+    assert_eq!(
+        dra_filter(
+            dra_plugin(on()),
+            pod(&[("example.com/gpu", "1")]),
+            advertised
+        ),
+        (
+            "Unschedulable".to_string(),
+            vec!["Insufficient example.com/gpu".to_string()]
+        )
+    );
+    // A resource no class names is checked.
+    assert_eq!(
+        dra_filter(dra_plugin(on()), pod(&[("example.com/fpga", "1")]), plain()),
+        (
+            "UnschedulableAndUnresolvable".to_string(),
+            vec!["Insufficient example.com/fpga".to_string()]
+        )
+    );
+    // Before v1.36 the gate is off by default: the request is checked as any other.
+    let old = FeatureGates::parse_at(Version::V1_35, []).expect("gates");
+    assert_eq!(
+        dra_filter(dra_plugin(old), pod(&[("example.com/gpu", "1")]), plain()),
+        (
+            "UnschedulableAndUnresolvable".to_string(),
+            vec!["Insufficient example.com/gpu".to_string()]
+        )
+    );
+}
+
+#[test]
+fn device_class_events_requeue_pods_requesting_what_the_class_names() {
+    let plugin = dra_plugin(kubesched_framework::features::FeatureGates::default());
+    let events = plugin.events_to_register();
+    let class_event = events
+        .iter()
+        .find(|e| e.event.resource == EventResource::DeviceClass)
+        .expect("device class events with the gate on");
+    let class = |name: &str, ern: Option<&str>| {
+        let mut v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                           "metadata": {"name": name}, "spec": {}});
+        if let Some(e) = ern {
+            v["spec"]["extendedResourceName"] = json!(e);
+        }
+        EventObject::Object(Arc::new(
+            serde_json::from_value::<DeviceClass>(v).expect("class decodes"),
+        ))
+    };
+    let gpu_pod = pod(&[("example.com/gpu", "1")]).info();
+    let implicit_pod = pod(&[("deviceclass.resource.kubernetes.io/big", "1")]).info();
+    let hint = |p: &PodInfo, old: Option<&EventObject>, new: &EventObject| {
+        (class_event.hint.as_ref().expect("has a hint"))(p, old, Some(new)).expect("hint")
+    };
+    let named = class("big", Some("example.com/gpu"));
+    assert_eq!(hint(&gpu_pod, None, &named), QueueingHint::Queue);
+    assert_eq!(hint(&implicit_pod, None, &named), QueueingHint::Queue);
+    assert_eq!(hint(&gpu_pod, Some(&named), &named), QueueingHint::Skip);
+    assert_eq!(
+        hint(&gpu_pod, Some(&class("big", None)), &named),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        hint(&gpu_pod, None, &class("other", None)),
+        QueueingHint::Skip
+    );
+    // With the gate off the plugin does not listen to classes.
+    let old = kubesched_framework::features::FeatureGates::parse_at(
+        kubesched_framework::features::Version::V1_35,
+        [],
+    )
+    .expect("gates");
+    assert!(
+        dra_plugin(old)
+            .events_to_register()
+            .iter()
+            .all(|e| e.event.resource != EventResource::DeviceClass)
+    );
+}
+
 // ---------------------------------------------------------------- Enqueue extensions
 
 #[test]
@@ -621,6 +764,11 @@ fn registers_pod_and_node_events() {
             ClusterEvent::new(
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_ALLOCATABLE)
+            ),
+            // DRAExtendedResource (on in v1.37): classes may name extended resources.
+            ClusterEvent::new(
+                EventResource::DeviceClass,
+                ActionType::ADD.union(ActionType::UPDATE)
             ),
         ]
     );
