@@ -429,9 +429,11 @@ pub fn flagz_values(m: &ArgMatches) -> std::collections::BTreeMap<String, String
         .iter()
         .filter(|f| !matches!(f.verdict, Removed(_)) && !matches!(f.name, "help" | "version"))
         .map(|f| {
-            let given = matches!(m.value_source(f.name), Some(ValueSource::CommandLine))
-                .then(|| m.try_get_raw(f.name).ok().flatten())
-                .flatten()
+            // The global flags are not ids of every command's matches (the binary defines
+            // them apart): ask with try_get_raw, which does not panic on an unknown id.
+            let raw = m.try_get_raw(f.name).ok().flatten();
+            let given = raw
+                .filter(|_| matches!(m.value_source(f.name), Some(ValueSource::CommandLine)))
                 .map(|values| {
                     values
                         .map(|v| v.to_string_lossy().into_owned())
