@@ -96,3 +96,70 @@ async fn claims_are_allocated_reserved_and_written() {
     })
     .await;
 }
+
+/// Extended resources backed by DRA (v1.37): a pod asking for `example.com/gpu`, which
+/// the DeviceClass `gpu` names, lands on the node whose driver offers GPUs although no
+/// node advertises the resource; the scheduler creates the pod's claim (generated name,
+/// the pod as controller, the annotation), allocates and reserves it, and names it in the
+/// pod's status.extendedResourceClaimStatus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_resources_get_a_claim_of_their_own() {
+    bounded(60, "DRA-backed extended resources through the test API server", async {
+        let server = TestApiServer::start().await;
+        server.create("nodes", node("n1", "4"));
+        server.create("nodes", node("n2", "4"));
+        server.create(
+            "deviceclasses",
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                   "metadata": {"name": "gpu"},
+                   "spec": {"extendedResourceName": "example.com/gpu",
+                            "selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}),
+        );
+        server.create(
+            "resourceslices",
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                   "metadata": {"name": "n2-gpus"},
+                   "spec": {"driver": "gpu.example.com", "nodeName": "n2",
+                            "pool": {"name": "n2", "generation": 1, "resourceSliceCount": 1},
+                            "devices": [{"name": "gpu-0"}]}}),
+        );
+        let mut p = pod("p1", "1");
+        p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = json!("1");
+        server.create("pods", p);
+
+        let runner = Runner::start(options(&server, false, "solo")).await.expect("start");
+        assert!(
+            server.wait_until(Duration::from_secs(20), |s| node_of(s, "p1").is_some()).await,
+            "p1 is bound"
+        );
+        assert_eq!(node_of(&server, "p1").as_deref(), Some("n2"));
+        let claims = server.list("resourceclaims");
+        assert_eq!(claims.len(), 1, "{claims:?}");
+        let c = &claims[0];
+        let name = c["metadata"]["name"].as_str().expect("name").to_string();
+        assert!(name.starts_with("p1-extended-resources-"), "{name}");
+        assert_eq!(
+            c["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"],
+            "true"
+        );
+        let p1 = server.get("pods", "default", "p1").expect("p1");
+        assert_eq!(c["metadata"]["ownerReferences"][0]["uid"], p1["metadata"]["uid"]);
+        assert_eq!(c["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(
+            c["status"]["allocation"]["devices"]["results"],
+            json!([{"request": "container-0-request-1", "driver": "gpu.example.com", "pool": "n2", "device": "gpu-0"}])
+        );
+        assert_eq!(c["status"]["reservedFor"][0]["uid"], p1["metadata"]["uid"]);
+        assert_eq!(
+            p1["status"]["extendedResourceClaimStatus"],
+            json!({"resourceClaimName": name, "requestMappings": [
+                {"containerName": "c", "resourceName": "example.com/gpu", "requestName": "container-0-request-1"},
+            ]})
+        );
+
+        runner.stop();
+        runner.wait().await.expect("clean stop");
+        assert_rbac_covers(&server);
+    })
+    .await;
+}
