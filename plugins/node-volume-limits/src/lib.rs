@@ -47,7 +47,6 @@ pub fn err_reason_driver_missing(driver: &str) -> String {
     format!("{driver} CSI driver is not installed on the node")
 }
 
-/// The legacy annotation that names a claim's class (it wins over the spec field).
 /// Prefixes the made-up handle of a claim not bound yet, so it collides with no real one.
 const UNBOUND_HANDLE_PREFIX: &str = "kubesched-unbound";
 

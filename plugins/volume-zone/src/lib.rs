@@ -45,8 +45,6 @@ const TOPOLOGY_LABELS: [&str; 4] = [LABEL_BETA_ZONE, LABEL_BETA_REGION, LABEL_ZO
 /// Separates the zones of a volume available in several zones.
 const MULTI_ZONE_DELIMITER: &str = "__";
 
-/// The legacy annotation that names a claim's class (it wins over the spec field).
-
 /// The VolumeZone plugin.
 #[derive(Debug, Clone)]
 pub struct VolumeZone {
