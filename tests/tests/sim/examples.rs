@@ -336,6 +336,80 @@ fn dra_example_allocates_devices_on_the_pods_nodes() {
     insta::assert_snapshot!(out);
 }
 
+/// examples/dra-extended-resource: extended resources backed by DRA (v1.37). The pod
+/// needing two GPUs gets n1's through a claim the scheduler made for it (owned by the pod,
+/// annotated, allocated on n1, reserved for it, named in its status); the next one gets
+/// n2's device-plugin GPU without a claim; the last finds none.
+#[test]
+fn dra_extended_resource_example() {
+    let (report, cluster) = run_example_on_cluster("dra-extended-resource", None);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let node_of = |name: &str| {
+        report
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.node.clone())
+    };
+    assert_eq!(node_of("train-1").as_deref(), Some("n1"));
+    assert_eq!(node_of("train-2").as_deref(), Some("n2"));
+    assert_eq!(node_of("train-3"), None);
+    let claims = cluster.objects().resource_claims.list();
+    assert_eq!(claims.len(), 1, "one claim, for train-1");
+    let claim = &claims[0];
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    assert!(name.starts_with("train-1-extended-resources-"), "{name}");
+    assert_eq!(
+        claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("resource.kubernetes.io/extended-resource-claim"))
+            .map(String::as_str),
+        Some("true")
+    );
+    let status = claim.status.clone().unwrap_or_default();
+    let devices: Vec<String> = status
+        .allocation
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| format!("{}/{}/{}", r.request, r.pool, r.device))
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            "container-0-request-1/n1/gpu-0",
+            "container-0-request-1/n1/gpu-1"
+        ]
+    );
+    let reserved: Vec<String> = status
+        .reserved_for
+        .iter()
+        .flatten()
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(reserved, ["train-1"]);
+    let recorded = cluster
+        .pod("default/train-1")
+        .and_then(|p| p.status.clone()?.extended_resource_claim_status)
+        .expect("train-1's status names its claim");
+    assert_eq!(recorded.resource_claim_name, name);
+    assert_eq!(
+        recorded
+            .request_mappings
+            .iter()
+            .map(|m| format!(
+                "{}/{}/{}",
+                m.container_name, m.resource_name, m.request_name
+            ))
+            .collect::<Vec<_>>(),
+        ["c/example.com/gpu/container-0-request-1"]
+    );
+    insta::assert_snapshot!(report.to_table(false));
+}
+
 /// `--explain`'s remedies through the whole pipeline, on examples that reject for other
 /// reasons than resources: required anti-affinity both ways (spread) and a node selector
 /// (volumes; the volume plugins have no remedies, so their nodes show none).
