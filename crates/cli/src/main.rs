@@ -309,8 +309,10 @@ struct SimulateArgs {
     #[arg(long, value_name = "NAME")]
     context: Option<String>,
     /// Also write one self-contained HTML page (inline SVG charts, no external files):
-    /// summary, node utilisation before and after, unschedulable reasons, score
-    /// distribution per Score plugin, and every pod with its explanation.
+    /// summary, node utilisation before and after (for --workload: before its measured
+    /// pods), unschedulable reasons, score distribution per Score plugin, the pods, and the
+    /// explanations of those that did not end Scheduled or that preemption touched, with a
+    /// sample of the rest (bounded, so that big runs give a small page).
     #[arg(long, value_name = "FILE.html")]
     report: Option<PathBuf>,
     /// Seed for tie-breaking between equally scored nodes (runs are reproducible).
@@ -895,10 +897,19 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         sim.load(manifests, &hint);
-        let before = sim.node_usage();
+        let mut before = sim.node_usage();
         sim.settle().await;
         if let Some(w) = &workload {
-            sim.run_workload(w).await?;
+            // "Before" is the cluster the measured pods meet: the workload's setup ops
+            // (nodes, running pods) belong to it, not to the run.
+            match kubesched_sim::html::measured_phase(w) {
+                Some(first) => {
+                    sim.run_workload_ops(w, 0..first).await?;
+                    before = sim.node_usage();
+                    sim.run_workload_ops(w, first..w.ops.len()).await?;
+                }
+                None => sim.run_workload(w).await?,
+            }
         }
         let others = sim.pods_of_other_schedulers().clone();
         Ok::<_, kubesched_sim::SimError>((sim.report(), before, sim.node_usage(), others))
@@ -915,14 +926,7 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         return code;
     }
     if let Some(path) = &args.report {
-        let title = format!(
-            "kubesched simulate {}",
-            args.paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+        let title = kubesched_sim::html::title(&args.paths, args.workload.as_deref());
         let data = kubesched_sim::html::ReportData::new(&title, &report, &before, &after);
         if let Err(e) = std::fs::write(path, kubesched_sim::html::render(&data)) {
             return fail_with(
