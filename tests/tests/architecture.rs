@@ -20,7 +20,11 @@ fn member_folders(root: &Path) -> BTreeSet<String> {
         for entry in entries {
             let path = entry.expect("a readable folder entry").path();
             if path.join("Cargo.toml").is_file() {
-                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                let name = path
+                    .file_name()
+                    .expect("a folder name")
+                    .to_string_lossy()
+                    .into_owned();
                 folders.insert(format!("{parent}/{name}"));
             }
         }

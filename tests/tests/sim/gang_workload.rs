@@ -194,6 +194,12 @@ fn gang_workload_example_table() {
 #[test]
 fn gang_workload_example_json() {
     let report = gang_workload_example(None);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).expect("JSON");
+    let errors = kubesched_tests::schema::report_schema_errors(&json);
+    assert!(
+        errors.is_empty(),
+        "the report follows docs/report.schema.json: {errors:#?}"
+    );
     insta::assert_json_snapshot!(report.pod_groups);
 }
 
