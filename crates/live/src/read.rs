@@ -94,7 +94,10 @@ pub async fn read_cluster(client: &Client, page_size: u32) -> Result<ClusterRead
             let page = match api.list(&params).await {
                 Ok(p) => p,
                 Err(kube::Error::Api(e)) if e.code == 404 && token.is_none() => {
-                    tracing::warn!(
+                    // An API group a cluster does not enable (a beta one such as
+                    // scheduling.k8s.io/v1beta1 is off unless asked for) is no fault: the
+                    // plugins that read it find nothing, as they would find in the cluster.
+                    tracing::info!(
                         resource = resource_name(k),
                         "the API server does not serve it; reading the cluster without it"
                     );
