@@ -947,3 +947,42 @@ fn upstream_global_guests_return_their_globals() {
         let _ = &rig.control;
     }
 }
+
+/// The per-call cost of a Filter guest against the same logic natively (node name ends in
+/// `0`), over 1,000 nodes. Printed; the figures in docs/benchmarks.md come from
+/// `cargo test -p kubesched-plugin-wasm --release filter_guest_overhead -- --nocapture`.
+#[test]
+fn filter_guest_overhead() {
+    let names: Vec<String> = (0..1000).map(|i| format!("node-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let rig = Rig::wat(&module(FILTER_ENDS_IN_ZERO), nodes(&refs));
+    let p = pod("p");
+    let f = rig.plugin.as_filter().expect("Filter");
+    let state = CycleState::new();
+    let native = |n: &NodeInfo| {
+        if n.name().ends_with('0') {
+            Status::unschedulable("node name ends in 0")
+        } else {
+            Status::success()
+        }
+    };
+    let rounds = if cfg!(debug_assertions) { 2 } else { 200 };
+    let time = |run: &dyn Fn(&NodeInfo) -> Status| {
+        let started = std::time::Instant::now();
+        let mut rejected = 0usize;
+        for _ in 0..rounds {
+            for n in &rig.nodes {
+                rejected += usize::from(!run(n).is_success());
+            }
+        }
+        assert_eq!(rejected, rounds * 100);
+        started.elapsed().as_nanos() as f64 / (rounds * rig.nodes.len()) as f64
+    };
+    let native_ns = time(&native);
+    let wasm_ns = time(&|n| f.filter(&state, &p, n));
+    eprintln!(
+        "Filter per node: native {native_ns:.0} ns, wasm guest {wasm_ns:.0} ns, overhead {:.0} ns",
+        wasm_ns - native_ns
+    );
+    assert!(native_ns >= 0.0 && wasm_ns > 0.0);
+}
