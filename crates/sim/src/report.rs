@@ -473,12 +473,37 @@ impl SimReport {
                 &row[3],
             );
             if p.history.len() > 1 {
-                for a in &p.history {
-                    let mut line = format!("  attempt {}: {}", a.attempt, a.result.as_str());
-                    if let Some(n) = &a.nominated_node {
+                // Attempts that ended alike (an extender down fails them all the same way)
+                // are one line with their range; JSON and YAML keep every attempt.
+                let alike = |a: &Attempt, b: &Attempt| {
+                    a.result == b.result
+                        && a.nominated_node == b.nominated_node
+                        && a.message == b.message
+                };
+                let mut i = 0;
+                while i < p.history.len() {
+                    let first = &p.history[i];
+                    let mut j = i + 1;
+                    while j < p.history.len() && alike(first, &p.history[j]) {
+                        j += 1;
+                    }
+                    let last = &p.history[j - 1];
+                    let mut line = if j - i > 1 {
+                        format!(
+                            "  attempts {}-{} ({} alike): {}",
+                            first.attempt,
+                            last.attempt,
+                            j - i,
+                            first.result.as_str()
+                        )
+                    } else {
+                        format!("  attempt {}: {}", first.attempt, first.result.as_str())
+                    };
+                    if let Some(n) = &first.nominated_node {
                         let _ = write!(line, ", nominated to {}", shown(n));
                     }
-                    let _ = writeln!(out, "{line}: {}", shown(&a.message));
+                    let _ = writeln!(out, "{line}: {}", shown(&first.message));
+                    i = j;
                 }
             }
         }
@@ -1134,5 +1159,53 @@ mod tests {
         assert!(both.pods.is_empty());
         r.retain_pods(None, &[]);
         assert_eq!(r.pods.len(), 3);
+    }
+
+    #[test]
+    fn attempts_that_ended_alike_are_one_line() {
+        let mut p = pod(
+            "web",
+            None,
+            PodState::Error,
+            Some("Post \"http://ext/filter\": refused"),
+        );
+        let attempt = |n: u32, result: AttemptResult, message: &str| Attempt {
+            attempt: n,
+            result,
+            node: None,
+            nominated_node: None,
+            message: message.into(),
+        };
+        p.history = vec![
+            attempt(1, AttemptResult::Unschedulable, "0/1 nodes are available"),
+            attempt(
+                2,
+                AttemptResult::Error,
+                "Post \"http://ext/filter\": refused",
+            ),
+            attempt(
+                3,
+                AttemptResult::Error,
+                "Post \"http://ext/filter\": refused",
+            ),
+            attempt(
+                4,
+                AttemptResult::Error,
+                "Post \"http://ext/filter\": refused",
+            ),
+        ];
+        p.attempts = 4;
+        let table = report(vec![p]).to_table(false);
+        let lines: Vec<&str> = table
+            .lines()
+            .filter(|l| l.starts_with("  attempt"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "  attempt 1: Unschedulable: 0/1 nodes are available",
+                "  attempts 2-4 (3 alike): Error: Post \"http://ext/filter\": refused",
+            ]
+        );
     }
 }
