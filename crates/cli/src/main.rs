@@ -912,7 +912,8 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
             }
         }
         let others = sim.pods_of_other_schedulers().clone();
-        Ok::<_, kubesched_sim::SimError>((sim.report(), before, sim.node_usage(), others))
+        let after = sim.node_usage();
+        Ok::<_, kubesched_sim::SimError>((sim.into_report(), before, after, others))
     });
     if let Some(bar) = bar {
         bar.finish_and_clear();

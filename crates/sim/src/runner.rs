@@ -919,6 +919,15 @@ impl Simulation {
         )
     }
 
+    /// [`Simulation::report`], moving the recorded explanations into it instead of copying
+    /// them: a run that explains every pod (the HTML report's) holds them once, not twice.
+    pub fn into_report(self) -> SimReport {
+        let explanations = std::mem::take(&mut *self.recorder.explanations.lock());
+        let mut report = self.report();
+        report.explanations = explanations;
+        report
+    }
+
     /// Where every pod this scheduler is responsible for ended up, with the running pods
     /// that preemption evicted and the events the scheduler wrote.
     pub fn report(&self) -> SimReport {
