@@ -962,22 +962,22 @@ struct SnapshotArgs {
     /// The kubeconfig context to read (kubectl's `--context`); the current one otherwise.
     #[arg(long, value_name = "NAME")]
     context: Option<String>,
-    /// Write the dump here instead of standard output.
-    #[arg(long = "output-file", short = 'f', value_name = "FILE")]
-    file: Option<PathBuf>,
-    /// Format: YAML (as `kubectl get -o yaml` writes a List) or JSON.
-    #[arg(long, short, value_enum, default_value_t = SnapshotOutput::Yaml)]
-    output: SnapshotOutput,
+    /// `yaml` or `json` on standard output, or a file to write (`-o dump.yaml`; JSON for a
+    /// name ending in `.json`, else YAML as `kubectl get -o yaml` writes a List).
+    #[arg(long, short, value_name = "yaml|json|FILE", default_value = "yaml")]
+    output: String,
     /// Objects per list request.
     #[arg(long, default_value_t = kubesched_live::read::DEFAULT_PAGE_SIZE, hide = true)]
     page_size: u32,
 }
 
-/// `kubesched snapshot -o`.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum SnapshotOutput {
-    Yaml,
-    Json,
+/// `kubesched snapshot -o`: the format and where it goes.
+fn snapshot_target(output: &str) -> (bool, Option<PathBuf>) {
+    match output {
+        "yaml" => (false, None),
+        "json" => (true, None),
+        file => (file.ends_with(".json"), Some(PathBuf::from(file))),
+    }
 }
 
 /// `kubesched snapshot`: the cluster read once, written as a dump.
@@ -990,14 +990,16 @@ fn snapshot(args: SnapshotArgs) -> ExitCode {
         Ok(read) => read,
         Err(e) => return fail(&e),
     };
-    let text = match args.output {
-        SnapshotOutput::Json => read.to_list_json() + "\n",
-        SnapshotOutput::Yaml => match read.to_list_yaml() {
+    let (json, file) = snapshot_target(&args.output);
+    let text = if json {
+        read.to_list_json() + "\n"
+    } else {
+        match read.to_list_yaml() {
             Ok(yaml) => yaml,
             Err(e) => return fail(&format!("writing the snapshot as YAML: {e}")),
-        },
+        }
     };
-    match &args.file {
+    match &file {
         Some(path) => match std::fs::write(path, text) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&format!("writing {}: {e}", path.display())),
