@@ -116,7 +116,13 @@ pub const RESOURCES: &[ResourceDef] = &[
         "ResourceClaimTemplate",
         true
     ),
-    res!("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", true),
+    res!(
+        "scheduling.k8s.io",
+        "v1beta1",
+        "podgroups",
+        "PodGroup",
+        true
+    ),
     res!("", "v1", "namespaces", "Namespace", false),
     res!("", "v1", "services", "Service", true),
     res!("", "v1", "configmaps", "ConfigMap", true),
