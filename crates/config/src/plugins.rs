@@ -277,7 +277,8 @@ pub(crate) fn check_user_plugins(index: usize, profile: &Profile, problems: &mut
             let set = plugins.set(key);
             for (j, e) in set.enabled.iter().enumerate() {
                 let base = format!("{}.enabled[{j}]", set_path(index, key));
-                if let Some(msg) = name_problem(&e.name).filter(|_| !sourced.contains_key(&e.name))
+                if let Some(msg) = profile_name_problem(profile, &e.name)
+                    .filter(|_| !sourced.contains_key(&e.name))
                 {
                     problems.push(FieldError::new(format!("{base}.name"), msg));
                 }
@@ -305,6 +306,30 @@ pub(crate) fn check_user_plugins(index: usize, profile: &Profile, problems: &mut
             }
         }
     }
+}
+
+/// The Cargo feature that runs WebAssembly guests (plugins/wasm).
+const WASM_FEATURE: &str = "plugin-wasm";
+
+/// `name_problem` for a plugin of `profile`: a name no plugin has whose `pluginConfig` args
+/// carry a `guestURL` is a WebAssembly guest of a build without the feature that runs them.
+fn profile_name_problem(profile: &Profile, name: &str) -> Option<String> {
+    let problem = name_problem(name)?;
+    let wasm_guest = registry::find(name).is_none()
+        && profile.plugin_config.iter().any(|pc| {
+            pc.name == name
+                && pc
+                    .args
+                    .as_ref()
+                    .is_some_and(|a| a.get("guestURL").is_some())
+        });
+    Some(if wasm_guest {
+        format!(
+            "plugin {name:?} is a WebAssembly guest (its args name a guestURL), which this build cannot run; rebuild kubesched with the Cargo feature {WASM_FEATURE:?}"
+        )
+    } else {
+        problem
+    })
 }
 
 /// Why a plugin name cannot be enabled or configured in this build, if it cannot.
@@ -454,7 +479,7 @@ fn resolve_plugin_config(
             out.push(pc.clone());
             continue;
         }
-        if let Some(msg) = name_problem(&pc.name) {
+        if let Some(msg) = profile_name_problem(profile, &pc.name) {
             problems.push(FieldError::new(format!("{path}.name"), msg));
             out.push(pc.clone());
             continue;

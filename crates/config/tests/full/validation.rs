@@ -531,3 +531,24 @@ fn problems_are_structured_too() {
     assert_eq!(problems.len(), 1);
     assert_eq!(problems[0].path, "parallelism");
 }
+
+#[test]
+fn a_webassembly_guest_in_a_build_without_plugin_wasm_names_the_feature() {
+    let body = "profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled: [{name: NodeNumber}]
+  pluginConfig:
+  - name: NodeNumber
+    args: {guestURL: guests/nodenumber.wasm}
+";
+    check(
+        body,
+        "sched.yaml: profiles[0].plugins.multiPoint.enabled[0].name: plugin \"NodeNumber\" is a WebAssembly guest (its args name a guestURL), which this build cannot run; rebuild kubesched with the Cargo feature \"plugin-wasm\"",
+    );
+    check(
+        body,
+        "sched.yaml: profiles[0].pluginConfig[0].name: plugin \"NodeNumber\" is a WebAssembly guest",
+    );
+}
