@@ -2,61 +2,11 @@
 //! (2 when not), whether a `--fail-on` condition holds (1), and `-o json|yaml --no-timing`
 //! prints the same bytes on every run.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
+use std::path::Path;
 
-/// A fresh folder holding `files` (name, text).
-fn input(test: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kubesched-ci-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("tmp");
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).expect("write");
-    }
-    dir
-}
-
-fn kubesched(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
-        .args(args)
-        .output()
-        .expect("runs");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-/// One node of one CPU, a pod that fits and one that never can.
-const CLUSTER: &str = "apiVersion: v1
-kind: Node
-metadata: {name: n1}
-status:
-  allocatable: {cpu: '1', memory: 1Gi, pods: '10'}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: small, namespace: default}
-spec:
-  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: big, namespace: default}
-spec:
-  containers: [{name: c, image: x, resources: {requests: {cpu: '8'}}}]
-";
+use common::{CLUSTER, input, kubesched, path};
 
 const BROKEN: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: [broken\n";
 

@@ -2,28 +2,12 @@
 //! `-n/--namespace`, a `--status` filter, and `--explain POD` defaulting the namespace as
 //! `kubesched explain` does.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-/// One node of one CPU; a pod that fits in `default`, one that never can, and one in `batch`.
-const CLUSTER: &str = "apiVersion: v1
-kind: Node
-metadata: {name: n1}
-status:
-  allocatable: {cpu: '1', memory: 1Gi, pods: '10'}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: small, namespace: default}
-spec:
-  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: big, namespace: default}
-spec:
-  containers: [{name: c, image: x, resources: {requests: {cpu: '8'}}}]
----
+use common::{CLUSTER, input, kubesched, path};
+
+/// One more pod, in another namespace.
+const BATCH_POD: &str = "---
 apiVersion: v1
 kind: Pod
 metadata: {name: job, namespace: batch}
@@ -31,30 +15,17 @@ spec:
   containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
 ";
 
-fn cluster_file(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kubesched-kubectl-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let file = dir.join("cluster.yaml");
-    std::fs::write(&file, CLUSTER).expect("write");
-    file
-}
-
-/// Runs `kubesched simulate FILE --no-timing ARGS…`; (exit code, stdout, stderr).
+/// Runs `kubesched simulate DIR --no-timing ARGS…` on [`CLUSTER`] and the batch pod:
+/// (exit code, stdout, stderr).
 fn simulate(test: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let file = cluster_file(test);
-    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
-        .arg("simulate")
-        .arg(&file)
-        .arg("--no-timing")
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let dir = input(
+        &format!("kubectl-{test}"),
+        &[("cluster.yaml", CLUSTER), ("batch.yaml", BATCH_POD)],
+    );
+    let mut all = vec!["simulate", path(&dir), "--no-timing"];
+    all.extend_from_slice(args);
+    let run = kubesched(&all);
+    (run.code, run.stdout, run.stderr)
 }
 
 fn pod_rows(stdout: &str) -> Vec<String> {
