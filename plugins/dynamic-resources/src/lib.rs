@@ -387,32 +387,36 @@ impl DynamicResources {
             })
     }
 
-    /// Waits (polling each second, at most two minutes, as upstream) until the store has
-    /// the claim as PreBind wrote it, so the next pods see its devices taken; a claim that
-    /// does not show up is only logged. Under a virtual clock the store has it at once.
+    /// Waits (at most two minutes, as upstream) until the store has the claim as PreBind
+    /// wrote it, so the next pods see its devices taken; a claim that does not show up is
+    /// only logged. Woken by the store's changes rather than upstream's one-second poll.
+    /// Under a virtual clock the store has it at once.
     async fn wait_for_claim_in_store(&self, claim: &ResourceClaim) {
         let namespace = claim.metadata.namespace.as_deref().unwrap_or("");
         let name = claim.metadata.name.as_deref().unwrap_or("");
+        let store = &self.handle.objects().resource_claims;
         let seen = || {
-            self.handle
-                .objects()
-                .resource_claims
-                .get(Some(namespace), name)
-                .is_some_and(|c| {
-                    uid(&c) == uid(claim) && resource_version(&c) >= resource_version(claim)
-                })
+            store.get(Some(namespace), name).is_some_and(|c| {
+                uid(&c) == uid(claim) && resource_version(&c) >= resource_version(claim)
+            })
         };
-        if self.handle.clock().is_virtual() || seen() {
+        if self.handle.clock().is_virtual() {
             return;
         }
+        // Subscribed before the first look, so a change between the two is not missed.
+        let mut changes = store.subscribe();
         let deadline = tokio::time::Instant::now() + EXTENDED_CLAIM_VISIBLE_TIMEOUT;
-        while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        loop {
             if seen() {
                 return;
             }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                // Timed out, or the store went away with the scheduler.
+                _ => break,
+            }
         }
-        tracing::debug!(claim = %kobj(claim), "claim not in the store after retries");
+        tracing::debug!(claim = %kobj(claim), "claim not in the store in time");
     }
 
     /// The handle clock's wall time as an API timestamp, to the second (as the API
