@@ -927,7 +927,14 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         return code;
     }
     if let Some(path) = &args.report {
-        let title = kubesched_sim::html::title(&args.paths, args.workload.as_deref());
+        let mut title = kubesched_sim::html::title(&args.paths, args.workload.as_deref());
+        // A live cluster's run names the cluster it read.
+        if let Some(kubeconfig) = &args.kubeconfig {
+            title.push_str(&format!(" --kubeconfig {}", kubeconfig.display()));
+        }
+        if let Some(context) = &args.context {
+            title.push_str(&format!(" --context {context}"));
+        }
         let data = kubesched_sim::html::ReportData::new(&title, &report, &before, &after);
         if let Err(e) = std::fs::write(path, kubesched_sim::html::render(&data)) {
             return fail_with(
