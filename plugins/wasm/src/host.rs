@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
-use kubesched_framework::Handle;
+use kubesched_framework::{Event, EventType, Handle, ObjectRef};
 use parking_lot::Mutex;
 use wasmtime::{Caller, Linker, Memory, StoreLimits};
 
@@ -81,6 +81,73 @@ pub(crate) struct Call {
     pub nominated_node_name: Option<String>,
     pub cluster_events: Vec<(u32, u32)>,
     pub normalized_scores: Option<BTreeMap<String, i64>>,
+}
+
+/// An object reference as the guest's event recorder sends it (upstream's `ObjectReference`;
+/// its APIVersion and ResourceVersion are not part of a recorded event's reference here).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct GuestObjectRef {
+    kind: String,
+    name: String,
+    namespace: String,
+    #[serde(rename = "UID")]
+    uid: String,
+}
+
+impl GuestObjectRef {
+    fn into_ref(self) -> Option<ObjectRef> {
+        (!self.name.is_empty()).then_some(ObjectRef {
+            kind: self.kind,
+            namespace: self.namespace,
+            name: self.name,
+            uid: self.uid,
+        })
+    }
+}
+
+/// What `handle.eventrecorder.eventf` sends (upstream's `EventMessage`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct GuestEvent {
+    regarding_reference: GuestObjectRef,
+    related_reference: GuestObjectRef,
+    eventtype: String,
+    reason: String,
+    action: String,
+    note: String,
+}
+
+impl GuestEvent {
+    /// The event the scheduler records, or why it is not recorded: as the events recorder
+    /// of client-go drops it, an event of a type other than Normal or Warning, or about no
+    /// object, is logged as an error instead.
+    fn into_event(self) -> Result<Event, String> {
+        let event_type = match self.eventtype.as_str() {
+            "Normal" => EventType::Normal,
+            "Warning" => EventType::Warning,
+            other => {
+                return Err(format!(
+                    "unsupported event type {other:?} (reason {:?}): not recorded",
+                    self.reason
+                ));
+            }
+        };
+        let Some(regarding) = self.regarding_reference.into_ref() else {
+            return Err(format!(
+                "an event (reason {:?}) about no named object: not recorded",
+                self.reason
+            ));
+        };
+        Ok(Event {
+            regarding,
+            event_type,
+            reason: self.reason,
+            action: self.action,
+            note: self.note,
+            related: self.related_reference.into_ref(),
+        })
+    }
 }
 
 /// A store's data: limits, the guest's memory, its captured output, the call in progress.
@@ -344,28 +411,13 @@ fn k8s_scheduler(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
         "handle.eventrecorder.eventf",
         |mut c: C<'_>, buf: u32, len: u32| -> wasmtime::Result<()> {
             let b = read(&mut c, buf, len, "eventrecorder event")?;
-            let msg: serde_json::Value = serde_json::from_slice(&b)
+            let msg: GuestEvent = serde_json::from_slice(&b)
                 .map_err(|e| wasmtime::Error::msg(format!("eventrecorder event: {e}")))?;
-            let field = |k: &str| {
-                msg.get(k)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let regarding = msg
-                .get("RegardingReference")
-                .and_then(|r| r.get("Name"))
-                .and_then(|v| v.as_str())
-                .unwrap_or("");
-            tracing::debug!(
-                plugin = %c.data().shared.plugin,
-                regarding,
-                event_type = %field("Eventtype"),
-                reason = %field("Reason"),
-                action = %field("Action"),
-                note = %field("Note"),
-                "wasm guest event"
-            );
+            let shared = &c.data().shared;
+            match msg.into_event() {
+                Ok(event) => shared.handle.client().record_event(event),
+                Err(why) => tracing::error!(plugin = %shared.plugin, "{why}"),
+            }
             Ok(())
         },
     )?;

@@ -488,6 +488,27 @@ impl WasmPlugin {
     }
 }
 
+/// The guest ABI's nominating modes (the high word of `postfilter`'s result), upstream's
+/// `framework.NominatingMode`.
+const MODE_NOOP: i32 = 0;
+const MODE_OVERRIDE: i32 = 1;
+
+/// PostFilter's result for a guest's nominating mode and nominated node, as upstream's
+/// scheduler reads a `NominatingInfo`: Noop leaves the pod's nomination as it is, whatever
+/// name the guest set (no result); Override sets it to the guest's node, and clears it when
+/// the guest names none.
+fn nomination(mode: i32, name: Option<String>) -> Result<Option<PostFilterResult>, String> {
+    match mode {
+        MODE_NOOP => Ok(None),
+        MODE_OVERRIDE => Ok(Some(PostFilterResult {
+            nominated_node_name: name.filter(|n| !n.is_empty()),
+        })),
+        other => Err(format!(
+            "wasm: postfilter error: the guest returned the unknown nominating mode {other} (0 Noop, 1 Override)"
+        )),
+    }
+}
+
 /// Upstream's fallback when a guest does not export `enqueue`, or registers nothing.
 fn all_cluster_events() -> Vec<ClusterEventWithHint> {
     [
@@ -686,14 +707,16 @@ impl PostFilterPlugin for WasmPlugin {
             })
             .collect();
         match self.scheduling(pod, Export::PostFilter, call) {
-            Ok((raw, mut call)) => {
-                let nominated = call.nominated_node_name.take().filter(|n| !n.is_empty());
-                let status = Self::status_of(&raw, call);
-                let result = nominated.map(|n| PostFilterResult {
-                    nominated_node_name: Some(n),
-                });
-                (result, status)
+            Ok((Raw::I64(v), mut call)) => {
+                let name = call.nominated_node_name.take();
+                let mode = (v >> 32) as i32;
+                let status = code_of(v as i32, call.reason);
+                match nomination(mode, name) {
+                    Ok(result) => (result, status),
+                    Err(e) => (None, self.fail(e)),
+                }
             }
+            Ok(_) => (None, self.fail("wasm: postfilter error: no result".into())),
             Err(s) => (None, s),
         }
     }

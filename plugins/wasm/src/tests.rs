@@ -9,7 +9,8 @@ use std::time::Duration;
 use kubesched_framework::events::{ActionType, EventResource};
 use kubesched_framework::model::{ImageStateSummary, NodeInfo, PodInfo};
 use kubesched_framework::{
-    Code, CycleState, EnqueueExtensions, Handle, HandleControl, Plugin, Snapshot, Status,
+    Code, CycleState, EnqueueExtensions, Handle, HandleControl, Plugin, PostFilterResult, Snapshot,
+    Status,
 };
 use kubesched_testing::{NodeBuilder, PodBuilder, node_info};
 
@@ -330,19 +331,25 @@ fn futures_lite_block_on<T>(
     rt.block_on(f)
 }
 
-#[test]
-fn postfilter_nominates() {
-    let body = r#"
+/// PostFilter of a guest that sets `name` (when given) and returns `mode << 32 | code`.
+fn post_filter_of(name: Option<&str>, mode: u32, code: u32) -> (Option<PostFilterResult>, Status) {
+    let set_name = match name {
+        // "n2" is at offset 48; an empty name is a zero-length result.
+        Some("n2") => "(call $nominated (i32.const 48) (i32.const 2))",
+        Some(_) => "(call $nominated (i32.const 48) (i32.const 0))",
+        None => "",
+    };
+    let result = (u64::from(mode) << 32) | u64::from(code);
+    let body = format!(
+        r#"
       (func (export "filter") (result i32) (i32.const 2))
-      (func (export "postfilter") (result i64)
-        (call $nominated (i32.const 48) (i32.const 2)) (i64.const 0))
-    "#;
-    let rig = Rig::wat(&module(body), nodes(&["n1", "n2"]));
-    let p = pod("p");
-    let control = control();
+      (func (export "postfilter") (result i64) {set_name} (i64.const {result}))
+    "#
+    );
+    let rig = Rig::wat(&module(&body), nodes(&["n1", "n2"]));
     let framework = kubesched_framework::Framework::from_instances(
         kubesched_framework::ProfileSpec::default(),
-        control.handle().clone(),
+        rig.control.handle().clone(),
         Arc::new(kubesched_framework::metrics::NoMetrics),
         Default::default(),
         Default::default(),
@@ -350,13 +357,205 @@ fn postfilter_nominates() {
     .expect("empty framework");
     let statuses = kubesched_framework::NodeToStatus::default();
     let pf = rig.plugin.as_post_filter().expect("PostFilter");
-    let (result, s) =
-        futures_lite_block_on(pf.post_filter(&framework, &CycleState::new(), &p, &statuses));
-    assert!(s.is_success());
-    assert_eq!(
-        result.and_then(|r| r.nominated_node_name).as_deref(),
-        Some("n2")
+    futures_lite_block_on(pf.post_filter(&framework, &CycleState::new(), &pod("p"), &statuses))
+}
+
+#[test]
+fn postfilter_follows_the_guests_nominating_mode() {
+    // (what, name set, mode, code, result, status code): Noop (0) leaves the nomination as
+    // it is whatever the name; Override (1) sets it, or clears it without a name.
+    let nominate = |n: Option<&str>| {
+        Some(PostFilterResult {
+            nominated_node_name: n.map(str::to_string),
+        })
+    };
+    let rows: [(&str, Option<&str>, u32, u32, Option<PostFilterResult>, Code); 6] = [
+        (
+            "override names n2",
+            Some("n2"),
+            1,
+            0,
+            nominate(Some("n2")),
+            Code::Success,
+        ),
+        (
+            "override with no name clears",
+            None,
+            1,
+            0,
+            nominate(None),
+            Code::Success,
+        ),
+        (
+            "override with an empty name clears",
+            Some(""),
+            1,
+            0,
+            nominate(None),
+            Code::Success,
+        ),
+        (
+            "noop ignores the name",
+            Some("n2"),
+            0,
+            0,
+            None,
+            Code::Success,
+        ),
+        ("noop and no name", None, 0, 2, None, Code::Unschedulable),
+        (
+            "override while unschedulable",
+            Some("n2"),
+            1,
+            2,
+            nominate(Some("n2")),
+            Code::Unschedulable,
+        ),
+    ];
+    for (what, name, mode, code, want, want_code) in rows {
+        let (result, status) = post_filter_of(name, mode, code);
+        assert_eq!(result, want, "{what}");
+        assert_eq!(status.code(), want_code, "{what}: {status:?}");
+    }
+}
+
+#[test]
+fn postfilter_with_an_unknown_mode_is_an_error() {
+    let (result, status) = post_filter_of(Some("n2"), 7, 0);
+    assert_eq!(result, None);
+    assert_eq!(status.code(), Code::Error);
+    assert!(
+        status.message().contains("unknown nominating mode 7"),
+        "{status:?}"
     );
+}
+
+/// A cluster client that keeps the events it is given (every write is accepted).
+#[derive(Default)]
+struct EventLog(parking_lot::Mutex<Vec<kubesched_framework::Event>>);
+
+#[async_trait::async_trait]
+impl kubesched_framework::ClusterClient for EventLog {
+    async fn bind(&self, _: &PodInfo, _: &str) -> Result<(), kubesched_framework::ClientError> {
+        Ok(())
+    }
+    async fn delete_pod(&self, _: &PodInfo) -> Result<(), kubesched_framework::ClientError> {
+        Ok(())
+    }
+    async fn update_pod_status(
+        &self,
+        _: &PodInfo,
+        _: &kubesched_framework::PodStatusUpdate,
+    ) -> Result<(), kubesched_framework::ClientError> {
+        Ok(())
+    }
+    fn record_event(&self, event: kubesched_framework::Event) {
+        self.0.lock().push(event);
+    }
+    async fn update_persistent_volume(
+        &self,
+        pv: &k8s_openapi::api::core::v1::PersistentVolume,
+    ) -> Result<k8s_openapi::api::core::v1::PersistentVolume, kubesched_framework::ClientError>
+    {
+        Ok(pv.clone())
+    }
+    async fn update_persistent_volume_claim(
+        &self,
+        pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    ) -> Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, kubesched_framework::ClientError>
+    {
+        Ok(pvc.clone())
+    }
+}
+
+/// A Filter guest that sends `event` (JSON) through `handle.eventrecorder.eventf` and admits
+/// the node; returns the events the scheduler's client was given.
+fn events_of(event: &serde_json::Value) -> Vec<kubesched_framework::Event> {
+    let json = event.to_string();
+    let escaped: String = json.bytes().map(|b| format!("\\{b:02x}")).collect();
+    let text = format!(
+        r#"(module
+          (import "k8s.io/scheduler" "handle.eventrecorder.eventf" (func $eventf (param i32 i32)))
+          (memory (export "memory") 1)
+          (data (i32.const 0) "{escaped}")
+          (func (export "filter") (result i32)
+            (call $eventf (i32.const 0) (i32.const {len}))
+            (i32.const 0)))"#,
+        len = json.len()
+    );
+    let log = Arc::new(EventLog::default());
+    let control = Handle::builder().client(log.clone()).build_with_control();
+    let ns = nodes(&["n1"]);
+    control.set_snapshot(Arc::new(Snapshot::new(ns.clone())));
+    let plugin = WasmPlugin::from_bytes(
+        "Guest",
+        &WasmArgs::default(),
+        text.as_bytes(),
+        control.handle(),
+    )
+    .expect("guest loads");
+    let status = plugin
+        .as_filter()
+        .expect("Filter")
+        .filter(&CycleState::new(), &pod("p"), &ns[0]);
+    assert!(status.is_success(), "{status:?}");
+    std::mem::take(&mut *log.0.lock())
+}
+
+#[test]
+fn eventf_records_an_event_through_the_schedulers_client() {
+    let events = events_of(&serde_json::json!({
+        "RegardingReference": {"Kind": "Pod", "APIVersion": "v1", "Name": "p",
+                               "Namespace": "default", "UID": "uid-p", "ResourceVersion": "7"},
+        "RelatedReference": {"Kind": "Node", "APIVersion": "v1", "Name": "n1"},
+        "Eventtype": "Warning",
+        "Reason": "TooHot",
+        "Action": "Filter",
+        "Note": "node n1 runs hot"
+    }));
+    assert_eq!(
+        events,
+        vec![kubesched_framework::Event {
+            regarding: kubesched_framework::ObjectRef {
+                kind: "Pod".into(),
+                namespace: "default".into(),
+                name: "p".into(),
+                uid: "uid-p".into(),
+            },
+            event_type: kubesched_framework::EventType::Warning,
+            reason: "TooHot".into(),
+            action: "Filter".into(),
+            note: "node n1 runs hot".into(),
+            related: Some(kubesched_framework::ObjectRef {
+                kind: "Node".into(),
+                namespace: String::new(),
+                name: "n1".into(),
+                uid: String::new(),
+            }),
+        }]
+    );
+}
+
+#[test]
+fn eventf_drops_what_the_events_recorder_drops() {
+    // An empty related reference (what the SDK sends for nil) is no related object.
+    let normal = events_of(&serde_json::json!({
+        "RegardingReference": {"Kind": "Pod", "Name": "p", "Namespace": "default"},
+        "RelatedReference": {},
+        "Eventtype": "Normal", "Reason": "Seen", "Action": "Filter", "Note": ""
+    }));
+    assert_eq!(normal.len(), 1);
+    assert_eq!(normal[0].related, None);
+    // nodenumber's PreScore sends the type "PreScore": not Normal or Warning, not recorded.
+    let odd_type = events_of(&serde_json::json!({
+        "RegardingReference": {"Kind": "Pod", "Name": "p"},
+        "Eventtype": "PreScore", "Reason": "match lastNumber", "Action": "Continue"
+    }));
+    assert!(odd_type.is_empty(), "{odd_type:?}");
+    let about_nothing = events_of(&serde_json::json!({
+        "Eventtype": "Normal", "Reason": "Seen", "Action": "Filter"
+    }));
+    assert!(about_nothing.is_empty(), "{about_nothing:?}");
 }
 
 #[test]
