@@ -9,12 +9,17 @@ use kubesched_model::{Node, PodInfo};
 /// The kind of object an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum EventResource {
-    /// Any pod (assigned or not).
+    /// Any pod: a registration for it covers each of the three pod subtypes below (v1.37's
+    /// `Pod`, #135905).
     Pod,
-    /// A pod bound to a node.
+    /// Another pod, bound to a node (an assumed pod counts as bound).
     AssignedPod,
-    /// A pod not yet bound.
+    /// Another pod, not yet bound: since v1.37 an unscheduled pod's creation is an
+    /// `UnscheduledPod/Add` event for the pods waiting in unschedulablePods.
     UnscheduledPod,
+    /// The pending pod itself: the queue reports a pod's own update as `TargetPod/<action>`,
+    /// and only that pod's hints hear it (v1.37, #135905).
+    TargetPod,
     /// A node.
     Node,
     /// A PersistentVolume.
@@ -55,6 +60,7 @@ impl EventResource {
             Self::Pod => "Pod",
             Self::AssignedPod => "AssignedPod",
             Self::UnscheduledPod => "UnscheduledPod",
+            Self::TargetPod => "TargetPod",
             Self::Node => "Node",
             Self::PersistentVolume => "PersistentVolume",
             Self::PersistentVolumeClaim => "PersistentVolumeClaim",
@@ -105,11 +111,37 @@ impl EventResource {
         }
     }
 
-    /// Whether a registration for `self` covers an event about `other`.
+    /// The three subtypes a `Pod` event stands for, in upstream's order (its
+    /// `UnrollPodEvent`).
+    pub const POD_SUBTYPES: [EventResource; 3] =
+        [Self::AssignedPod, Self::UnscheduledPod, Self::TargetPod];
+
+    /// Whether this is `Pod` or one of its subtypes.
+    pub fn is_pod(&self) -> bool {
+        *self == Self::Pod || Self::POD_SUBTYPES.contains(self)
+    }
+
+    /// Whether a registration for `self` covers an event about `other`: the same resource,
+    /// a wildcard registration, or a `Pod` registration and an event of one of its
+    /// subtypes. A subtype never covers another one, nor the broad `Pod`.
     pub fn covers(&self, other: EventResource) -> bool {
         *self == other
             || *self == Self::WildCard
-            || (*self == Self::Pod && matches!(other, Self::AssignedPod | Self::UnscheduledPod))
+            || (*self == Self::Pod && Self::POD_SUBTYPES.contains(&other))
+    }
+}
+
+impl ClusterEvent {
+    /// A `Pod` event unrolled into one event per pod subtype with the same action (upstream's
+    /// `UnrollPodEvent`); any other event is returned as it is.
+    pub fn unroll_pod(self) -> Vec<ClusterEvent> {
+        if self.resource != EventResource::Pod {
+            return vec![self];
+        }
+        EventResource::POD_SUBTYPES
+            .iter()
+            .map(|r| ClusterEvent::new(*r, self.action))
+            .collect()
     }
 }
 
@@ -399,5 +431,107 @@ mod tests {
         );
         assert!(ActionType::UPDATE.intersects(ActionType::UPDATE_NODE_TAINT));
         assert!(!ActionType::UPDATE.intersects(ActionType::ADD));
+    }
+
+    /// v1.37's pod subtypes (#135905): `Pod` and the wildcard cover every subtype, a
+    /// subtype covers only itself.
+    #[test]
+    fn pod_subtype_matching() {
+        use EventResource as R;
+        let ev = ClusterEvent::new;
+        let cases = [
+            (
+                "wildcard registration, any pod event",
+                ev(R::WildCard, ActionType::ALL),
+                ev(R::TargetPod, ActionType::UPDATE_POD_LABEL),
+                true,
+            ),
+            (
+                "Pod covers AssignedPod",
+                ev(R::Pod, ActionType::UPDATE_POD_LABEL),
+                ev(R::AssignedPod, ActionType::UPDATE_POD_LABEL),
+                true,
+            ),
+            (
+                "Pod covers UnscheduledPod",
+                ev(R::Pod, ActionType::ADD),
+                ev(R::UnscheduledPod, ActionType::ADD),
+                true,
+            ),
+            (
+                "Pod covers TargetPod",
+                ev(R::Pod, ActionType::UPDATE_POD_TOLERATION),
+                ev(R::TargetPod, ActionType::UPDATE_POD_TOLERATION),
+                true,
+            ),
+            (
+                "Pod with another action",
+                ev(R::Pod, ActionType::DELETE),
+                ev(R::TargetPod, ActionType::UPDATE_POD_TOLERATION),
+                false,
+            ),
+            (
+                "AssignedPod is not UnscheduledPod",
+                ev(R::AssignedPod, ActionType::ADD),
+                ev(R::UnscheduledPod, ActionType::ADD),
+                false,
+            ),
+            (
+                "AssignedPod is not TargetPod",
+                ev(R::AssignedPod, ActionType::UPDATE),
+                ev(R::TargetPod, ActionType::UPDATE_POD_LABEL),
+                false,
+            ),
+            (
+                "TargetPod is not AssignedPod",
+                ev(R::TargetPod, ActionType::UPDATE),
+                ev(R::AssignedPod, ActionType::UPDATE_POD_LABEL),
+                false,
+            ),
+            (
+                "UnscheduledPod is not TargetPod",
+                ev(R::UnscheduledPod, ActionType::UPDATE),
+                ev(R::TargetPod, ActionType::UPDATE_POD_LABEL),
+                false,
+            ),
+            (
+                "a subtype does not cover the broad Pod",
+                ev(R::UnscheduledPod, ActionType::ADD),
+                ev(R::Pod, ActionType::ADD),
+                false,
+            ),
+            (
+                "a subtype does not cover a wildcard event",
+                ev(R::TargetPod, ActionType::UPDATE),
+                ev(R::WildCard, ActionType::UPDATE),
+                false,
+            ),
+        ];
+        for (name, registered, happened, want) in cases {
+            assert_eq!(registered.covers(&happened), want, "{name}");
+        }
+        assert_eq!(
+            ClusterEvent::new(R::TargetPod, ActionType::UPDATE_POD_TOLERATION).label(),
+            "TargetPodUpdatePodToleration"
+        );
+    }
+
+    #[test]
+    fn unrolls_pod_events() {
+        for action in [ActionType::ADD, ActionType::DELETE, ActionType::UPDATE] {
+            let got = ClusterEvent::new(EventResource::Pod, action).unroll_pod();
+            let want: Vec<_> = [
+                EventResource::AssignedPod,
+                EventResource::UnscheduledPod,
+                EventResource::TargetPod,
+            ]
+            .into_iter()
+            .map(|r| ClusterEvent::new(r, action))
+            .collect();
+            assert_eq!(got, want);
+        }
+        let node = ClusterEvent::new(EventResource::Node, ActionType::ADD);
+        assert_eq!(node.unroll_pod(), vec![node]);
+        assert!(EventResource::TargetPod.is_pod() && !EventResource::Node.is_pod());
     }
 }

@@ -26,15 +26,26 @@ fn generated_claims(
         .filter(|v| !v.is_empty())
 }
 
-/// The events a pod update is: one per kind of change that may make other pods (or the pod
-/// itself) schedulable, or a single general `Update` when none of them applies. The
-/// resource is `AssignedPod` when the new pod is bound, `UnscheduledPod` otherwise.
+/// The events a pod update is for the other pods: one per kind of change that may make
+/// them schedulable, or a single general `Update` when none of them applies. The resource
+/// is `AssignedPod` when the new pod is bound, `UnscheduledPod` otherwise.
 pub fn pod_update_events(old: &PodInfo, new: &PodInfo) -> Vec<ClusterEvent> {
     let resource = if new.node_name.is_some() {
         EventResource::AssignedPod
     } else {
         EventResource::UnscheduledPod
     };
+    update_events(old, new, resource)
+}
+
+/// The events a pending pod's own update is for that pod: the same actions as
+/// [`pod_update_events`], about `TargetPod` (v1.37, #135905), so that only registrations
+/// for the pod itself (or the broad `Pod`) hear them.
+pub fn target_pod_update_events(old: &PodInfo, new: &PodInfo) -> Vec<ClusterEvent> {
+    update_events(old, new, EventResource::TargetPod)
+}
+
+fn update_events(old: &PodInfo, new: &PodInfo, resource: EventResource) -> Vec<ClusterEvent> {
     let mut actions = Vec::new();
     if old.labels != new.labels {
         actions.push(ActionType::UPDATE_POD_LABEL);
@@ -125,5 +136,17 @@ mod tests {
             let got = pod_update_events(&old.info(), &new.info());
             assert_eq!(labels(&got), want, "{name}");
         }
+    }
+
+    #[test]
+    fn a_pending_pods_own_update_is_about_the_target_pod() {
+        let old = PodBuilder::new("p").container(&[("cpu", "500m")]);
+        let new = PodBuilder::new("p")
+            .container(&[("cpu", "500m")])
+            .toleration("k", "Exists", "", "NoSchedule");
+        assert_eq!(
+            labels(&target_pod_update_events(&old.info(), &new.info())),
+            vec!["TargetPodUpdatePodToleration"]
+        );
     }
 }

@@ -57,7 +57,7 @@ use kubesched_model::PodInfo;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-pub use events::pod_update_events;
+pub use events::{pod_update_events, target_pod_update_events};
 use heap::PodHeap;
 
 /// Name of upstream's PodTopologySpread plugin: pods it rejected may move on any pod event
@@ -475,7 +475,7 @@ impl SchedulingQueue {
             tracing::debug!(pod = %new.key(), scheduler = %new.scheduler_name, "pod of another scheduler not queued");
             return;
         }
-        let events = pod_update_events(old, &new);
+        let events = target_pod_update_events(old, &new);
         let old_obj = EventObject::Pod(Arc::new(old.clone()));
         let new_obj = EventObject::Pod(new.clone());
         let uid = new.uid.clone();
@@ -1250,6 +1250,14 @@ impl SchedulingQueue {
                 return Requeue::Skip;
             }
             return Requeue::AfterBackoff;
+        }
+        // A pod's own update (v1.37's TargetPod) is for that pod's hints only; an in-flight
+        // pod's update recorded for the others is not theirs to hear.
+        if event.resource == EventResource::TargetPod
+            && let Some(target) = new.or(old).and_then(EventObject::as_pod)
+            && target.uid != info.pod_info.uid
+        {
+            return Requeue::Skip;
         }
         let Some(profile) = self.profiles.get(&info.pod_info.scheduler_name) else {
             return Requeue::AfterBackoff;

@@ -138,6 +138,24 @@ const BROKEN: &str = "Broken";
 const WAITER: &str = "Waiter";
 /// A Filter plugin without EnqueueExtensions: registered for every event.
 const SILENT: &str = "Silent";
+/// Registered for the rejected pod's own relabelling (v1.37's TargetPod), no hint.
+const OWN_LABELS: &str = "OwnLabels";
+/// Registered for other unscheduled pods: their relabelling and their creation, no hint.
+const OTHERS: &str = "Others";
+
+fn own_labels_events() -> Vec<ClusterEventWithHint> {
+    vec![ClusterEventWithHint::new(
+        EventResource::TargetPod,
+        ActionType::UPDATE_POD_LABEL,
+    )]
+}
+
+fn others_events() -> Vec<ClusterEventWithHint> {
+    vec![ClusterEventWithHint::new(
+        EventResource::UnscheduledPod,
+        ActionType::UPDATE_POD_LABEL.union(ActionType::ADD),
+    )]
+}
 
 fn fit_events() -> Vec<ClusterEventWithHint> {
     vec![
@@ -212,11 +230,13 @@ fn framework(name: &str, sort: Option<bool>, handle: &Handle) -> Arc<Framework> 
     instances.insert("Gate".into(), Arc::new(Gate));
     spec.plugins
         .insert(ExtensionPoint::PreEnqueue, vec![PluginRef::new("Gate")]);
-    let registering: [(&'static str, EventsFn); 4] = [
+    let registering: [(&'static str, EventsFn); 6] = [
         (FIT, fit_events),
         (LABELLED, labelled_events),
         (BROKEN, broken_events),
         (WAITER, waiter_events),
+        (OWN_LABELS, own_labels_events),
+        (OTHERS, others_events),
     ];
     let mut filters = Vec::new();
     for (name, events) in registering {
@@ -903,6 +923,50 @@ fn events_during_the_attempt_send_the_pod_to_backoff() {
     }
 }
 
+/// v1.37 (#135905): a pending pod's own update is a TargetPod event, heard by the
+/// registrations for the pod itself (or the broad Pod), not by those for other unscheduled
+/// pods; v1.34 reported it as UnscheduledPod, which those heard.
+#[test]
+fn a_pods_own_update_is_a_target_pod_event() {
+    let e = env();
+    e.add(pod("own"));
+    e.add(pod("other"));
+    e.pop_and_fail(&[OWN_LABELS], &[]);
+    e.pop_and_fail(&[OTHERS], &[]);
+    e.incoming();
+    for name in ["own", "other"] {
+        let relabelled = PodBuilder::new(name).label("x", "y").info();
+        e.q.update(&pod(name), relabelled);
+    }
+    assert_eq!(e.sub_queue("own"), Some(SubQueue::Backoff));
+    assert_eq!(e.sub_queue("other"), Some(SubQueue::Unschedulable));
+    assert_eq!(
+        e.incoming(),
+        [("backoff".into(), "TargetPodUpdatePodLabel".into())]
+    );
+}
+
+/// A TargetPod event recorded while several pods were in flight is the updated pod's
+/// alone: another in-flight pod rejected by a plugin registered for TargetPod does not
+/// take it as a reason to retry.
+#[test]
+fn an_in_flight_pods_own_update_is_not_heard_by_the_others() {
+    let e = env();
+    e.add(pod("a"));
+    e.add(pod("b"));
+    let mut a = e.q.pop().expect("a");
+    let mut b = e.q.pop().expect("b");
+    let relabelled = PodBuilder::new("b").label("x", "y").info();
+    e.q.update(&pod("b"), relabelled);
+    for q in [&mut a, &mut b] {
+        q.unschedulable_plugins = BTreeSet::from([OWN_LABELS.to_string()]);
+    }
+    e.q.add_unschedulable_if_not_present(a, 1).unwrap();
+    e.q.add_unschedulable_if_not_present(b, 2).unwrap();
+    assert_eq!(e.sub_queue("a"), Some(SubQueue::Unschedulable));
+    assert_eq!(e.sub_queue("b"), Some(SubQueue::Backoff));
+}
+
 #[test]
 fn events_before_the_pop_do_not_count() {
     let e = env();
@@ -1006,7 +1070,7 @@ fn gated_pods_wait_apart_until_their_gate_goes() {
         e.incoming(),
         [(
             "active".into(),
-            "UnscheduledPodUpdatePodSchedulingGatesEliminated".into()
+            "TargetPodUpdatePodSchedulingGatesEliminated".into()
         )]
     );
 }

@@ -1565,7 +1565,7 @@ impl EnqueueExtensions for DynamicResources {
                 move |pod, old, new| after_claim_change(&for_claims, pod, old, new),
             ),
             ClusterEventWithHint::with_hint(
-                EventResource::Pod,
+                EventResource::TargetPod,
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
                 move |pod, _old, new| after_pod_change(&for_pods, pod, new),
             ),

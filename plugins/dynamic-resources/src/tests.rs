@@ -729,7 +729,7 @@ fn queueing_hints() {
             ),
             ClusterEvent::new(EventResource::ResourceClaim, add_update),
             ClusterEvent::new(
-                EventResource::Pod,
+                EventResource::TargetPod,
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM
             ),
             ClusterEvent::new(EventResource::DeviceClass, add_update),

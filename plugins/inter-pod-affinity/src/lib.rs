@@ -196,11 +196,18 @@ fn node_change_hint(
 impl EnqueueExtensions for InterPodAffinity {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
         vec![
+            // v1.37 (#135905): other pods count once bound; the pod's own relabelling is a
+            // TargetPod event.
             ClusterEventWithHint::with_hint(
-                EventResource::Pod,
+                EventResource::AssignedPod,
                 ActionType::ADD
                     .union(ActionType::UPDATE_POD_LABEL)
                     .union(ActionType::DELETE),
+                pod_change_hint,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::TargetPod,
+                ActionType::UPDATE_POD_LABEL,
                 pod_change_hint,
             ),
             // Not UpdateNodeTaint: a taint never changes this plugin's answer, and with

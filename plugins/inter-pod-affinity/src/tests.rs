@@ -804,7 +804,9 @@ fn registers_pod_and_node_events() {
     assert_eq!(
         labels,
         [
-            "PodAdd|Delete|UpdatePodLabel",
+            // v1.37 (#135905): other pods once bound, and the pod's own relabelling.
+            "AssignedPodAdd|Delete|UpdatePodLabel",
+            "TargetPodUpdatePodLabel",
             // As upstream v1.34 with queueing hints: a taint change is not registered.
             "NodeAdd|UpdateNodeLabel"
         ]
@@ -815,7 +817,7 @@ fn registers_pod_and_node_events() {
 fn pod_hint() {
     let plugin = InterPodAffinity::new(&InterPodAffinityArgs::default(), &Handle::default())
         .expect("plugin");
-    let hint = hint_of(&plugin.events_to_register(), EventResource::Pod);
+    let hint = hint_of(&plugin.events_to_register(), EventResource::AssignedPod);
     let pod = PodBuilder::new("p")
         .pod_affinity(&[("app", "db")], ZONE)
         .pod_anti_affinity(&[("app", "web")], ZONE)
@@ -1096,7 +1098,7 @@ fn remedies_name_the_term_and_domain_in_the_way() {
 fn pod_hint_fixes_since_v1_34() {
     let plugin = InterPodAffinity::new(&InterPodAffinityArgs::default(), &Handle::default())
         .expect("plugin");
-    let hint = hint_of(&plugin.events_to_register(), EventResource::Pod);
+    let hint = hint_of(&plugin.events_to_register(), EventResource::AssignedPod);
     use QueueingHint::Queue;
     // Two anti-affinity terms: a pod matching one of them repels (#139161).
     let wary = PodBuilder::new("p")

@@ -173,7 +173,7 @@ impl EnqueueExtensions for NodeDeclaredFeatures {
                 ActionType::ADD.union(ActionType::UPDATE_NODE_DECLARED_FEATURE),
                 node_hint,
             ),
-            ClusterEventWithHint::with_hint(EventResource::Pod, ActionType::UPDATE, pod_hint),
+            ClusterEventWithHint::with_hint(EventResource::TargetPod, ActionType::UPDATE, pod_hint),
         ]
     }
 }

@@ -343,7 +343,7 @@ fn registers_node_and_pod_events() {
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_DECLARED_FEATURE)
             ),
-            ClusterEvent::new(EventResource::Pod, ActionType::UPDATE),
+            ClusterEvent::new(EventResource::TargetPod, ActionType::UPDATE),
         ]
     );
 }

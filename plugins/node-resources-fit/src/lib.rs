@@ -523,10 +523,18 @@ impl EnqueueExtensions for NodeResourcesFit {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
         let plugin = self.clone();
         let mut events = vec![
-            // A pod leaving or shrinking (in-place resize) frees room.
+            // A pod leaving (bound, or nominated somewhere) frees room.
+            ClusterEventWithHint::with_hint(EventResource::Pod, ActionType::DELETE, pod_event_hint),
+            // A bound pod shrinking (in-place resize) frees room; the pod's own shrinking
+            // lowers what it needs (v1.37 registers the two apart, #135905).
             ClusterEventWithHint::with_hint(
-                EventResource::Pod,
-                ActionType::DELETE.union(ActionType::UPDATE_POD_SCALE_DOWN),
+                EventResource::AssignedPod,
+                ActionType::UPDATE_POD_SCALE_DOWN,
+                pod_event_hint,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::TargetPod,
+                ActionType::UPDATE_POD_SCALE_DOWN,
                 pod_event_hint,
             ),
             // A new node, or more allocatable on one. With queueing hints there is no

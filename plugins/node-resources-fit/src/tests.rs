@@ -757,10 +757,13 @@ fn registers_pod_and_node_events() {
     assert_eq!(
         events,
         vec![
+            ClusterEvent::new(EventResource::Pod, ActionType::DELETE),
+            // v1.37 (#135905): a bound pod's shrinking and the pod's own, apart.
             ClusterEvent::new(
-                EventResource::Pod,
-                ActionType::DELETE.union(ActionType::UPDATE_POD_SCALE_DOWN)
+                EventResource::AssignedPod,
+                ActionType::UPDATE_POD_SCALE_DOWN
             ),
+            ClusterEvent::new(EventResource::TargetPod, ActionType::UPDATE_POD_SCALE_DOWN),
             ClusterEvent::new(
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_ALLOCATABLE)
@@ -858,7 +861,7 @@ fn pod_event_hint_table() {
 #[test]
 fn node_event_hint_table() {
     let events = default_plugin().events_to_register();
-    let hint = events[1].hint.as_ref().expect("has a hint");
+    let hint = events[3].hint.as_ref().expect("has a hint");
     let target = PodBuilder::new("target")
         .container(&[("cpu", "2"), ("example.com/gpu", "1")])
         .info();

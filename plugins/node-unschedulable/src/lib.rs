@@ -117,7 +117,7 @@ impl EnqueueExtensions for NodeUnschedulable {
                 node_hint,
             ),
             ClusterEventWithHint::with_hint(
-                EventResource::Pod,
+                EventResource::TargetPod,
                 ActionType::UPDATE_POD_TOLERATION,
                 toleration_hint,
             ),
@@ -227,7 +227,7 @@ mod tests {
                     EventResource::Node,
                     ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT)
                 ),
-                ClusterEvent::new(EventResource::Pod, ActionType::UPDATE_POD_TOLERATION),
+                ClusterEvent::new(EventResource::TargetPod, ActionType::UPDATE_POD_TOLERATION),
             ]
         );
     }

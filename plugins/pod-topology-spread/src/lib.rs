@@ -242,16 +242,25 @@ impl Inner {
 impl EnqueueExtensions for PodTopologySpread {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
         let pods = Arc::clone(&self.inner);
+        let target = Arc::clone(&self.inner);
         let nodes = Arc::clone(&self.inner);
         vec![
+            // v1.37 (#135905): other pods count once bound; the pod's own new tolerations
+            // matter with nodeTaintsPolicy Honor.
             ClusterEventWithHint::with_hint(
-                EventResource::Pod,
+                EventResource::AssignedPod,
                 ActionType::ADD
                     .union(ActionType::UPDATE_POD_LABEL)
-                    .union(ActionType::UPDATE_POD_TOLERATION)
                     .union(ActionType::DELETE),
                 move |pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
                     pods.pod_change_hint(pod, old, new)
+                },
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::TargetPod,
+                ActionType::UPDATE_POD_TOLERATION,
+                move |pod: &PodInfo, old: Option<&EventObject>, new: Option<&EventObject>| {
+                    target.pod_change_hint(pod, old, new)
                 },
             ),
             ClusterEventWithHint::with_hint(

@@ -919,7 +919,9 @@ fn registers_pod_and_node_events() {
     assert_eq!(
         labels,
         [
-            "PodAdd|Delete|UpdatePodLabel|UpdatePodToleration",
+            // v1.37 (#135905): bound pods, and the pod's own tolerations.
+            "AssignedPodAdd|Delete|UpdatePodLabel",
+            "TargetPodUpdatePodToleration",
             "NodeAdd|Delete|UpdateNodeLabel|UpdateNodeTaint"
         ]
     );
@@ -927,7 +929,7 @@ fn registers_pod_and_node_events() {
 
 #[test]
 fn pod_hint() {
-    let hint = hint_of(&plugin().events_to_register(), EventResource::Pod);
+    let hint = hint_of(&plugin().events_to_register(), EventResource::AssignedPod);
     let pod = PodBuilder::new("p")
         .label("app", "foo")
         .spread_constraint_full(api::TopologySpreadConstraint {

@@ -68,7 +68,7 @@ fn after_gates_eliminated(
 impl EnqueueExtensions for SchedulingGates {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
         vec![ClusterEventWithHint::with_hint(
-            EventResource::Pod,
+            EventResource::TargetPod,
             ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
             after_gates_eliminated,
         )]
@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(
             events[0].event.label(),
-            "PodUpdatePodSchedulingGatesEliminated"
+            "TargetPodUpdatePodSchedulingGatesEliminated"
         );
         let hint = events[0].hint.as_ref().expect("hint");
         let pod = PodBuilder::new("p").scheduling_gate("g").info();

@@ -239,7 +239,7 @@ impl EnqueueExtensions for TaintToleration {
                 move |pod, old, new| after_node_change(comparisons, pod, old, new),
             ),
             ClusterEventWithHint::with_hint(
-                EventResource::Pod,
+                EventResource::TargetPod,
                 ActionType::UPDATE_POD_TOLERATION,
                 after_pod_toleration_change,
             ),
@@ -545,7 +545,7 @@ mod tests {
         let events: Vec<_> = hints().iter().map(|e| e.event.label()).collect();
         assert_eq!(
             events,
-            ["NodeAdd|UpdateNodeTaint", "PodUpdatePodToleration"]
+            ["NodeAdd|UpdateNodeTaint", "TargetPodUpdatePodToleration"]
         );
         assert!(hints().iter().all(|e| e.hint.is_some()));
     }

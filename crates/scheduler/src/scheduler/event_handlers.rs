@@ -121,16 +121,21 @@ impl Scheduler {
         } else if self.responsible_for(&info) {
             self.queue.add(info.clone());
         }
-        if group_member {
-            // A new member may complete its group: the pods GangScheduling holds hear of it
-            // (upstream's UnscheduledPod/Add and AssignedPod/Add events).
-            let resource = if assigned {
-                EventResource::AssignedPod
-            } else {
-                EventResource::UnscheduledPod
-            };
+        if !assigned && self.responsible_for(&info) {
+            // v1.37 (#135905): a new unscheduled pod is an UnscheduledPod/Add event for the
+            // pods in unschedulablePods (it may complete a gang); only plugins registered
+            // for UnscheduledPod (or the broad Pod) hear it, and never the pod itself.
+            self.queue.move_all_to_active_or_backoff_except(
+                ClusterEvent::new(EventResource::UnscheduledPod, ActionType::ADD),
+                None,
+                Some(&EventObject::Pod(info.clone())),
+                &info.uid,
+            );
+        } else if group_member {
+            // A new bound member may complete its group: the pods GangScheduling holds
+            // hear of it (upstream's AssignedPod/Add).
             self.queue.move_all_to_active_or_backoff(
-                ClusterEvent::new(resource, ActionType::ADD),
+                ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD),
                 None,
                 Some(&EventObject::Pod(info)),
             );
