@@ -146,6 +146,15 @@ pub struct PlacementProgress {
     pub scheduled: usize,
 }
 
+/// How many members of a pod's group are scheduled, the pod itself included, when the
+/// pod reaches Permit (upstream's `PodGroupState.ScheduledPodsCount()`: members bound, or
+/// assumed in this or an earlier cycle). The pod-group cycle writes it into each placed
+/// member's [`CycleState`] before that member's Permit, counting the members placed
+/// before it in the cycle as upstream's cycle, which assumes and permits them one by one,
+/// does; GangScheduling's Permit reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodGroupScheduledCount(pub usize);
+
 /// State of one placement of a group cycle (upstream's placement cycle state): plugins keep
 /// what they learn while the members of one placement are evaluated. A new one per
 /// placement; kubesched evaluates one implicit placement (all nodes) per cycle.

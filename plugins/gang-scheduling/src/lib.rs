@@ -5,11 +5,15 @@
 //! PreEnqueue holds a pod until its PodGroup exists and, for a gang policy, until at least
 //! `minCount` pods of the group are known; PlacementFeasible tells the scheduler's
 //! pod-group cycle whether `minCount` is met, can still be met, or cannot be met any more
-//! (which ends the cycle with nothing of the group held). It reads PodGroups and pods and
-//! writes nothing: the cycle that places a group whole, and the PodGroup's
-//! `PodGroupInitiallyScheduled` condition, belong to the scheduler.
+//! (which ends the cycle with nothing of the group held). Permit, which v1.37 keeps beside
+//! PlacementFeasible as a last barrier before binding (upstream removed it in v1.38,
+//! #141182), holds a gang's members until `minCount` of them are scheduled and then lets
+//! them all go to binding together. It reads PodGroups and pods and writes nothing: the
+//! cycle that places a group whole, and the PodGroup's `PodGroupInitiallyScheduled`
+//! condition, belong to the scheduler.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
@@ -17,10 +21,11 @@ use kubesched_framework::events::{
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::workload::{
     PlacementCycleState, PlacementFeasiblePlugin, PlacementProgress, PodGroup, PodGroupInfo,
-    pod_group_name, scheduling_policy,
+    PodGroupScheduledCount, pod_group_name, scheduling_policy,
 };
 use kubesched_framework::{
-    Code, EnqueueExtensions, Handle, KindWrite, PluginError, PreEnqueuePlugin, Status, Store,
+    Code, CycleState, EnqueueExtensions, Handle, KindWrite, PermitPlugin, PluginError,
+    PreEnqueuePlugin, Status, Store,
 };
 
 /// The plugin's registered name.
@@ -34,6 +39,21 @@ pub const WAITING_FOR_MIN_COUNT: &str =
 /// its doubled "s").
 pub fn waiting_for_pod_group(group: &str) -> String {
     format!("waiting for pods's pod group {group:?} to appear in scheduling queue")
+}
+
+/// Permit's reason while fewer than `minCount` members of a gang are scheduled.
+pub const WAITING_FOR_MIN_COUNT_SCHEDULED: &str =
+    "waiting for minCount pods from a gang to be scheduled";
+
+/// How long a gang member waits at Permit for the rest of its gang (upstream's five
+/// minutes); the member is rejected when it runs out.
+pub const PERMIT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Permit's error when the pod's PodGroup is gone (upstream wraps its lister's NotFound).
+pub fn pod_group_lookup_failed(namespace: &str, group: &str) -> String {
+    format!(
+        "failed to get podGroup {namespace}/{group}: podgroup.scheduling.k8s.io {group:?} not found"
+    )
 }
 
 /// PlacementFeasible's reason when the group cannot reach `minCount` any more.
@@ -134,6 +154,82 @@ impl PlacementFeasiblePlugin for GangScheduling {
         } else {
             Status::success()
         }
+    }
+}
+
+impl GangScheduling {
+    /// The members of the pod's group scheduled now, the pod included, when the pod did
+    /// not come through a pod-group cycle (which counts them for it): those bound, and
+    /// those held at Permit.
+    fn scheduled_outside_group_cycle(&self, pod: &PodInfo, group: &str) -> usize {
+        let waiting = self.handle.waiting_pods();
+        let others = self
+            .handle
+            .live_pods()
+            .in_pod_group(&pod.namespace, group)
+            .iter()
+            .filter(|p| p.uid != pod.uid && !p.terminating)
+            .filter(|p| p.node_name.is_some() || waiting.get(&p.uid).is_some())
+            .count();
+        others + 1
+    }
+}
+
+impl PermitPlugin for GangScheduling {
+    fn permit(&self, state: &CycleState, pod: &PodInfo, _node_name: &str) -> (Status, Duration) {
+        let Some(group) = pod_group_name(pod) else {
+            return (Status::success(), Duration::ZERO);
+        };
+        let Some(pg) = self.groups.get(Some(&pod.namespace), group) else {
+            return (
+                Status::error(pod_group_lookup_failed(&pod.namespace, group)),
+                Duration::ZERO,
+            );
+        };
+        let Ok(policy) = scheduling_policy(&pg) else {
+            // Only a gang policy holds pods here; PreEnqueue reports a malformed one.
+            return (Status::success(), Duration::ZERO);
+        };
+        if !policy.is_gang() {
+            return (Status::success(), Duration::ZERO);
+        }
+        let scheduled = match state.read::<PodGroupScheduledCount>() {
+            Some(PodGroupScheduledCount(n)) => *n,
+            None => self.scheduled_outside_group_cycle(pod, group),
+        };
+        let members = || {
+            self.handle
+                .live_pods()
+                .in_pod_group(&pod.namespace, group)
+                .into_iter()
+                .filter(|p| p.uid != pod.uid)
+        };
+        if scheduled < policy.min_count() {
+            // The members not scheduled yet may have been waiting for this one.
+            let waiting = self.handle.waiting_pods();
+            let unscheduled: Vec<String> = members()
+                .filter(|p| p.node_name.is_none() && waiting.get(&p.uid).is_none())
+                .map(|p| p.uid.clone())
+                .collect();
+            if !unscheduled.is_empty() {
+                self.handle.activate(&unscheduled);
+            }
+            tracing::debug!(pod = %pod.key(), pod_group = group, scheduled, "quorum is not met for a gang; waiting for another pod to allow");
+            return (
+                Status::new(Code::Wait, [WAITING_FOR_MIN_COUNT_SCHEDULED]),
+                PERMIT_TIMEOUT,
+            );
+        }
+        // Quorum: this pod goes on, and so do the members waiting for it.
+        let mut allowed = 0;
+        for member in members() {
+            if let Some(waiting) = self.handle.waiting_pods().get(&member.uid) {
+                waiting.allow(NAME);
+                allowed += 1;
+            }
+        }
+        tracing::debug!(pod = %pod.key(), pod_group = group, allowed, "quorum is met for a gang; allowing the members waiting at permit");
+        (Status::success(), Duration::ZERO)
     }
 }
 

@@ -9,7 +9,7 @@ use k8s_openapi::api::scheduling::v1beta1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubesched_framework::registry;
 use kubesched_framework::workload::{SchedulingPolicy, pod_group_name};
-use kubesched_framework::{LivePods, ObjectStore};
+use kubesched_framework::{LivePods, ObjectStore, WaitingPods};
 use kubesched_testing::{PodBuilder, StatusView};
 use std::sync::Mutex;
 
@@ -34,24 +34,42 @@ impl LivePods for Pods {
     }
 }
 
+/// The UIDs the plugin asked the queue to activate, in order.
+#[derive(Default)]
+struct Activated(Mutex<Vec<String>>);
+
+impl kubesched_framework::PodActivator for Activated {
+    fn activate(&self, uids: &[String]) {
+        self.0.lock().expect("activated").extend_from_slice(uids);
+    }
+}
+
 struct Fixture {
     plugin: GangScheduling,
     groups: Arc<Store<PodGroup>>,
     pods: Arc<Pods>,
+    waiting: Arc<WaitingPods>,
+    activated: Arc<Activated>,
 }
 
 fn fixture() -> Fixture {
     let pods = Arc::new(Pods::default());
     let objects = Arc::new(ObjectStore::default());
-    let handle = Handle::builder()
+    let waiting = Arc::new(WaitingPods::default());
+    let activated = Arc::new(Activated::default());
+    let control = Handle::builder()
         .live_pods(pods.clone())
         .objects(objects.clone())
-        .build();
-    let plugin = GangScheduling::new(&handle).expect("plugin");
+        .waiting_pods(waiting.clone())
+        .build_with_control();
+    control.set_activator(activated.clone());
+    let plugin = GangScheduling::new(control.handle()).expect("plugin");
     Fixture {
         plugin,
         groups: objects.of::<PodGroup>(),
         pods,
+        waiting,
+        activated,
     }
 }
 
@@ -274,6 +292,7 @@ fn registered_with_its_points_and_kinds() {
     assert_eq!(desc.kinds[0].kind, "PodGroup");
     use kubesched_framework::Plugin;
     assert!(f.plugin.as_placement_feasible().is_some());
+    assert!(f.plugin.as_permit().is_some(), "v1.37 keeps Permit");
 }
 
 #[test]
@@ -292,4 +311,170 @@ fn pre_enqueue_snapshot() {
     .map(|p| (p.key(), StatusView::from(&f.plugin.pre_enqueue(&p))))
     .collect();
     insta::assert_yaml_snapshot!(results);
+}
+
+/// A CycleState as the pod-group cycle hands it to Permit: `scheduled` members counted.
+fn counted(scheduled: usize) -> CycleState {
+    let mut state = CycleState::new();
+    state.write(PodGroupScheduledCount(scheduled));
+    state
+}
+
+/// A Permit table row: name, PodGroup, members scheduled as the group cycle counts them
+/// (None: no count, the pod came another way), expected code and reason.
+type PermitRow = (
+    &'static str,
+    Option<PodGroup>,
+    Option<usize>,
+    Code,
+    Option<String>,
+);
+
+#[test]
+fn permit_table() {
+    let rows: [PermitRow; 6] = [
+        (
+            "group gone",
+            None,
+            Some(3),
+            Code::Error,
+            Some(pod_group_lookup_failed("default", "g")),
+        ),
+        (
+            "basic policy",
+            Some(pod_group("g", true, None)),
+            Some(1),
+            Code::Success,
+            None,
+        ),
+        (
+            "gang short of minCount",
+            Some(pod_group("g", false, Some(3))),
+            Some(2),
+            Code::Wait,
+            Some(WAITING_FOR_MIN_COUNT_SCHEDULED.into()),
+        ),
+        (
+            "gang at minCount",
+            Some(pod_group("g", false, Some(3))),
+            Some(3),
+            Code::Success,
+            None,
+        ),
+        (
+            "gang above minCount",
+            Some(pod_group("g", false, Some(3))),
+            Some(5),
+            Code::Success,
+            None,
+        ),
+        // Outside a group cycle only this pod is scheduled (nothing bound, nothing waiting).
+        (
+            "gang, no count from a group cycle",
+            Some(pod_group("g", false, Some(2))),
+            None,
+            Code::Wait,
+            Some(WAITING_FOR_MIN_COUNT_SCHEDULED.into()),
+        ),
+    ];
+    for (name, group, scheduled, code, reason) in rows {
+        let f = fixture();
+        if let Some(g) = group {
+            f.groups.upsert(g);
+        }
+        let state = scheduled.map(counted).unwrap_or_default();
+        let (status, wait) = f.plugin.permit(&state, &member("g-0", "g"), "node-1");
+        assert_eq!(status.code(), code, "{name}: {status:?}");
+        match reason {
+            Some(r) => assert_eq!(status.reasons(), [r], "{name}"),
+            None => assert!(status.reasons().is_empty(), "{name}"),
+        }
+        let want = if code == Code::Wait {
+            PERMIT_TIMEOUT
+        } else {
+            Duration::ZERO
+        };
+        assert_eq!(wait, want, "{name}");
+    }
+    // A pod of no group is none of the plugin's business.
+    let f = fixture();
+    let (status, _) = f.plugin.permit(
+        &CycleState::new(),
+        &PodBuilder::new("solo").info(),
+        "node-1",
+    );
+    assert!(status.is_success());
+}
+
+#[test]
+fn permit_holds_a_gang_until_min_count_then_lets_all_go() {
+    let f = fixture();
+    f.groups.upsert(pod_group("g", false, Some(3)));
+    f.add_pods("g", 4);
+    let pods: Vec<Arc<PodInfo>> = f.pods.0.lock().expect("pods").clone();
+    // The first two members wait, as the framework registers a pod whose Permit said Wait;
+    // each asks the queue for the members not scheduled yet.
+    for (i, pod) in pods.iter().take(2).enumerate() {
+        let (status, _) = f.plugin.permit(&counted(i + 1), pod, "node-1");
+        assert_eq!(status.code(), Code::Wait, "member {i}");
+        f.waiting
+            .add(pod.clone(), [(NAME.to_string(), PERMIT_TIMEOUT)].into());
+    }
+    assert_eq!(
+        *f.activated.0.lock().expect("activated"),
+        ["g-1", "g-2", "g-3", "g-2", "g-3"]
+    );
+    // The third reaches minCount: it goes on and so do the two waiting.
+    let (status, _) = f.plugin.permit(&counted(3), &pods[2], "node-1");
+    assert!(status.is_success(), "{status:?}");
+    for pod in &pods[..2] {
+        let waiting = f.waiting.get(&pod.uid).expect("still registered");
+        assert!(!waiting.is_waiting(), "{} allowed", pod.name);
+    }
+}
+
+#[test]
+fn permit_outside_a_group_cycle_counts_bound_and_waiting_members() {
+    let f = fixture();
+    f.groups.upsert(pod_group("g", false, Some(3)));
+    {
+        let mut pods = f.pods.0.lock().expect("pods");
+        pods.push(
+            PodBuilder::new("g-bound")
+                .pod_group("g")
+                .node("node-2")
+                .info(),
+        );
+        pods.push(member("g-waiting", "g"));
+        pods.push(member("g-pending", "g"));
+    }
+    let (status, _) = f
+        .plugin
+        .permit(&CycleState::new(), &member("g-late", "g"), "node-1");
+    assert_eq!(status.code(), Code::Wait, "one bound and this pod: 2 of 3");
+    f.waiting.add(
+        member("g-waiting", "g"),
+        [(NAME.to_string(), PERMIT_TIMEOUT)].into(),
+    );
+    let (status, _) = f
+        .plugin
+        .permit(&CycleState::new(), &member("g-late", "g"), "node-1");
+    assert!(
+        status.is_success(),
+        "bound, waiting and this pod: {status:?}"
+    );
+    assert!(!f.waiting.get("g-waiting").expect("registered").is_waiting());
+}
+
+#[test]
+fn permit_words() {
+    assert_eq!(
+        pod_group_lookup_failed("ml", "train"),
+        r#"failed to get podGroup ml/train: podgroup.scheduling.k8s.io "train" not found"#
+    );
+    assert_eq!(
+        WAITING_FOR_MIN_COUNT_SCHEDULED,
+        "waiting for minCount pods from a gang to be scheduled"
+    );
+    assert_eq!(PERMIT_TIMEOUT, Duration::from_secs(300));
 }

@@ -239,3 +239,32 @@ fn a_gang_that_did_not_fit_is_placed_whole_once_a_node_is_added() {
     let group = &report.pod_groups[0];
     assert!(group.placed && group.scheduled == 4, "{group:?}");
 }
+
+#[test]
+fn gang_members_wait_at_permit_until_min_count_is_scheduled() {
+    // v1.37's GangScheduling keeps Permit beside PlacementFeasible: of a gang of three
+    // placed in one cycle, the first two wait at Permit and the third lets them go.
+    let input = format!("{NODES}{}{}", pod_group("train", 3), members("train", 3));
+    let gates = FeatureGates::parse(["GenericWorkload=true"]).expect("gates");
+    let loaded = default_config_with_gates(&gates);
+    let (report, metrics) = with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(manifests_of(&input), "input.yaml");
+        sim.settle().await;
+        (sim.report(), sim.scheduler().metrics().encode())
+    });
+    for i in 0..3 {
+        assert_eq!(
+            outcome(&report, &format!("train-{i}")).0,
+            PodState::Scheduled
+        );
+    }
+    let waits: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("scheduler_permit_wait_duration_seconds_count"))
+        .collect();
+    assert_eq!(
+        waits,
+        [r#"scheduler_permit_wait_duration_seconds_count{result="Success"} 2"#],
+        "{metrics}"
+    );
+}

@@ -17,8 +17,8 @@ use std::time::Instant;
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::workload::{
     POD_GROUP_INITIALLY_SCHEDULED, PlacementCycleState, PlacementProgress, PodGroup, PodGroupInfo,
-    REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, pod_group_name,
-    scheduling_policy,
+    PodGroupScheduledCount, REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
+    pod_group_name, scheduling_policy,
 };
 use kubesched_framework::{Code, CycleState, Framework, QueuedPodInfo, Status};
 
@@ -343,15 +343,20 @@ impl Scheduler {
             placed: status.is_success(),
             message: (!status.is_success()).then(|| status.message()),
         };
+        // Members scheduled so far, as each placed member's Permit is told: the ones placed
+        // before this cycle, then one more per member placed in it, in the order placed.
+        let mut scheduled = already;
         for (qpi, result) in members.into_iter().zip(results) {
             let key = qpi.pod_info.key();
             match result {
                 Member::Placed {
-                    state,
+                    mut state,
                     assumed,
                     host,
                 } if status.is_success() => {
                     outcome.members.push((key, Some(host.clone())));
+                    scheduled += 1;
+                    state.write(PodGroupScheduledCount(scheduled));
                     self.permit_and_bind(fw.clone(), state, qpi, assumed, host, start, pod_cycle);
                 }
                 Member::Failed {
