@@ -23,8 +23,8 @@ use std::path::Path;
 pub use error::{ConfigError, FieldError};
 pub use kubesched_framework::{FeatureGates, PluginRef, ProfileSpec};
 pub use plugins::{
-    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, PLUGIN_FEATURES, REMOVED_PLUGINS, UPSTREAM_PLUGINS,
-    default_multi_point,
+    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, NODE_RESOURCES_FIT, PLUGIN_FEATURES,
+    REMOVED_PLUGINS, UPSTREAM_PLUGINS, default_multi_point,
 };
 pub use types::*;
 
@@ -170,11 +170,19 @@ fn resolve(
         only.scheduler_name = DEFAULT_SCHEDULER_NAME.to_string();
     }
     let (defaults, absent) = plugins::default_multi_point(gates);
+    // The extenders' ignoredByScheduler resources go into NodeResourcesFit's args before
+    // they are decoded, so the one decode sees them.
+    let ignored: Vec<String> = cfg
+        .extenders
+        .iter()
+        .flat_map(|e| &e.managed_resources)
+        .filter(|r| r.ignored_by_scheduler)
+        .map(|r| r.name.clone())
+        .collect();
     let mut resolved_profiles = Vec::with_capacity(cfg.profiles.len());
     let mut specs = Vec::with_capacity(cfg.profiles.len());
     for (i, profile) in cfg.profiles.iter().enumerate() {
-        plugins::check_user_plugins(i, profile, &mut problems);
-        let r = plugins::resolve_profile(i, profile, &defaults, &mut problems);
+        let r = plugins::resolve_profile(i, profile, &defaults, &ignored, &mut problems);
         resolved_profiles.push(r.profile);
         specs.push(r.spec);
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use kubesched_framework::registry;
+use kubesched_framework::registry::{self, DecodedArgs, SourcedArgs};
 use kubesched_framework::{
     ExtensionPoint, Feature, FeatureGates, PluginRef, PointSet, ProfileSpec,
 };
@@ -114,12 +114,16 @@ pub const MAX_WEIGHT: i32 = 100;
 fn points_of(name: &str, sourced: &Sourced) -> Option<PointSet> {
     registry::find(name)
         .map(|d| d.extension_points())
-        .or_else(|| sourced.get(name).and_then(|p| p.as_ref().ok().copied()))
+        .or_else(|| {
+            sourced
+                .get(name)
+                .and_then(|p| p.as_ref().ok().map(|s| s.points))
+        })
 }
 
 /// Plugins of a profile that a [`registry::PluginSource`] builds under their configured name,
-/// with the points each implements or why its args are refused.
-type Sourced = BTreeMap<String, Result<PointSet, String>>;
+/// with their args as the source decoded them (once, here) or why they are refused.
+type Sourced = BTreeMap<String, Result<SourcedArgs, String>>;
 
 /// The profile's `pluginConfig` entries whose name is not registered and whose args a plugin
 /// source claims (a WebAssembly guest named by its `guestURL`, with `plugin-wasm`).
@@ -133,7 +137,7 @@ fn sourced(profile: &Profile) -> Sourced {
             let source = registry::source_for(Some(args))?;
             Some((
                 pc.name.clone(),
-                (source.points)(args).map_err(|e| e.message),
+                (source.decode)(args).map_err(|e| e.message),
             ))
         })
         .collect()
@@ -270,8 +274,12 @@ pub(crate) struct ResolvedProfile {
 
 /// Checks the plugin names and weights the user wrote in profile `index`, before defaults are
 /// merged in, so each problem names the user's own entry.
-pub(crate) fn check_user_plugins(index: usize, profile: &Profile, problems: &mut Vec<FieldError>) {
-    let sourced = sourced(profile);
+fn check_user_plugins(
+    index: usize,
+    profile: &Profile,
+    sourced: &Sourced,
+    problems: &mut Vec<FieldError>,
+) {
     if let Some(plugins) = &profile.plugins {
         for key in SetKey::all() {
             let set = plugins.set(key);
@@ -401,14 +409,21 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Merges profile `index`'s plugins with the defaults, defaults and decodes its plugin args,
-/// and expands multiPoint. Problems are appended to `problems`.
+/// Checks the user's plugins of profile `index` ([`check_user_plugins`]), merges them with
+/// the defaults, decodes its plugin args (each once: the typed values go to the framework,
+/// their effective forms to the printed configuration), and expands multiPoint. `ignored`
+/// are the extenders' `ignoredByScheduler` resources, which replace NodeResourcesFit's
+/// `ignoredResources` (upstream does this when it builds its extenders). Problems are
+/// appended to `problems`.
 pub(crate) fn resolve_profile(
     index: usize,
     profile: &Profile,
     defaults: &PluginSet,
+    ignored: &[String],
     problems: &mut Vec<FieldError>,
 ) -> ResolvedProfile {
+    let sourced = sourced(profile);
+    check_user_plugins(index, profile, &sourced, problems);
     let custom = profile.plugins.clone().unwrap_or_default();
     let mut merged: BTreeMap<SetKey, MergedSet> = BTreeMap::new();
     let empty = PluginSet::default();
@@ -427,9 +442,16 @@ pub(crate) fn resolve_profile(
         }
     }
 
-    let sourced = sourced(profile);
-    let (plugin_config, plugin_args) =
-        resolve_plugin_config(index, profile, &plugins, &sourced, problems);
+    let (plugin_config, plugin_args) = resolve_plugin_config(
+        &Resolving {
+            index,
+            profile,
+            plugins: &plugins,
+            sourced: &sourced,
+            ignored,
+        },
+        problems,
+    );
     let points = expand(index, &merged, &sourced, problems);
 
     let resolved = Profile {
@@ -450,19 +472,62 @@ pub(crate) fn resolve_profile(
     }
 }
 
-/// Decodes every pluginConfig entry with its plugin's codec (reporting bad args with their
-/// path), replaces the args by their effective form, and appends the default args of every
-/// enabled plugin that takes args and has no entry, as upstream's defaulting does. Returns the
-/// defaulted list and the args per plugin for the framework.
-fn resolve_plugin_config(
+/// The plugin whose args get the extenders' `ignoredByScheduler` resources.
+pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
+
+/// What [`resolve_plugin_config`] works from.
+struct Resolving<'a> {
     index: usize,
-    profile: &Profile,
-    plugins: &Plugins,
-    sourced: &Sourced,
+    profile: &'a Profile,
+    plugins: &'a Plugins,
+    sourced: &'a Sourced,
+    ignored: &'a [String],
+}
+
+impl Resolving<'_> {
+    /// `profile "<name>"` for messages (`profiles[i]` when the profile has no name).
+    fn profile_name(&self) -> String {
+        if self.profile.scheduler_name.is_empty() {
+            format!("profiles[{}]", self.index)
+        } else {
+            format!("profile {:?}", self.profile.scheduler_name)
+        }
+    }
+
+    /// The raw args `name` is decoded from: as written, with the extenders' ignored
+    /// resources in place of NodeResourcesFit's `ignoredResources`.
+    fn raw_args<'v>(
+        &self,
+        name: &str,
+        written: Option<&'v serde_json::Value>,
+    ) -> Option<std::borrow::Cow<'v, serde_json::Value>> {
+        if name != NODE_RESOURCES_FIT || self.ignored.is_empty() {
+            return written.map(std::borrow::Cow::Borrowed);
+        }
+        let mut args = match written {
+            Some(serde_json::Value::Object(m)) => m.clone(),
+            // Anything else is refused by the decoder; leave it as written.
+            Some(other) if !other.is_null() => return written.map(std::borrow::Cow::Borrowed),
+            _ => serde_json::Map::new(),
+        };
+        args.insert("ignoredResources".into(), serde_json::json!(self.ignored));
+        Some(std::borrow::Cow::Owned(serde_json::Value::Object(args)))
+    }
+}
+
+/// Decodes every pluginConfig entry with its plugin's codec, once (reporting bad args with
+/// their path, the profile and the plugin), replaces the args by their effective form, and
+/// appends the default args of every enabled plugin that takes args and has no entry, as
+/// upstream's defaulting does. Returns the defaulted list and the decoded args per plugin
+/// for the framework.
+fn resolve_plugin_config(
+    r: &Resolving<'_>,
     problems: &mut Vec<FieldError>,
-) -> (Vec<PluginConfig>, BTreeMap<String, serde_json::Value>) {
+) -> (Vec<PluginConfig>, BTreeMap<String, DecodedArgs>) {
+    let (index, profile) = (r.index, r.profile);
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(profile.plugin_config.len());
+    let mut decoded_args = BTreeMap::new();
     for (j, pc) in profile.plugin_config.iter().enumerate() {
         let path = format!("profiles[{index}].pluginConfig[{j}]");
         if !seen.insert(pc.name.clone()) {
@@ -472,9 +537,15 @@ fn resolve_plugin_config(
             ));
             continue;
         }
-        if let Some(points) = sourced.get(&pc.name) {
-            if let Err(msg) = points {
-                problems.push(FieldError::new(format!("{path}.args"), msg.clone()));
+        if let Some(sourced) = r.sourced.get(&pc.name) {
+            match sourced {
+                Ok(s) => {
+                    decoded_args.insert(pc.name.clone(), s.args.clone());
+                }
+                Err(msg) => problems.push(FieldError::new(
+                    format!("{path}.args"),
+                    format!("plugin {:?} of {}: {msg}", pc.name, r.profile_name()),
+                )),
             }
             out.push(pc.clone());
             continue;
@@ -487,20 +558,30 @@ fn resolve_plugin_config(
         let Some(desc) = registry::find(&pc.name) else {
             continue;
         };
-        match (desc.args.decode)(pc.args.as_ref()) {
+        let raw = r.raw_args(&pc.name, pc.args.as_ref());
+        match (desc.args.decode)(raw.as_deref()) {
             Ok(decoded) => {
                 out.push(PluginConfig {
                     name: pc.name.clone(),
-                    args: decoded.effective.or_else(|| pc.args.clone()),
+                    args: decoded.effective.clone().or_else(|| pc.args.clone()),
                 });
+                decoded_args.insert(pc.name.clone(), decoded);
             }
             Err(e) => {
-                problems.push(FieldError::new(format!("{path}.args"), e.message));
+                problems.push(FieldError::new(
+                    format!("{path}.args"),
+                    format!(
+                        "plugin {:?} of {}: {}",
+                        pc.name,
+                        r.profile_name(),
+                        e.message
+                    ),
+                ));
                 out.push(pc.clone());
             }
         }
     }
-    for name in plugins.enabled_names() {
+    for name in r.plugins.enabled_names() {
         if seen.contains(&name) {
             continue;
         }
@@ -510,29 +591,37 @@ fn resolve_plugin_config(
         if desc.args.kind.is_none() {
             continue;
         }
-        match (desc.args.decode)(None) {
+        match (desc.args.decode)(r.raw_args(&name, None).as_deref()) {
             Ok(decoded) => {
-                if let Some(effective) = decoded.effective {
+                if let Some(effective) = &decoded.effective {
                     out.push(PluginConfig {
-                        name,
-                        args: Some(effective),
+                        name: name.clone(),
+                        args: Some(effective.clone()),
                     });
                 }
+                decoded_args.insert(name, decoded);
             }
             Err(e) => problems.push(FieldError::new(
                 format!("profiles[{index}].pluginConfig"),
-                format!("the default args of plugin {name:?} do not decode: {e}"),
+                format!(
+                    "the default args of plugin {name:?} of {} do not decode: {e}",
+                    r.profile_name()
+                ),
             )),
         }
     }
-    // The framework gets the args as the defaulted configuration holds them, so a config
-    // and its `config defaults`-style dump resolve to the same profile.
-    let args = out
-        .iter()
-        .filter(|pc| registry::find(&pc.name).is_some() || sourced.contains_key(&pc.name))
-        .filter_map(|pc| pc.args.clone().map(|a| (pc.name.clone(), a)))
-        .collect();
-    (out, args)
+    if !r.ignored.is_empty() && !out.iter().any(|pc| pc.name == NODE_RESOURCES_FIT) {
+        // Upstream refuses to start such a profile (scheduler.New); here it is refused
+        // when the file is read.
+        problems.push(FieldError::new(
+            format!("profiles[{index}].pluginConfig"),
+            format!(
+                "can't find NodeResourcesFitArgs in plugin config: the extenders mark {} ignoredByScheduler, which only NodeResourcesFit can ignore",
+                r.ignored.join(", ")
+            ),
+        ));
+    }
+    (out, decoded_args)
 }
 
 /// Upstream's `expandMultiPointPlugins`, per configurable point: the point's own enabled list

@@ -44,7 +44,15 @@ pub struct ArgsError {
     pub message: String,
 }
 
-/// Decoded args, ready for the factory, with their effective JSON form (defaults filled in).
+/// A plugin's args, decoded once and carried typed to its factory.
+///
+/// The config crate decodes every `pluginConfig` entry (and the defaults of every enabled
+/// plugin that takes args) with the plugin's [`ArgsCodec`] when the file is loaded; the
+/// [`ProfileSpec`](crate::ProfileSpec) carries the result, and the framework hands it to the
+/// factory as it is: no second decode, no `serde_json::Value` on the way. The typed value is
+/// type-erased here (each plugin's codec knows its type, [`get`](Self::get) recovers it);
+/// `effective` is its JSON form with the defaults filled in, what `config defaults` and
+/// `/configz` print.
 #[derive(Clone)]
 pub struct DecodedArgs {
     value: Option<Arc<dyn Any + Send + Sync>>,
@@ -60,12 +68,30 @@ impl std::fmt::Debug for DecodedArgs {
     }
 }
 
+/// Two decoded args are equal when their effective forms are: decoding is a function of
+/// that form, so equal forms mean equal values.
+impl PartialEq for DecodedArgs {
+    fn eq(&self, other: &Self) -> bool {
+        self.effective == other.effective && self.value.is_some() == other.value.is_some()
+    }
+}
+
 impl DecodedArgs {
     /// No args.
     pub fn none() -> Self {
         Self {
             value: None,
             effective: None,
+        }
+    }
+
+    /// Args a decoder made: the typed `value` and the JSON form it shows for it (a
+    /// [`PluginSource`]'s decoder uses this; registered plugins get theirs from
+    /// [`ArgsCodec::of`]).
+    pub fn new<T: Any + Send + Sync>(value: T, effective: Option<serde_json::Value>) -> Self {
+        Self {
+            value: Some(Arc::new(value)),
+            effective,
         }
     }
 
@@ -130,8 +156,24 @@ fn decode_typed<T: PluginArgs>(
     value: Option<&serde_json::Value>,
 ) -> Result<DecodedArgs, ArgsError> {
     let v = strip_type_meta(value);
-    let args: T = serde_json::from_value(v).map_err(|e| ArgsError {
-        message: format!("decoding {}: {e}", T::KIND),
+    let args: T = serde_path_to_error::deserialize(v).map_err(|e| {
+        // The field where decoding stopped, when it is below the top (`scoringStrategy.type`);
+        // for an unknown field, the object holding it (serde names the field itself).
+        let mut path = e.path().to_string();
+        if e.inner().to_string().starts_with("unknown field") {
+            path = path
+                .rsplit_once('.')
+                .map_or("", |(parent, _)| parent)
+                .to_string();
+        }
+        let at = if path == "." || path.is_empty() {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        ArgsError {
+            message: format!("decoding {}: {at}{}", T::KIND, e.inner()),
+        }
     })?;
     args.validate().map_err(|e| ArgsError {
         message: format!("invalid {}: {e}", T::KIND),
@@ -320,25 +362,40 @@ pub fn check_unique() -> Result<(), crate::PluginError> {
 /// whose `pluginConfig` args the source [`claims`](Self::claims), gets the source's plugin
 /// under that name; any other unknown name stays an error. Registered with
 /// [`register_plugin_source!`](crate::register_plugin_source).
+///
+/// Its args follow the registered plugins' rule: [`decode`](Self::decode) runs once, when
+/// the configuration is loaded, and [`build`](Self::build) gets what it returned.
 #[derive(Clone, Copy)]
 pub struct PluginSource {
     /// What the source builds, for messages (e.g. `wasm`).
     pub kind: &'static str,
     /// Whether args of a `pluginConfig` entry are meant for this source (e.g. they carry a
-    /// `guestURL`).
+    /// `guestURL`). A look at the keys, not a decode.
     pub claims: fn(&serde_json::Value) -> bool,
-    /// The extension points the plugin built from these args will implement.
-    pub points: fn(&serde_json::Value) -> Result<PointSet, ArgsError>,
-    /// Builds the plugin named `name` from its args.
+    /// Decodes the args of one configured plugin: the typed value [`build`](Self::build)
+    /// gets, and the extension points the plugin built from it will implement.
+    pub decode: fn(&serde_json::Value) -> Result<SourcedArgs, ArgsError>,
+    /// Builds the plugin named `name` from its decoded args.
     pub build: SourceFactory,
     /// The crate that registered it.
     pub crate_name: &'static str,
 }
 
-/// Builds a plugin of a [`PluginSource`] under the configured name, from its args.
+/// What a [`PluginSource`] decoded from one plugin's args.
+#[derive(Debug, Clone)]
+pub struct SourcedArgs {
+    /// The typed args (make them with [`DecodedArgs::new`]), handed to the source's
+    /// `build`.
+    pub args: DecodedArgs,
+    /// The extension points the plugin built from these args implements.
+    pub points: PointSet,
+}
+
+/// Builds a plugin of a [`PluginSource`] under the configured name, from the args its
+/// `decode` returned.
 pub type SourceFactory = fn(
     name: &str,
-    args: &serde_json::Value,
+    args: &DecodedArgs,
     handle: &Handle,
 ) -> Result<Arc<dyn Plugin>, crate::PluginError>;
 
@@ -370,18 +427,46 @@ pub fn source_for(args: Option<&serde_json::Value>) -> Option<&'static PluginSou
 }
 
 /// Registers a [`PluginSource`] at link time (once per source crate, at its top level).
+///
+/// ```ignore
+/// kubesched_framework::register_plugin_source! {
+///     kind: "wasm",
+///     claims: claims,   // fn(&serde_json::Value) -> bool
+///     decode: decode,   // fn(&serde_json::Value) -> Result<SourcedArgs, ArgsError>
+///     build: build,     // fn(&str, &DecodedArgs, &Handle) -> Result<Arc<dyn Plugin>, PluginError>
+/// }
+/// ```
+///
+/// The form of earlier versions (`points:`, a build from raw JSON) is refused with a
+/// pointer to this one:
+///
+/// ```compile_fail
+/// kubesched_framework::register_plugin_source! {
+///     kind: "old",
+///     claims: |_: &serde_json::Value| true,
+///     points: |_: &serde_json::Value| Ok(kubesched_framework::PointSet::EMPTY),
+///     build: |_: &str, _: &serde_json::Value, _: &kubesched_framework::Handle| unreachable!(),
+/// }
+/// ```
 #[macro_export]
 macro_rules! register_plugin_source {
-    (kind: $kind:expr, claims: $claims:expr, points: $points:expr, build: $build:expr $(,)?) => {
+    (kind: $kind:expr, claims: $claims:expr, decode: $decode:expr, build: $build:expr $(,)?) => {
         $crate::__kubesched_submit_source! {
             $crate::registry::PluginSource {
                 kind: $kind,
                 claims: $claims,
-                points: $points,
+                decode: $decode,
                 build: $build,
                 crate_name: env!("CARGO_PKG_NAME"),
             }
         }
+    };
+    (kind: $kind:expr, claims: $claims:expr, points: $($rest:tt)*) => {
+        ::std::compile_error!(
+            "register_plugin_source!: `points:` is gone; write `decode:` (fn(&serde_json::Value) -> \
+             Result<SourcedArgs, ArgsError>: the typed args, decoded once when the configuration \
+             is loaded, and their points) and make `build` take `&DecodedArgs`"
+        );
     };
 }
 

@@ -75,15 +75,17 @@ impl PluginRef {
 }
 
 /// A profile fully resolved from configuration: the ordered enabled plugins of each point
-/// (multiPoint already expanded) and each plugin's raw args. The config crate builds it.
+/// (multiPoint already expanded) and each plugin's args, decoded once (with its codec's
+/// defaults and validation) when the configuration was loaded. The config crate builds it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProfileSpec {
     /// `schedulerName`.
     pub scheduler_name: String,
     /// Enabled plugins per extension point, in order.
     pub plugins: BTreeMap<ExtensionPoint, Vec<PluginRef>>,
-    /// Raw args per plugin name.
-    pub plugin_args: BTreeMap<String, serde_json::Value>,
+    /// Decoded args per plugin name, handed to each factory as they are. A plugin that
+    /// takes args and has no entry (a spec written by hand, in tests) gets its defaults.
+    pub plugin_args: BTreeMap<String, DecodedArgs>,
     /// The profile's percentageOfNodesToScore, overriding the global one.
     pub percentage_of_nodes_to_score: Option<i32>,
 }
@@ -310,28 +312,40 @@ impl Framework {
         let mut instances = BTreeMap::new();
         let mut effective_args = BTreeMap::new();
         for name in spec.plugin_names() {
-            let raw_args = spec.plugin_args.get(&name);
-            if let (None, Some(source)) = (registry::find(&name), registry::source_for(raw_args)) {
-                // A plugin built under a configured name (e.g. a WebAssembly guest).
-                let args = raw_args.cloned().unwrap_or_default();
-                let plugin = (source.build)(&name, &args, &handle)
+            let args = spec.plugin_args.get(&name);
+            let Some(desc) = registry::find(&name) else {
+                // A plugin built under a configured name (e.g. a WebAssembly guest): the
+                // source that decoded its args when the configuration was loaded builds it.
+                let source = args.and_then(|a| registry::source_for(a.effective.as_ref()));
+                let (Some(args), Some(source)) = (args, source) else {
+                    return Err(PluginError(format!(
+                        "plugin {name:?} is not compiled into this binary (enable the Cargo feature `{}` of kubesched)",
+                        registry::feature_for(&name)
+                    )));
+                };
+                let plugin = (source.build)(&name, args, &handle)
                     .map_err(|e| PluginError(format!("building plugin {name}: {e}")))?;
-                effective_args.insert(name.clone(), args);
+                if let Some(eff) = &args.effective {
+                    effective_args.insert(name.clone(), eff.clone());
+                }
                 instances.insert(name, plugin);
                 continue;
-            }
-            let desc = registry::find(&name).ok_or_else(|| {
-                PluginError(format!(
-                    "plugin {name:?} is not compiled into this binary (enable the Cargo feature `{}` of kubesched)",
-                    registry::feature_for(&name)
-                ))
-            })?;
-            let args: DecodedArgs = (desc.args.decode)(spec.plugin_args.get(&name))
-                .map_err(|e| PluginError(format!("plugin {name}: {e}")))?;
+            };
+            let defaults;
+            let args: &DecodedArgs = match args {
+                Some(args) => args,
+                None => {
+                    // Not decoded by the config crate (a spec written by hand): the
+                    // plugin's defaults, decoded here, once.
+                    defaults = (desc.args.decode)(None)
+                        .map_err(|e| PluginError(format!("plugin {name}: {e}")))?;
+                    &defaults
+                }
+            };
             if let Some(eff) = &args.effective {
                 effective_args.insert(name.clone(), eff.clone());
             }
-            let plugin = (desc.factory)(&args, &handle)
+            let plugin = (desc.factory)(args, &handle)
                 .map_err(|e| PluginError(format!("building plugin {name}: {e}")))?;
             check_declaration(desc, plugin.as_ref())?;
             instances.insert(name, plugin);

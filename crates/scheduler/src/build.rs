@@ -11,7 +11,7 @@ use kubesched_framework::{ClusterClient, Framework, Handle, Nominator, ObjectSto
 use kubesched_queue::{QueueConfig, SchedulingQueue};
 
 use crate::compiled_pods::CompiledPods;
-use crate::extender::{apply_ignored_resources, build_extenders};
+use crate::extender::build_extenders;
 use crate::metrics::SchedulerMetrics;
 use crate::{Scheduler, SchedulerOptions};
 
@@ -52,11 +52,7 @@ pub fn build_scheduler(
         profile: String::new(),
         message,
     })?;
-    let mut specs = loaded.profiles.clone();
-    apply_ignored_resources(&cfg.extenders, &mut specs).map_err(|message| BuildError {
-        profile: String::new(),
-        message,
-    })?;
+    let specs = &loaded.profiles;
     let metrics = Arc::new(SchedulerMetrics::new());
     let nominator = Arc::new(Nominator::new());
     let compiled_pods = Arc::new(CompiledPods::default());
@@ -80,7 +76,7 @@ pub fn build_scheduler(
         .plugin_metrics(metrics.plugin_metrics().clone())
         .build_with_control();
     let mut profiles = BTreeMap::new();
-    for spec in &specs {
+    for spec in specs {
         let fw = Framework::with_metrics(spec.clone(), handle.handle().clone(), metrics.clone())
             .map_err(|e| BuildError {
                 profile: spec.scheduler_name.clone(),

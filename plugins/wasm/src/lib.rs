@@ -122,34 +122,81 @@ fn claims(args: &serde_json::Value) -> bool {
     args.get("guestURL").is_some()
 }
 
-fn points(
-    args: &serde_json::Value,
-) -> Result<kubesched_framework::PointSet, kubesched_framework::registry::ArgsError> {
+/// Decodes a guest's args once, when the configuration is loaded: the typed args `build`
+/// gets (shown as written), and the points the guest's exports implement.
+fn decode(
+    raw: &serde_json::Value,
+) -> Result<kubesched_framework::registry::SourcedArgs, kubesched_framework::registry::ArgsError> {
     let to_err = |e: LoadError| kubesched_framework::registry::ArgsError {
         message: e.to_string(),
     };
-    let args = WasmArgs::from_json(args).map_err(to_err)?;
+    let args = WasmArgs::from_json(raw).map_err(to_err)?;
     let guest = load::load(&args).map_err(to_err)?;
-    Ok(guest.interfaces.points())
+    Ok(kubesched_framework::registry::SourcedArgs {
+        points: guest.interfaces.points(),
+        args: kubesched_framework::registry::DecodedArgs::new(args, Some(raw.clone())),
+    })
 }
 
 fn build(
     name: &str,
-    args: &serde_json::Value,
+    args: &kubesched_framework::registry::DecodedArgs,
     handle: &kubesched_framework::Handle,
 ) -> Result<std::sync::Arc<dyn kubesched_framework::Plugin>, kubesched_framework::PluginError> {
-    let to_err = |e: LoadError| kubesched_framework::PluginError(e.to_string());
-    let args = WasmArgs::from_json(args).map_err(to_err)?;
-    let plugin = WasmPlugin::new(name, &args, handle).map_err(to_err)?;
+    let args = args.get::<WasmArgs>().ok_or_else(|| {
+        kubesched_framework::PluginError(format!("{name}: args of the wrong type"))
+    })?;
+    let plugin = WasmPlugin::new(name, args, handle)
+        .map_err(|e| kubesched_framework::PluginError(e.to_string()))?;
     Ok(std::sync::Arc::new(plugin))
 }
 
 kubesched_framework::register_plugin_source! {
     kind: SOURCE_KIND,
     claims: claims,
-    points: points,
+    decode: decode,
     build: build,
 }
 
 #[cfg(test)]
 mod tests;
+
+/// The source's hook end to end: its args decoded once into the spec, the runtime building
+/// the guest from them under the configured name.
+#[cfg(test)]
+mod source_tests {
+    use kubesched_framework::{ExtensionPoint, Framework, Handle, PluginRef, ProfileSpec};
+
+    #[test]
+    fn a_guest_is_built_from_the_args_its_source_decoded() {
+        let guest = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/wasm/no-zero-nodes.wat"
+        );
+        let raw = serde_json::json!({"guestURL": guest});
+        assert!(super::claims(&raw));
+        let sourced = super::decode(&raw).expect("the example guest decodes");
+        assert!(sourced.points.contains(ExtensionPoint::Filter));
+        assert_eq!(
+            sourced
+                .args
+                .get::<super::WasmArgs>()
+                .map(|a| a.guest_url.as_str()),
+            Some(guest)
+        );
+        let mut spec = ProfileSpec {
+            scheduler_name: "wasm".into(),
+            ..Default::default()
+        };
+        spec.plugins
+            .insert(ExtensionPoint::Filter, vec![PluginRef::new("NoZeroNodes")]);
+        spec.plugin_args.insert("NoZeroNodes".into(), sourced.args);
+        let control = Handle::builder().build_with_control();
+        let fw = Framework::new(spec, control.handle().clone()).expect("builds the guest");
+        assert_eq!(fw.effective_args()["NoZeroNodes"], raw, "shown as written");
+        let refused = super::decode(&serde_json::json!({"guestURL": ""}))
+            .expect_err("no guest")
+            .message;
+        assert_eq!(refused, "wasm: guestURL is required");
+    }
+}

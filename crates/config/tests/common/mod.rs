@@ -290,6 +290,8 @@ fn least_allocated() -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FitArgs {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_resources: Vec<String>,
     #[serde(default = "default_strategy")]
     pub scoring_strategy: ScoringStrategy,
 }
@@ -308,6 +310,7 @@ fn default_strategy() -> ScoringStrategy {
 impl Default for FitArgs {
     fn default() -> Self {
         Self {
+            ignored_resources: Vec::new(),
             scoring_strategy: default_strategy(),
         }
     }

@@ -10,7 +10,7 @@ use kubesched_config::{
 use kubesched_framework::ExtensionPoint;
 use serde_json::json;
 
-use crate::common::{HEADER, listing, load_ok};
+use crate::common::{HEADER, InterPodAffinityArgs, listing, load_ok};
 
 /// Upstream's default profile after multiPoint expansion (current upstream list: no cloud
 /// volume limit plugins, SchedulingGates and DynamicResources on, NodeDeclaredFeatures
@@ -319,9 +319,16 @@ fn plugin_args_are_defaulted_and_given_to_the_framework() {
     // The framework gets the same args the defaulted configuration shows.
     let spec = &loaded.profiles[0];
     assert_eq!(
-        spec.plugin_args.get("InterPodAffinity"),
+        spec.plugin_args
+            .get("InterPodAffinity")
+            .and_then(|a| a.effective.as_ref()),
         profile.plugin_config[0].args.as_ref()
     );
+    // ... decoded, typed, for the factory.
+    let typed = spec.plugin_args["InterPodAffinity"]
+        .get::<InterPodAffinityArgs>()
+        .expect("typed InterPodAffinityArgs");
+    assert_eq!(typed.hard_pod_affinity_weight, 5);
     assert_eq!(spec.plugin_args.len(), 3);
 }
 

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod args;
 mod defaults;
 mod multipoint;
 mod validation;

@@ -251,7 +251,7 @@ fn plugin_config() {
         - name: cpu
           weight: 0
 ",
-            "sched.yaml: profiles[0].pluginConfig[0].args: invalid NodeResourcesFitArgs: scoringStrategy.resources[0].weight: must be in the range 1..=100",
+            "sched.yaml: profiles[0].pluginConfig[0].args: plugin \"NodeResourcesFit\" of profile \"default-scheduler\": invalid NodeResourcesFitArgs: scoringStrategy.resources[0].weight: must be in the range 1..=100",
         ),
         (
             "profiles:
@@ -263,7 +263,31 @@ fn plugin_config() {
     args:
       scoringStrategie: {}
 ",
-            "sched.yaml: profiles[0].pluginConfig[1].args: decoding NodeResourcesFitArgs: unknown field `scoringStrategie`",
+            "sched.yaml: profiles[0].pluginConfig[1].args: plugin \"NodeResourcesFit\" of profile \"default-scheduler\": decoding NodeResourcesFitArgs: unknown field `scoringStrategie`",
+        ),
+        (
+            // A bad value deep inside names its field.
+            "profiles:
+- schedulerName: tight
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        resources:
+        - name: cpu
+          weight: heavy
+",
+            "sched.yaml: profiles[0].pluginConfig[0].args: plugin \"NodeResourcesFit\" of profile \"tight\": decoding NodeResourcesFitArgs: scoringStrategy.resources[0].weight: invalid type: string \"heavy\", expected i64",
+        ),
+        (
+            "profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        wrong: 1
+",
+            "sched.yaml: profiles[0].pluginConfig[0].args: plugin \"NodeResourcesFit\" of profile \"default-scheduler\": decoding NodeResourcesFitArgs: scoringStrategy: unknown field `wrong`",
         ),
         (
             "profiles:
@@ -272,7 +296,7 @@ fn plugin_config() {
     args:
       reverse: true
 ",
-            "sched.yaml: profiles[0].pluginConfig[0].args: this plugin takes no args",
+            "sched.yaml: profiles[0].pluginConfig[0].args: plugin \"PrioritySort\" of profile \"default-scheduler\": this plugin takes no args",
         ),
         (
             "profiles:

@@ -2,9 +2,9 @@
 //! POSTed to `urlPrefix/verb` with upstream's JSON ([`wire`]), within `httpTimeout`.
 //!
 //! [`build_extenders`] makes the [`Extender`](kubesched_framework::Extender) objects the
-//! scheduling loop and DefaultPreemption consult (through the handle);
-//! [`apply_ignored_resources`] hands the `ignoredByScheduler` resources to
-//! NodeResourcesFit, as upstream does when it builds its extenders.
+//! scheduling loop and DefaultPreemption consult (through the handle). The
+//! `ignoredByScheduler` resources reach NodeResourcesFit through the config crate, which
+//! puts them in its args before it decodes them.
 
 pub(crate) mod cycle;
 mod transport;
@@ -18,14 +18,11 @@ use k8s_openapi::api::core::v1 as api;
 use kubesched_config::Extender as ExtenderConfig;
 use kubesched_framework::model::{NodeInfo, PodInfo};
 use kubesched_framework::{
-    Extender, ExtenderError, ExtenderFilterOutcome, HostPriority, ProfileSpec, Snapshot, Victims,
+    Extender, ExtenderError, ExtenderFilterOutcome, HostPriority, Snapshot, Victims,
 };
 use serde::Serialize;
 
 use transport::Transport;
-
-/// The plugin whose args receive the extenders' `ignoredByScheduler` resources.
-pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
 
 /// An extender reached over HTTP.
 #[derive(Debug)]
@@ -58,43 +55,6 @@ pub fn build_extenders(configs: &[ExtenderConfig]) -> Result<Vec<Arc<dyn Extende
     }
     required.extend(ignorable);
     Ok(required)
-}
-
-/// Sets NodeResourcesFit's `ignoredResources` of every profile to the resources extenders
-/// mark `ignoredByScheduler` (replacing what the profile configured, as upstream). A
-/// profile without NodeResourcesFit is refused then, with upstream's message.
-pub fn apply_ignored_resources(
-    configs: &[ExtenderConfig],
-    profiles: &mut [ProfileSpec],
-) -> Result<(), String> {
-    let ignored: Vec<String> = configs
-        .iter()
-        .flat_map(|e| &e.managed_resources)
-        .filter(|r| r.ignored_by_scheduler)
-        .map(|r| r.name.clone())
-        .collect();
-    if ignored.is_empty() {
-        return Ok(());
-    }
-    for profile in profiles {
-        if !profile.plugin_names().contains(NODE_RESOURCES_FIT) {
-            return Err(format!(
-                "profile {:?}: can't find NodeResourcesFitArgs in plugin config",
-                profile.scheduler_name
-            ));
-        }
-        let args = profile
-            .plugin_args
-            .entry(NODE_RESOURCES_FIT.to_string())
-            .or_insert_with(|| serde_json::Value::Object(Default::default()));
-        if !args.is_object() {
-            *args = serde_json::Value::Object(Default::default());
-        }
-        if let Some(obj) = args.as_object_mut() {
-            obj.insert("ignoredResources".into(), serde_json::json!(ignored));
-        }
-    }
-    Ok(())
 }
 
 /// `ExtenderArgs` written from the scheduler's objects without copying them.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as api;
 use kubesched_config::{Extender as ExtenderConfig, ExtenderManagedResource, ExtenderTlsConfig};
 use kubesched_framework::model::{Node, NodeInfo, PodInfo};
-use kubesched_framework::{Extender, ProfileSpec, Victims};
+use kubesched_framework::{Extender, Victims};
 use serde_json::{Value, json};
 
 use super::wire::{self, Answer};
@@ -527,77 +527,4 @@ fn ignorable_extenders_are_consulted_last() {
     .expect("built");
     let names: Vec<&str> = built.iter().map(|e| e.name()).collect();
     assert_eq!(names, ["http://b", "http://d", "http://a", "http://c"]);
-}
-
-fn profile(name: &str, plugins: &[&str], args: Option<Value>) -> ProfileSpec {
-    let mut spec = ProfileSpec {
-        scheduler_name: name.into(),
-        ..Default::default()
-    };
-    spec.plugins.insert(
-        kubesched_framework::ExtensionPoint::Filter,
-        plugins
-            .iter()
-            .map(|p| kubesched_framework::PluginRef::new(p))
-            .collect(),
-    );
-    if let Some(a) = args {
-        spec.plugin_args.insert(NODE_RESOURCES_FIT.into(), a);
-    }
-    spec
-}
-
-#[test]
-fn ignored_by_scheduler_resources_replace_node_resources_fit_ignored_resources() {
-    let extenders = [
-        ExtenderConfig {
-            managed_resources: vec![
-                ExtenderManagedResource {
-                    name: "example.com/gpu".into(),
-                    ignored_by_scheduler: true,
-                },
-                ExtenderManagedResource {
-                    name: "example.com/fpga".into(),
-                    ignored_by_scheduler: false,
-                },
-            ],
-            ..Default::default()
-        },
-        ExtenderConfig {
-            managed_resources: vec![ExtenderManagedResource {
-                name: "example.com/nic".into(),
-                ignored_by_scheduler: true,
-            }],
-            ..Default::default()
-        },
-    ];
-    let mut profiles = vec![
-        profile("a", &[NODE_RESOURCES_FIT], None),
-        profile(
-            "b",
-            &[NODE_RESOURCES_FIT],
-            Some(
-                json!({"ignoredResources": ["example.com/old"], "ignoredResourceGroups": ["example.org"]}),
-            ),
-        ),
-    ];
-    apply_ignored_resources(&extenders, &mut profiles).expect("applied");
-    assert_eq!(
-        profiles[0].plugin_args[NODE_RESOURCES_FIT],
-        json!({"ignoredResources": ["example.com/gpu", "example.com/nic"]})
-    );
-    assert_eq!(
-        profiles[1].plugin_args[NODE_RESOURCES_FIT],
-        json!({"ignoredResources": ["example.com/gpu", "example.com/nic"], "ignoredResourceGroups": ["example.org"]})
-    );
-
-    let mut without = vec![profile("c", &["NodeName"], None)];
-    assert_eq!(
-        apply_ignored_resources(&extenders, &mut without),
-        Err("profile \"c\": can't find NodeResourcesFitArgs in plugin config".to_string())
-    );
-    // Nothing ignored: profiles stay as they are, with or without NodeResourcesFit.
-    let mut untouched = vec![profile("c", &["NodeName"], None)];
-    apply_ignored_resources(&[ExtenderConfig::default()], &mut untouched).expect("nothing to do");
-    assert!(untouched[0].plugin_args.is_empty());
 }
