@@ -8,8 +8,8 @@
 //! binaries run again and again under load). It must stay light (no clap, kube or
 //! tokio) and must not link the framework or any plugin: plugin names map to Cargo features
 //! by the registry's naming rule, checked against crates/cli/Cargo.toml. The ClusterRole
-//! comes from the kube backend's own RBAC table, compiled in by path, so the two cannot
-//! drift apart.
+//! comes from the kube backend's own RBAC table (the `kubesched-rbac` crate, consts and no
+//! dependencies), so the two cannot drift apart.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,8 +21,7 @@ pub mod dashboard;
 pub mod deploy;
 pub mod plugin_kinds;
 pub mod plugins;
-#[path = "../../crates/live/src/rbac.rs"]
-pub mod rbac;
+pub use kubesched_rbac as rbac;
 pub mod render;
 pub mod scaffold;
 pub mod stress;

@@ -29,7 +29,7 @@ pub mod process;
 #[cfg(feature = "profiling")]
 pub mod profile;
 pub mod ratelimit;
-pub mod rbac;
+pub use kubesched_rbac as rbac;
 pub mod read;
 pub mod requests;
 pub mod run;

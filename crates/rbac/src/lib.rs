@@ -1,9 +1,11 @@
-//! The API access kubesched needs whatever plugins it has, as one table; the rows of the
-//! object kinds plugins read and write are derived from their declarations
-//! (`crate::access` for the backend and its tests, the generated plugin-kinds table for
-//! `cargo xtask deploy`). The deploy renderer includes this file by path to render the
-//! ClusterRole. Plain consts only: no dependencies, no functions (a crate including the
-//! file must not get unused-code warnings).
+//! kubesched-rbac: the API access kubesched needs whatever plugins it has, as one table of
+//! plain consts (rules, the built-in Roles and ClusterRoles the ServiceAccount is bound to).
+//!
+//! Two crates read it: the kube backend (`kubesched-live`, which adds the rows derived from
+//! the plugins' kind declarations and checks its requests against them) and xtask (which
+//! renders the ClusterRole of `cargo xtask deploy` and the Helm chart from it), so the two
+//! cannot drift apart. It must stay a leaf: no dependencies, no functions, no knowledge of
+//! plugins (their rows come from their declarations, elsewhere).
 
 /// One RBAC rule: an API group, a resource (`pods/binding` for a subresource) and verbs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
