@@ -66,12 +66,36 @@ impl Shared {
     }
 }
 
+/// A pod object a call may send to the guest: a cheap clone of `PodInfo::pod`, whichever
+/// handle type that is, encoded only when the guest asks for it.
+pub(crate) struct PodHandle(Box<dyn EncodePod>);
+
+trait EncodePod: Send + Sync {
+    fn encode(&self) -> Vec<u8>;
+}
+
+impl<T: std::ops::Deref<Target = api::Pod> + Send + Sync> EncodePod for T {
+    fn encode(&self) -> Vec<u8> {
+        proto::pod(self)
+    }
+}
+
+impl PodHandle {
+    pub fn new<T: std::ops::Deref<Target = api::Pod> + Send + Sync + 'static>(pod: T) -> Self {
+        Self(Box::new(pod))
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        self.0.encode()
+    }
+}
+
 /// The parameters and results of one guest call.
 #[derive(Default)]
 pub(crate) struct Call {
-    pub pod: Option<Arc<api::Pod>>,
+    pub pod: Option<PodHandle>,
     pub pod_bytes: Option<Vec<u8>>,
-    pub target_pod: Option<Arc<api::Pod>>,
+    pub target_pod: Option<PodHandle>,
     pub node_name: String,
     pub filtered_nodes: Vec<String>,
     pub node_scores: BTreeMap<String, i64>,
@@ -287,7 +311,7 @@ fn k8s_scheduler(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: C<'_>, buf: u32, limit: u32| -> wasmtime::Result<u32> {
             let call = &mut c.data_mut().call;
             if call.pod_bytes.is_none() {
-                call.pod_bytes = call.pod.as_ref().map(|p| proto::pod(p));
+                call.pod_bytes = call.pod.as_ref().map(|p| p.encode());
             }
             let bytes = call.pod_bytes.clone().unwrap_or_default();
             write_if_under_limit(&mut c, &bytes, buf, limit)
@@ -302,7 +326,7 @@ fn k8s_scheduler(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 .call
                 .target_pod
                 .as_ref()
-                .map(|p| proto::pod(p))
+                .map(|p| p.encode())
                 .unwrap_or_default();
             write_if_under_limit(&mut c, &bytes, buf, limit)
         },

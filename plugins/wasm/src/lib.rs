@@ -60,6 +60,8 @@ mod host;
 mod load;
 mod plugin;
 pub mod proto;
+#[cfg(feature = "bench-twins")]
+pub mod twins;
 
 use serde::{Deserialize, Serialize};
 

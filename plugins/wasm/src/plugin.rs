@@ -16,7 +16,7 @@ use kubesched_framework::{
 use parking_lot::Mutex;
 use wasmtime::{Instance, InstancePre, Store, StoreLimitsBuilder, TypedFunc};
 
-use crate::host::{Call, Exit, HostState, Shared, linker};
+use crate::host::{Call, Exit, HostState, PodHandle, Shared, linker};
 use crate::load::{self, EPOCH_TICK, Guest, LoadError, engine, root};
 use crate::{DEFAULT_CALL_TIMEOUT_MILLIS, DEFAULT_MEMORY_LIMIT_BYTES, Interfaces, WasmArgs};
 
@@ -473,7 +473,7 @@ impl WasmPlugin {
 
     fn call_for(pod: &PodInfo, node_name: &str) -> Call {
         Call {
-            pod: Some(pod.pod.clone()),
+            pod: Some(PodHandle::new(pod.pod.clone())),
             node_name: node_name.to_string(),
             ..Call::default()
         }
@@ -510,7 +510,7 @@ fn nomination(mode: i32, name: Option<String>) -> Result<Option<PostFilterResult
 }
 
 /// Upstream's fallback when a guest does not export `enqueue`, or registers nothing.
-fn all_cluster_events() -> Vec<ClusterEventWithHint> {
+pub(crate) fn all_cluster_events() -> Vec<ClusterEventWithHint> {
     [
         EventResource::Pod,
         EventResource::Node,
@@ -653,7 +653,7 @@ impl PreFilterExtensions for WasmPlugin {
         node: &NodeInfo,
     ) -> Status {
         let mut call = Self::call_for(pod_to_schedule, node.name());
-        call.target_pod = Some(pod_to_add.pod.clone());
+        call.target_pod = Some(PodHandle::new(pod_to_add.pod.clone()));
         match self.scheduling(pod_to_schedule, Export::AddPod, call) {
             Ok((raw, call)) => Self::status_of(&raw, call),
             Err(s) => s,
@@ -668,7 +668,7 @@ impl PreFilterExtensions for WasmPlugin {
         node: &NodeInfo,
     ) -> Status {
         let mut call = Self::call_for(pod_to_schedule, node.name());
-        call.target_pod = Some(pod_to_remove.pod.clone());
+        call.target_pod = Some(PodHandle::new(pod_to_remove.pod.clone()));
         match self.scheduling(pod_to_schedule, Export::RemovePod, call) {
             Ok((raw, call)) => Self::status_of(&raw, call),
             Err(s) => s,

@@ -369,7 +369,15 @@ fn postfilter_follows_the_guests_nominating_mode() {
             nominated_node_name: n.map(str::to_string),
         })
     };
-    let rows: [(&str, Option<&str>, u32, u32, Option<PostFilterResult>, Code); 6] = [
+    type Row<'a> = (
+        &'a str,
+        Option<&'a str>,
+        u32,
+        u32,
+        Option<PostFilterResult>,
+        Code,
+    );
+    let rows: [Row<'_>; 6] = [
         (
             "override names n2",
             Some("n2"),
