@@ -39,6 +39,9 @@ pub struct CycleState {
     pub skip_score_plugins: HashSet<String>,
     /// PreBind plugins whose PreBindPreFlight said Skip: PreBind does not call them.
     pub skip_pre_bind_plugins: HashSet<String>,
+    /// PreBind plugins whose PreBindPreFlight allowed parallel PreBind: neighbours in this
+    /// set run at the same time (v1.36, #135393).
+    pub parallel_pre_bind_plugins: HashSet<String>,
     /// Whether per-plugin durations are recorded in this cycle (a sample of cycles).
     pub record_plugin_metrics: bool,
     /// `skip_filter_plugins` as bits over the profile's Filter plugins, set by the framework
@@ -60,6 +63,7 @@ impl Clone for CycleState {
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
             skip_pre_bind_plugins: self.skip_pre_bind_plugins.clone(),
+            parallel_pre_bind_plugins: self.parallel_pre_bind_plugins.clone(),
             record_plugin_metrics: self.record_plugin_metrics,
             filter_skip_mask: self.filter_skip_mask,
             nominations: self.nominations.clone(),
@@ -74,6 +78,7 @@ impl std::fmt::Debug for CycleState {
             .field("skip_filter_plugins", &self.skip_filter_plugins)
             .field("skip_score_plugins", &self.skip_score_plugins)
             .field("skip_pre_bind_plugins", &self.skip_pre_bind_plugins)
+            .field("parallel_pre_bind_plugins", &self.parallel_pre_bind_plugins)
             .finish()
     }
 }

@@ -464,6 +464,20 @@ pub trait PreBindPlugin: Send + Sync {
     fn pre_bind_pre_flight(&self, _state: &CycleState, _pod: &PodInfo, _node_name: &str) -> Status {
         Status::success()
     }
+
+    /// Whether this plugin's PreBind may run at the same time as its neighbours in the
+    /// PreBind list that allow it too (upstream's `PreBindPreFlightResult.AllowParallel`,
+    /// v1.36, #135393), asked right after a pre-flight that said Success. The default,
+    /// false, keeps the plugin on its own: everything before it has finished when it
+    /// starts, and nothing after it starts before it has finished.
+    fn pre_bind_allows_parallel(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _node_name: &str,
+    ) -> bool {
+        false
+    }
 }
 
 /// Binds a pod to a node.

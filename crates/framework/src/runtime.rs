@@ -9,7 +9,7 @@ use kubesched_model::{NodeInfo, PodInfo};
 
 use crate::events::ClusterEventWithHint;
 use crate::metrics::{MetricsSink, NoMetrics};
-use crate::plugin::{MAX_NODE_SCORE, MIN_NODE_SCORE};
+use crate::plugin::{MAX_NODE_SCORE, MIN_NODE_SCORE, PreBindPlugin};
 use crate::registry::{self, DecodedArgs};
 use crate::waiting::is_rejection;
 use crate::{
@@ -258,6 +258,46 @@ fn plugin_error(point: &str, plugin: &str, s: &Status) -> Status {
 
 /// A plugin's answer that stops a point: a rejection stays one (naming the plugin),
 /// anything else becomes the plugin's error.
+/// Runs a batch of PreBind plugins at the same time and returns the first failure (a
+/// status neither Success nor Skip) with its plugin, or `None` when all of them passed.
+/// The plugins still running when one fails are dropped, which cancels them.
+async fn first_pre_bind_failure<'a>(
+    batch: &[(&'a str, &'a dyn PreBindPlugin)],
+    state: &'a CycleState,
+    pod: &'a PodInfo,
+    node_name: &'a str,
+) -> Option<(&'a str, Status)> {
+    use std::future::Future;
+    use std::pin::Pin;
+    type Running<'f> = Pin<Box<dyn Future<Output = Status> + Send + 'f>>;
+    let mut running: Vec<Option<(&str, Running<'_>)>> = batch
+        .iter()
+        .map(|(name, pb)| Some((*name, pb.pre_bind(state, pod, node_name))))
+        .collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in running.iter_mut() {
+            let Some((name, fut)) = slot else { continue };
+            match fut.as_mut().poll(cx) {
+                std::task::Poll::Ready(s) => {
+                    let name = *name;
+                    *slot = None;
+                    if !s.is_success() && !s.is_skip() {
+                        return std::task::Poll::Ready(Some((name, s)));
+                    }
+                }
+                std::task::Poll::Pending => pending = true,
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(None)
+        }
+    })
+    .await
+}
+
 fn plugin_failure(point: &str, plugin: &str, s: Status) -> Status {
     if s.is_rejected() {
         s.with_plugin(plugin)
@@ -1413,7 +1453,11 @@ impl Framework {
         Status::error(format!("waiting on permit for pod: {}", s.message())).with_plugin(&plugin)
     }
 
-    /// PreBind: Skip is fine; anything else but Success stops.
+    /// PreBind: Skip is fine; anything else but Success stops. Plugins run in their
+    /// configured order, except that neighbours whose pre-flight allowed parallel PreBind
+    /// (`CycleState::parallel_pre_bind_plugins`) run at the same time, as v1.36's
+    /// framework does (#135393): the first of them to fail stops the others, which are
+    /// dropped (cancelled) unfinished.
     pub async fn run_pre_bind_plugins(
         &self,
         state: &CycleState,
@@ -1422,17 +1466,34 @@ impl Framework {
     ) -> Status {
         let start = Instant::now();
         let mut status = Status::success();
-        for p in &self.pre_bind {
-            let Some(pb) = p.as_pre_bind() else { continue };
-            if state.skip_pre_bind_plugins.contains(p.name()) {
-                continue;
+        let plugins: Vec<(&str, &dyn PreBindPlugin)> = self
+            .pre_bind
+            .iter()
+            .filter(|p| !state.skip_pre_bind_plugins.contains(p.name()))
+            .filter_map(|p| p.as_pre_bind().map(|pb| (p.name(), pb)))
+            .collect();
+        let parallel = &state.parallel_pre_bind_plugins;
+        let mut first = 0;
+        while first < plugins.len() {
+            // A batch: one plugin, or a run of neighbours that all allow parallel PreBind.
+            let mut end = first + 1;
+            if parallel.contains(plugins[first].0) {
+                while end < plugins.len() && parallel.contains(plugins[end].0) {
+                    end += 1;
+                }
             }
-            let s = pb.pre_bind(state, pod, node_name).await;
-            if s.is_success() || s.is_skip() {
-                continue;
+            let failed = if end - first == 1 {
+                let (name, pb) = plugins[first];
+                let s = pb.pre_bind(state, pod, node_name).await;
+                (!s.is_success() && !s.is_skip()).then_some((name, s))
+            } else {
+                first_pre_bind_failure(&plugins[first..end], state, pod, node_name).await
+            };
+            if let Some((plugin, s)) = failed {
+                status = plugin_failure("PreBind", plugin, s);
+                break;
             }
-            status = plugin_failure("PreBind", p.name(), s);
-            break;
+            first = end;
         }
         self.point_done(ExtensionPoint::PreBind, &status, start);
         status
@@ -1449,11 +1510,17 @@ impl Framework {
     ) -> Status {
         let mut result = Status::skip();
         let mut skipped = HashSet::new();
+        let mut parallel = HashSet::new();
         for p in &self.pre_bind {
             let Some(pb) = p.as_pre_bind() else { continue };
             let s = pb.pre_bind_pre_flight(state, pod, node_name);
             match s.code() {
-                Code::Success => result = Status::success(),
+                Code::Success => {
+                    result = Status::success();
+                    if pb.pre_bind_allows_parallel(state, pod, node_name) {
+                        parallel.insert(p.name().to_string());
+                    }
+                }
                 Code::Skip => {
                     skipped.insert(p.name().to_string());
                 }
@@ -1474,6 +1541,7 @@ impl Framework {
             }
         }
         state.skip_pre_bind_plugins = skipped;
+        state.parallel_pre_bind_plugins = parallel;
         result
     }
 

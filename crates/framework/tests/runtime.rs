@@ -31,6 +31,13 @@ struct Fake {
     pre_bind: Option<Status>,
     /// PreBindPreFlight's answer; None: Success.
     pre_flight: Option<Status>,
+    /// Whether the pre-flight allows parallel PreBind.
+    parallel: bool,
+    /// PreBind waits here (with the other plugins sharing it) before it answers: only
+    /// plugins run at the same time get past it.
+    rendezvous: Option<Arc<tokio::sync::Barrier>>,
+    /// PreBind never ends (it is cancelled, or the test times out).
+    pre_bind_forever: bool,
     bind: Option<Status>,
     post_filter: Option<(Option<PostFilterResult>, Status)>,
     post_bind: bool,
@@ -159,11 +166,20 @@ impl PermitPlugin for Fake {
 impl PreBindPlugin for Fake {
     async fn pre_bind(&self, _: &CycleState, _: &PodInfo, _: &str) -> Status {
         self.note("PreBind");
+        if let Some(b) = &self.rendezvous {
+            b.wait().await;
+        }
+        if self.pre_bind_forever {
+            std::future::pending::<()>().await;
+        }
         self.pre_bind.clone().unwrap_or_default()
     }
     fn pre_bind_pre_flight(&self, _: &CycleState, _: &PodInfo, _: &str) -> Status {
         self.note("PreBindPreFlight");
         self.pre_flight.clone().unwrap_or_default()
+    }
+    fn pre_bind_allows_parallel(&self, _: &CycleState, _: &PodInfo, _: &str) -> bool {
+        self.parallel
     }
 }
 
@@ -792,6 +808,113 @@ async fn pre_flights_say_whether_pre_bind_has_work_and_skipped_plugins_are_left_
         s.message(),
         "PreBindPreFlight U returned \"Unschedulable\", which is unsupported. It is supposed to return Success, Skip, or Error status"
     );
+}
+
+/// v1.36 (#135393): neighbours whose pre-flight allowed it run PreBind at the same time
+/// (both reach a rendezvous that only concurrent plugins pass); a plugin that did not allow
+/// it runs alone, so the same rendezvous never completes. The clock is paused: the
+/// timeout passes only once nothing else can run, without waiting.
+#[tokio::test(start_paused = true)]
+async fn pre_bind_plugins_allowing_it_run_in_parallel() {
+    let run = |parallel: [bool; 2]| async move {
+        let l = log();
+        let meet = Arc::new(tokio::sync::Barrier::new(2));
+        let plugins = ["A", "B"]
+            .into_iter()
+            .zip(parallel)
+            .map(|(name, parallel)| Fake {
+                pre_bind: Some(Status::success()),
+                parallel,
+                rendezvous: Some(meet.clone()),
+                ..Fake::new(name, &l)
+            })
+            .collect();
+        let fw = framework(plugins, &[], Handle::default());
+        let mut state = CycleState::new();
+        assert!(
+            fw.run_pre_bind_pre_flights(&mut state, &PodBuilder::new("p").info(), "n1")
+                .is_success()
+        );
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            fw.run_pre_bind_plugins(&state, &PodBuilder::new("p").info(), "n1"),
+        )
+        .await
+        .map(|s| s.is_success())
+    };
+    assert_eq!(run([true, true]).await, Ok(true), "both allowed: together");
+    assert!(
+        run([true, false]).await.is_err(),
+        "one did not: one after the other"
+    );
+    assert!(run([false, false]).await.is_err(), "neither: sequential");
+}
+
+/// In a parallel batch the first failure is the answer, naming its plugin, and the
+/// plugins still running are cancelled; a sequential plugin after the batch never runs.
+#[tokio::test(start_paused = true)]
+async fn a_failure_in_a_parallel_batch_cancels_the_rest() {
+    let l = log();
+    let slow = Fake {
+        pre_bind: Some(Status::success()),
+        parallel: true,
+        pre_bind_forever: true,
+        ..Fake::new("Slow", &l)
+    };
+    let failing = Fake {
+        pre_bind: Some(Status::error("claim gone")),
+        parallel: true,
+        ..Fake::new("Failing", &l)
+    };
+    let after = Fake {
+        pre_bind: Some(Status::success()),
+        ..Fake::new("After", &l)
+    };
+    let fw = framework(vec![slow, failing, after], &[], Handle::default());
+    let pod = PodBuilder::new("p").info();
+    let mut state = CycleState::new();
+    assert!(
+        fw.run_pre_bind_pre_flights(&mut state, &pod, "n1")
+            .is_success()
+    );
+    assert_eq!(
+        state.parallel_pre_bind_plugins,
+        ["Slow", "Failing"].into_iter().map(String::from).collect()
+    );
+    let s = tokio::time::timeout(
+        Duration::from_secs(60),
+        fw.run_pre_bind_plugins(&state, &pod, "n1"),
+    )
+    .await
+    .expect("the failure ends PreBind without waiting for the slow plugin");
+    assert_eq!(s.code(), Code::Error);
+    assert_eq!(
+        s.message(),
+        "running PreBind plugin \"Failing\": claim gone"
+    );
+    let calls = l.lock().clone();
+    assert!(calls.contains(&"Slow:PreBind".to_string()), "{calls:?}");
+    assert!(!calls.contains(&"After:PreBind".to_string()), "{calls:?}");
+
+    // Without pre-flights (NominatedNodeNameForExpectation off) nothing runs in parallel.
+    let l = log();
+    let meet = Arc::new(tokio::sync::Barrier::new(2));
+    let plugins = ["A", "B"]
+        .into_iter()
+        .map(|name| Fake {
+            pre_bind: Some(Status::success()),
+            parallel: true,
+            rendezvous: Some(meet.clone()),
+            ..Fake::new(name, &l)
+        })
+        .collect();
+    let fw = framework(plugins, &[], Handle::default());
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        fw.run_pre_bind_plugins(&CycleState::new(), &pod, "n1"),
+    )
+    .await;
+    assert!(waited.is_err(), "no pre-flight, no parallel PreBind");
 }
 
 #[tokio::test]

@@ -1469,6 +1469,12 @@ impl PreBindPlugin for DynamicResources {
             _ => Status::skip(),
         }
     }
+
+    /// Claims are written apart from everything other PreBind plugins touch: v1.36's
+    /// plugin lets its PreBind run beside theirs (#135393).
+    fn pre_bind_allows_parallel(&self, _state: &CycleState, _pod: &PodInfo, _node: &str) -> bool {
+        true
+    }
 }
 
 /// Upstream's `isSchedulableAfterClaimChange`.

@@ -430,6 +430,12 @@ impl PreBindPlugin for VolumeBinding {
             Some(_) => Status::success(),
         }
     }
+
+    /// Volumes are bound apart from everything other PreBind plugins touch: v1.36's
+    /// plugin lets its PreBind run beside theirs (#135393).
+    fn pre_bind_allows_parallel(&self, _state: &CycleState, _pod: &PodInfo, _node: &str) -> bool {
+        true
+    }
 }
 
 impl EnqueueExtensions for VolumeBinding {
