@@ -223,6 +223,56 @@ pub struct SchedulerMetrics {
     extension_point_handles: HistogramHandles,
     /// Handles into `plugin_duration`, by plugin.
     plugin_handles: HistogramHandles,
+    /// GenericWorkload's pod-group families, registered only when the gate is on (as
+    /// upstream registers them): see [`SchedulerMetrics::enable_pod_group_metrics`].
+    pod_groups: std::sync::OnceLock<PodGroupMetrics>,
+}
+
+/// The pod-group families of v1.37 (`pkg/scheduler/metrics/metrics.go`, registered under
+/// GenericWorkload), in a registry of their own so that a scheduler without the gate
+/// exposes none of them.
+struct PodGroupMetrics {
+    registry: Registry,
+    attempts: Family<Labels, Counter>,
+    attempt_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    algorithm_duration: Histogram,
+}
+
+impl std::fmt::Debug for PodGroupMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodGroupMetrics").finish_non_exhaustive()
+    }
+}
+
+impl PodGroupMetrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("scheduler");
+        let attempts = Family::<Labels, Counter>::default();
+        registry.register(
+            "podgroup_schedule_attempts",
+            "Number of attempts to schedule pod group, by the result",
+            attempts.clone(),
+        );
+        let attempt_duration: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds",
+            attempt_duration.clone(),
+        );
+        let algorithm_duration = latency_histogram();
+        registry.register(
+            "podgroup_scheduling_algorithm_duration_seconds",
+            "Pod group scheduling algorithm latency in seconds",
+            algorithm_duration.clone(),
+        );
+        Self {
+            registry,
+            attempts,
+            attempt_duration,
+            algorithm_duration,
+        }
+    }
 }
 
 impl Default for SchedulerMetrics {
@@ -419,6 +469,39 @@ impl SchedulerMetrics {
             plugin_evaluation_handles: ByThree::default(),
             extension_point_handles: HistogramHandles::default(),
             plugin_handles: HistogramHandles::default(),
+            pod_groups: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Registers GenericWorkload's pod-group families (`scheduler_podgroup_*`), as upstream
+    /// does when the gate is on; before this, and without the gate, they are not exposed
+    /// and the pod-group observations below are dropped.
+    pub fn enable_pod_group_metrics(&self) {
+        self.pod_groups.get_or_init(PodGroupMetrics::new);
+    }
+
+    /// One pod-group scheduling cycle finished (`scheduler_podgroup_schedule_attempts_total`
+    /// and `scheduler_podgroup_scheduling_attempt_duration_seconds`, by result and profile):
+    /// scheduled, unschedulable, or an error, `duration` after the cycle began.
+    pub fn pod_group_attempt(&self, result: AttemptResult, profile: &str, duration: Duration) {
+        let Some(m) = self.pod_groups.get() else {
+            return;
+        };
+        let labels = vec![
+            ("result", result.as_str().to_string()),
+            ("profile", profile.to_string()),
+        ];
+        m.attempts.get_or_create(&labels).inc();
+        m.attempt_duration
+            .get_or_create(&labels)
+            .observe(duration.as_secs_f64());
+    }
+
+    /// A pod-group cycle's algorithm (every member tried) took this long
+    /// (`scheduler_podgroup_scheduling_algorithm_duration_seconds`).
+    pub fn pod_group_algorithm(&self, duration: Duration) {
+        if let Some(m) = self.pod_groups.get() {
+            m.algorithm_duration.observe(duration.as_secs_f64());
         }
     }
 
@@ -534,7 +617,14 @@ impl SchedulerMetrics {
         if encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
-        let plugins = self.plugin_metrics.encode_openmetrics();
+        let mut plugins = String::new();
+        if let Some(m) = self.pod_groups.get()
+            && prometheus_client::encoding::text::encode_registry(&mut plugins, &m.registry)
+                .is_err()
+        {
+            plugins.clear();
+        }
+        plugins.push_str(&self.plugin_metrics.encode_openmetrics());
         match out.rfind("# EOF") {
             Some(at) => out.insert_str(at, &plugins),
             None => out.push_str(&plugins),
@@ -664,6 +754,21 @@ pub const UPSTREAM_FAMILIES: &[(&str, Stability, &str)] = &[
         "scheduler_plugin_evaluation",
         Stability::Beta,
         "Number of attempts to schedule pods by each plugin and the extension point (available only in PreFilter, Filter, PreScore, and Score).",
+    ),
+    (
+        "scheduler_podgroup_schedule_attempts",
+        Stability::Alpha,
+        "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.",
+    ),
+    (
+        "scheduler_podgroup_scheduling_attempt_duration_seconds",
+        Stability::Alpha,
+        "Pod group scheduling attempt latency in seconds",
+    ),
+    (
+        "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+        Stability::Alpha,
+        "Pod group scheduling algorithm latency in seconds",
     ),
     (
         "scheduler_volume_scheduling_stage_error",
@@ -928,6 +1033,74 @@ mod tests {
         ));
         assert!(text.contains("# HELP scheduler_cache_size [ALPHA] "));
         assert!(!text.contains("scheduler_scheduler_cache_size"));
+    }
+
+    /// GenericWorkload's families exist only once enabled, with upstream's names, levels,
+    /// help and labels; observations before that are dropped.
+    #[test]
+    fn pod_group_families_only_with_generic_workload() {
+        let m = SchedulerMetrics::new();
+        let ms = Duration::from_millis;
+        m.pod_group_attempt(AttemptResult::Scheduled, "default-scheduler", ms(3));
+        m.pod_group_algorithm(ms(2));
+        let off = m.encode();
+        assert!(!off.contains("podgroup"), "{off}");
+
+        m.enable_pod_group_metrics();
+        m.enable_pod_group_metrics();
+        // (result, profile, duration) as three group cycles end.
+        let rows = [
+            (AttemptResult::Scheduled, "default-scheduler", ms(3)),
+            (AttemptResult::Unschedulable, "default-scheduler", ms(5)),
+            (AttemptResult::Unschedulable, "default-scheduler", ms(7)),
+            (AttemptResult::Error, "batch", ms(1)),
+        ];
+        for (result, profile, took) in rows {
+            m.pod_group_attempt(result, profile, took);
+        }
+        m.pod_group_algorithm(ms(2));
+        let text = m.encode();
+        let series = |s: &str| line_value(&text, s);
+        assert_eq!(
+            series(
+                r#"scheduler_podgroup_schedule_attempts_total{result="scheduled",profile="default-scheduler"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            series(
+                r#"scheduler_podgroup_schedule_attempts_total{result="unschedulable",profile="default-scheduler"}"#
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            series(r#"scheduler_podgroup_schedule_attempts_total{result="error",profile="batch"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            series(
+                r#"scheduler_podgroup_scheduling_attempt_duration_seconds_count{result="unschedulable",profile="default-scheduler"}"#
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            series("scheduler_podgroup_scheduling_algorithm_duration_seconds_count"),
+            Some(1.0),
+            "the observation before enabling is not counted"
+        );
+        for help in [
+            "# HELP scheduler_podgroup_schedule_attempts [ALPHA] Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.\n",
+            "# HELP scheduler_podgroup_scheduling_attempt_duration_seconds [ALPHA] Pod group scheduling attempt latency in seconds\n",
+            "# HELP scheduler_podgroup_scheduling_algorithm_duration_seconds [ALPHA] Pod group scheduling algorithm latency in seconds\n",
+        ] {
+            assert!(text.contains(help), "{help}{text}");
+        }
+        // Upstream's buckets: 1 ms doubling 15 times.
+        assert!(text.contains(
+            r#"scheduler_podgroup_scheduling_algorithm_duration_seconds_bucket{le="16.384"} 1"#
+        ));
+        assert_eq!(text.matches("# EOF").count(), 1);
+        assert!(text.trim_end().ends_with("# EOF"));
     }
 
     #[test]

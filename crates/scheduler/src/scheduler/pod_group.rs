@@ -27,6 +27,7 @@ use super::{
     rejection_status,
 };
 use crate::fit_error::{Diagnosis, NO_NODES_AVAILABLE};
+use crate::metrics::AttemptResult;
 
 /// The reason a group cycle that placed no member ends with (upstream's words).
 pub const NO_PODS_SCHEDULABLE: &str = "no pods were schedulable";
@@ -70,6 +71,7 @@ enum Member {
 
 impl Scheduler {
     /// The PodGroup a popped pod belongs to, when the gate is on and the group exists.
+    /// With the gate on, the first pop also registers the pod-group metric families.
     pub(super) fn pod_group_of(&self, pod: &PodInfo) -> Option<Arc<PodGroup>> {
         if !self
             .handle
@@ -78,6 +80,7 @@ impl Scheduler {
         {
             return None;
         }
+        self.metrics.enable_pod_group_metrics();
         let name = pod_group_name(pod)?;
         self.handle
             .objects()
@@ -103,6 +106,11 @@ impl Scheduler {
             Err(e) => {
                 let status = Status::unresolvable(e.to_string());
                 self.handle_failure(&fw, first, status, None, CLEAR_NOMINATION, start, pod_cycle);
+                self.metrics.pod_group_attempt(
+                    AttemptResult::Unschedulable,
+                    fw.profile_name(),
+                    start.elapsed(),
+                );
                 return;
             }
         };
@@ -166,6 +174,7 @@ impl Scheduler {
 
         let (results, status) = self.pod_group_algorithm(&fw, &info, &members, already);
         self.metrics.algorithm(start.elapsed());
+        self.metrics.pod_group_algorithm(start.elapsed());
         self.submit_pod_group(
             fw, info, members, results, status, already, start, pod_cycle,
         );
@@ -388,11 +397,18 @@ impl Scheduler {
                 }
             }
         }
-        if status.is_success() {
+        let result = if status.is_success() {
             tracing::debug!(pod_group = %info.key(), "scheduled pod group");
-        } else {
+            AttemptResult::Scheduled
+        } else if status.is_rejected() {
             tracing::debug!(pod_group = %info.key(), message = %status.message(), "unable to schedule pod group");
-        }
+            AttemptResult::Unschedulable
+        } else {
+            tracing::warn!(pod_group = %info.key(), message = %status.message(), "error scheduling pod group");
+            AttemptResult::Error
+        };
+        self.metrics
+            .pod_group_attempt(result, fw.profile_name(), start.elapsed());
         self.update_pod_group_condition(&info, &status);
         if let Some(o) = self.observer.lock().clone() {
             o.pod_group_attempt(&outcome);
