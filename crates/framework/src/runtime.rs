@@ -517,6 +517,11 @@ impl Framework {
         &self.effective_args
     }
 
+    /// Whether some plugin of the profile observes pod changes.
+    pub fn has_pod_event_plugins(&self) -> bool {
+        !self.pod_event_observers.is_empty()
+    }
+
     /// Tells every plugin of the profile with a [`PodEventsPlugin`] side of a pod change.
     pub fn run_pod_event_plugins(
         &self,

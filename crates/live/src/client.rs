@@ -83,7 +83,7 @@ impl KubeClient {
     fn latest(&self, pod: &PodInfo) -> Arc<Pod> {
         match self.pods.get(&format!("{}/{}", pod.namespace, pod.name)) {
             Some(p) if p.metadata.uid.as_deref().unwrap_or(&pod.uid) == pod.uid => p,
-            _ => pod.pod.clone(),
+            _ => pod.pod.read(),
         }
     }
 

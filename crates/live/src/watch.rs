@@ -19,6 +19,7 @@ use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Api, Resource};
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::kinds::{AnyStore, ObjectKind};
+use kubesched_framework::model::PodObject;
 use kubesched_framework::registry;
 use kubesched_scheduler::{ClusterChange, PodLister, Scheduler};
 use parking_lot::{Mutex, RwLock};
@@ -169,11 +170,12 @@ impl<K> ObjectCache<K> {
 }
 
 impl PodLister for ObjectCache<Pod> {
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    fn get(&self, namespace: &str, name: &str) -> Option<PodObject> {
         self.items
             .read()
             .get(&format!("{namespace}/{name}"))
             .cloned()
+            .map(PodObject::new)
     }
 }
 
@@ -269,13 +271,18 @@ pub(crate) struct PodSink(pub Arc<Scheduler>);
 
 impl Sink<Pod> for PodSink {
     fn added(&self, obj: Arc<Pod>) {
-        self.0.handle_change(ClusterChange::PodAdded(obj));
+        self.0
+            .handle_change(ClusterChange::PodAdded(PodObject::new(obj)));
     }
     fn updated(&self, old: Arc<Pod>, new: Arc<Pod>) {
-        self.0.handle_change(ClusterChange::PodUpdated(old, new));
+        self.0.handle_change(ClusterChange::PodUpdated(
+            PodObject::new(old),
+            PodObject::new(new),
+        ));
     }
     fn deleted(&self, obj: Arc<Pod>) {
-        self.0.handle_change(ClusterChange::PodDeleted(obj));
+        self.0
+            .handle_change(ClusterChange::PodDeleted(PodObject::new(obj)));
     }
 }
 

@@ -12,6 +12,7 @@
 
 mod node;
 mod pod;
+mod pod_object;
 mod ports;
 mod quantity;
 pub mod resource;
@@ -25,6 +26,7 @@ pub use pod::{
     AffinityTerm, DEFAULT_SCHEDULER_NAME, InclusionPolicy, PodInfo, TopologySpreadConstraint,
     WeightedAffinityTerm, WhenUnsatisfiable, slim_pod,
 };
+pub use pod_object::PodObject;
 pub use ports::{DEFAULT_BIND_ALL_HOST_IP, HostPort, HostPortInfo, any_conflict};
 pub use quantity::{Quantity, QuantityError};
 pub use resource::Resource;

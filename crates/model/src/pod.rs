@@ -1,7 +1,7 @@
 //! `PodInfo`: everything the scheduler reads of a pod, computed once per pod update.
 
+use crate::pod_object::PodObject;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
 
@@ -273,8 +273,10 @@ impl TopologySpreadConstraint {
 /// A pod as the scheduler sees it. Built once per pod update; shared by `Arc`.
 #[derive(Debug, Clone)]
 pub struct PodInfo {
-    /// The API object, for status updates and for plugins' one-time precomputation.
-    pub pod: Arc<api::Pod>,
+    /// The API object, for status updates and for plugins' one-time precomputation. A
+    /// cluster dump's pods hold it packed: read it with [`PodObject::read`] where every
+    /// pod is looked at once, so bound pods stay packed.
+    pub pod: PodObject,
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -340,18 +342,33 @@ impl PodInfo {
     /// Builds the pod's scheduling view. It fails only for a pod without a name; every
     /// other part that cannot be compiled is compiled leniently, as upstream does, and
     /// listed in [`PodInfo::problems`].
-    pub fn new(pod: Arc<api::Pod>) -> Result<Self, ModelError> {
-        let namespace = pod
+    pub fn new(pod: impl Into<PodObject>) -> Result<Self, ModelError> {
+        let pod = pod.into();
+        // A packed object is read without being kept decoded: what the scheduler needs of
+        // it is compiled here.
+        let object = pod.read();
+        Self::from_decoded(pod, &object)
+    }
+
+    /// [`PodInfo::new`] for a caller that has `pod` decoded already: `decoded` must be
+    /// the object `pod` holds (what [`PodObject::read`] gives).
+    pub fn from_decoded(pod: PodObject, decoded: &api::Pod) -> Result<Self, ModelError> {
+        let namespace = decoded
             .metadata
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let object = format!("Pod {namespace}/{name}");
-        Self::build(pod, namespace, name).map_err(|e| e.in_object(&object))
+        let name = decoded.metadata.name.clone().unwrap_or_default();
+        let what = format!("Pod {namespace}/{name}");
+        Self::build(pod, decoded, namespace, name).map_err(|e| e.in_object(&what))
     }
 
-    fn build(pod: Arc<api::Pod>, namespace: String, name: String) -> Result<Self, ModelError> {
+    fn build(
+        object: PodObject,
+        pod: &api::Pod,
+        namespace: String,
+        name: String,
+    ) -> Result<Self, ModelError> {
         if name.is_empty() {
             return Err(ModelError::invalid("metadata.name", "a pod needs a name"));
         }
@@ -418,7 +435,7 @@ impl PodInfo {
             labels,
             namespace,
             name,
-            pod,
+            pod: object,
         })
     }
 
@@ -687,6 +704,7 @@ fn claim_names(spec: &api::PodSpec) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn pod(spec: serde_json::Value) -> PodInfo {
         let pod: api::Pod = serde_json::from_value(json!({
@@ -926,6 +944,7 @@ fn slim_container(c: &mut api::Container) {
 #[cfg(test)]
 mod slim_tests {
     use super::*;
+    use std::sync::Arc;
 
     /// A pod with every part the scheduling view reads, and the bulk a dump adds.
     fn rich_pod() -> api::Pod {
@@ -989,7 +1008,7 @@ mod slim_tests {
         slim_pod(&mut slim);
         let view = |p: api::Pod| {
             let mut info = PodInfo::new(Arc::new(p)).unwrap();
-            info.pod = Arc::new(api::Pod::default());
+            info.pod = api::Pod::default().into();
             format!("{info:?}")
         };
         assert_eq!(view(full.clone()), view(slim.clone()));

@@ -5,16 +5,17 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
+use kubesched_framework::model::PodObject;
 
 /// A change observed in the cluster (by a watcher or by the in-memory cluster).
 #[derive(Debug, Clone)]
 pub enum ClusterChange {
     /// A pod appeared.
-    PodAdded(Arc<api::Pod>),
+    PodAdded(PodObject),
     /// A pod changed.
-    PodUpdated(Arc<api::Pod>, Arc<api::Pod>),
+    PodUpdated(PodObject, PodObject),
     /// A pod was deleted.
-    PodDeleted(Arc<api::Pod>),
+    PodDeleted(PodObject),
     /// A node appeared.
     NodeAdded(Arc<api::Node>),
     /// A node changed.

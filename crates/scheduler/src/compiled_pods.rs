@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kubesched_framework::LivePods;
-use kubesched_framework::model::PodInfo;
+use kubesched_framework::model::{PodInfo, PodObject};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
@@ -18,36 +17,51 @@ pub(crate) struct CompiledPods {
 }
 
 /// An object and what it compiled to.
-type Compiled = (Arc<Pod>, Arc<PodInfo>);
+type Compiled = (PodObject, Arc<PodInfo>);
 
 impl CompiledPods {
-    /// Compiles the pod and remembers it as the pod's latest object. A malformed pod is
+    /// Compiles the pod and remembers it as the pod's latest object (an object compiled
+    /// ahead, see [`CompiledPods::remember`], is not compiled again). A malformed pod is
     /// logged, forgotten and skipped.
-    pub(crate) fn compile(&self, pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
+    pub(crate) fn compile(&self, pod: &PodObject) -> Option<Arc<PodInfo>> {
+        if let Some(info) = self.remembered(pod) {
+            return Some(info);
+        }
         let info = compile(pod);
-        let uid = uid_of(pod);
         let mut by_uid = self.by_uid.lock();
         match &info {
             Some(i) => {
-                by_uid.insert(uid, (Arc::clone(pod), Arc::clone(i)));
+                by_uid.insert(pod.key().to_string(), (pod.clone(), Arc::clone(i)));
             }
             None => {
-                by_uid.remove(&uid);
+                by_uid.remove(pod.key());
             }
         }
         info
     }
 
+    /// Remembers a pod compiled ahead of its delivery (the simulator compiles each pod it
+    /// loads to check it), so the change that delivers its object does not compile it
+    /// again.
+    pub(crate) fn remember(&self, info: Arc<PodInfo>) {
+        self.by_uid
+            .lock()
+            .insert(info.pod.key().to_string(), (info.pod.clone(), info));
+    }
+
     /// The compiled form of an object delivered before: remembered when it is the pod's
     /// latest object, compiled otherwise (and not remembered).
-    pub(crate) fn previous(&self, pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
-        let remembered = self
-            .by_uid
+    pub(crate) fn previous(&self, pod: &PodObject) -> Option<Arc<PodInfo>> {
+        self.remembered(pod).or_else(|| compile(pod))
+    }
+
+    /// The remembered compiled form of this very object.
+    fn remembered(&self, pod: &PodObject) -> Option<Arc<PodInfo>> {
+        self.by_uid
             .lock()
-            .get(&uid_of(pod))
-            .filter(|(object, _)| Arc::ptr_eq(object, pod))
-            .map(|(_, info)| Arc::clone(info));
-        remembered.or_else(|| compile(pod))
+            .get(pod.key())
+            .filter(|(object, _)| PodObject::ptr_eq(object, pod))
+            .map(|(_, info)| Arc::clone(info))
     }
 
     /// The compiled form of the pod's latest object, if the pod is known.
@@ -59,8 +73,8 @@ impl CompiledPods {
     }
 
     /// Forgets a pod that is gone (deleted or finished).
-    pub(crate) fn forget(&self, pod: &Pod) {
-        self.by_uid.lock().remove(&uid_of(pod));
+    pub(crate) fn forget(&self, pod: &PodObject) {
+        self.by_uid.lock().remove(pod.key());
     }
 }
 
@@ -101,21 +115,8 @@ impl LivePods for CompiledPods {
     }
 }
 
-/// The pod's key, as the model computes `PodInfo::uid`: its uid, or `namespace/name` for
-/// a pod without one (manifests loaded in a simulation often have none).
-fn uid_of(pod: &Pod) -> String {
-    match pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
-        Some(uid) => uid.to_string(),
-        None => format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        ),
-    }
-}
-
-fn compile(pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
-    match PodInfo::new(Arc::clone(pod)) {
+fn compile(pod: &PodObject) -> Option<Arc<PodInfo>> {
+    match PodInfo::new(pod) {
         Ok(p) => Some(Arc::new(p)),
         Err(e) => {
             tracing::warn!(error = %e, "skipping malformed pod");
@@ -127,10 +128,11 @@ fn compile(pod: &Arc<Pod>) -> Option<Arc<PodInfo>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn pod(uid: &str, label: &str) -> Arc<Pod> {
-        Arc::new(Pod {
+    fn pod(uid: &str, label: &str) -> PodObject {
+        PodObject::from(Pod {
             metadata: ObjectMeta {
                 name: Some(uid.into()),
                 namespace: Some("default".into()),
@@ -151,7 +153,7 @@ mod tests {
         let again = pods.previous(&first).expect("valid pod");
         assert!(Arc::ptr_eq(&compiled, &again));
         // An equal but different object is compiled afresh.
-        let copy = Arc::new((*first).clone());
+        let copy = PodObject::from((*first).clone());
         let fresh = pods.previous(&copy).expect("valid pod");
         assert!(!Arc::ptr_eq(&compiled, &fresh));
         assert_eq!(fresh.labels, compiled.labels);

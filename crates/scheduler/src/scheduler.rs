@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kubesched_cache::Cache;
 use kubesched_framework::events::{ActionType, ClusterEvent, EventObject, EventResource};
-use kubesched_framework::model::{Node, NodeInfo, PodInfo};
+use kubesched_framework::model::{Node, NodeInfo, PodInfo, PodObject};
 use kubesched_framework::{
     Code, CycleState, EXTENDER_NAME, Event, EventType, Feature, Framework, Handle, HandleControl,
     NodeToStatus, ObjectRef, PodScheduledCondition, PodStatusUpdate, PreemptionExplainer,
@@ -17,7 +17,7 @@ use kubesched_framework::{
 use kubesched_queue::SchedulingQueue;
 use parking_lot::Mutex;
 
-use crate::changes::{ClusterChange, is_assigned, is_terminal, node_update_actions};
+use crate::changes::{ClusterChange, node_update_actions};
 use crate::compiled_pods::CompiledPods;
 use crate::explain::{Explanation, ExtenderExplanation, NodeExplanation, PluginScoreExplanation};
 use crate::extender::cycle::{self as extenders, FilterTrace};
@@ -100,7 +100,7 @@ pub enum AttemptOutcome {
 /// The backend's latest copy of each pod (its informer view).
 pub trait PodLister: Send + Sync {
     /// The pod `namespace/name` as last observed, if it still exists.
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<k8s_openapi::api::core::v1::Pod>>;
+    fn get(&self, namespace: &str, name: &str) -> Option<PodObject>;
 }
 
 /// Receives the outcome of every attempt (the simulator records them; tests assert them).
@@ -239,8 +239,8 @@ impl Scheduler {
             );
         };
         match lister.get(&pod.namespace, &pod.name) {
-            Some(live) if live.metadata.uid.as_deref().unwrap_or(&pod.uid) == pod.uid => {
-                if is_assigned(&live) {
+            Some(live) if live.key() == pod.uid => {
+                if live.is_assigned() {
                     tracing::info!(pod = %pod.key(), "pod has been assigned to a node; not adding it back to the queue");
                     None
                 } else {

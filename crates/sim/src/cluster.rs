@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kubesched_framework::clock::{Clock, FakeClock};
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
-use kubesched_framework::model::PodInfo;
+use kubesched_framework::model::{PodInfo, PodObject};
 use kubesched_framework::{
     ClientError, ClusterClient, Event, ObjectKind, ObjectStore, ObjectWrite, PodStatusUpdate,
     async_trait,
@@ -27,12 +27,12 @@ use crate::volumes::{VolumeController, VolumeIndex};
 
 #[derive(Default)]
 struct State {
-    pods: BTreeMap<String, Arc<api::Pod>>,
+    pods: BTreeMap<String, PodObject>,
     nodes: BTreeMap<String, Arc<api::Node>>,
     changes: VecDeque<ClusterChange>,
     events: Vec<Event>,
     /// The last version of each pod the scheduler deleted (preemption victims).
-    evicted: BTreeMap<String, Arc<api::Pod>>,
+    evicted: BTreeMap<String, PodObject>,
     binds: u64,
     failing_binds: u32,
     /// Pods terminating gracefully, by key: when each one is gone.
@@ -167,27 +167,39 @@ impl SimCluster {
 
     /// Adds or replaces a pod. As the resource-claim controller would, the claims of its
     /// `resourceClaimTemplateName` entries are created first.
-    pub fn apply_pod(&self, pod: impl Into<Arc<api::Pod>>) {
-        let mut pod = pod.into();
-        if pod.metadata.namespace.is_none() {
-            Arc::make_mut(&mut pod).metadata.namespace = Some("default".into());
+    pub fn apply_pod(&self, pod: impl Into<PodObject>) {
+        let mut pod: PodObject = pod.into();
+        let mut claim_changes = None;
+        // The facts are read without decoding: a dump's packed pod with a namespace and
+        // no claims is stored as it came.
+        if !pod.has_namespace() || pod.has_resource_claims() {
+            let packed = pod.packed_len() > 0;
+            let mut object = pod.into_object();
+            if object.metadata.namespace.is_none() {
+                Arc::make_mut(&mut object).metadata.namespace = Some("default".into());
+            }
+            if object
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.resource_claims.is_some())
+            {
+                claim_changes = claims::generate_claims(Arc::make_mut(&mut object), &self.objects);
+            }
+            pod = if packed {
+                PodObject::packed(&object)
+            } else {
+                PodObject::new(object)
+            };
         }
-        let claim_changes = if pod
-            .spec
-            .as_ref()
-            .is_some_and(|s| s.resource_claims.is_some())
-        {
-            claims::generate_claims(Arc::make_mut(&mut pod), &self.objects)
-        } else {
-            None
-        };
-        let key = pod_key(&pod);
+        let key = pod.name_key().to_string();
         let mut s = self.state.lock();
         s.changes.extend(claim_changes.into_iter().flatten());
         let change = match s.pods.insert(key, pod.clone()) {
             Some(old) => ClusterChange::PodUpdated(old, pod),
             None => {
-                self.create_ephemeral_claims(&mut s, &pod);
+                if pod.has_volumes() {
+                    self.create_ephemeral_claims(&mut s, &pod.read());
+                }
                 ClusterChange::PodAdded(pod)
             }
         };
@@ -262,21 +274,23 @@ impl SimCluster {
     /// Creates the template claims pods still wait for (after a template was added).
     pub fn run_claim_controller(&self) {
         let mut s = self.state.lock();
-        let waiting: Vec<(String, Arc<api::Pod>)> = s
+        let waiting: Vec<(String, PodObject)> = s
             .pods
             .iter()
             .filter(|(_, p)| {
-                p.spec
-                    .as_ref()
-                    .and_then(|sp| sp.resource_claims.as_ref())
-                    .is_some_and(|c| c.iter().any(|e| e.resource_claim_template_name.is_some()))
+                p.has_resource_claims()
+                    && p.read()
+                        .spec
+                        .as_ref()
+                        .and_then(|sp| sp.resource_claims.as_ref())
+                        .is_some_and(|c| c.iter().any(|e| e.resource_claim_template_name.is_some()))
             })
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
         for (key, old) in waiting {
-            let mut new = (*old).clone();
+            let mut new = api::Pod::clone(&old.read());
             if let Some(changes) = claims::generate_claims(&mut new, &self.objects) {
-                let new = Arc::new(new);
+                let new = old.successor(new);
                 s.pods.insert(key, new.clone());
                 s.changes.extend(changes);
                 s.changes.push_back(ClusterChange::PodUpdated(old, new));
@@ -340,7 +354,7 @@ impl SimCluster {
             Some(old) => {
                 s.changes.push_back(ClusterChange::PodDeleted(old.clone()));
                 drop(s);
-                self.release_claims_of(&old);
+                self.release_claims_of(&old.read());
                 true
             }
             None => false,
@@ -491,13 +505,14 @@ impl SimCluster {
             .get(Some(namespace), name)
     }
 
-    /// Every pod, sorted by key.
-    pub fn pods(&self) -> Vec<Arc<api::Pod>> {
+    /// Every pod, sorted by key. A dump's pods come packed: read each with
+    /// [`PodObject::read`] so they stay so.
+    pub fn pods(&self) -> Vec<PodObject> {
         self.state.lock().pods.values().cloned().collect()
     }
 
     /// One pod.
-    pub fn pod(&self, key: &str) -> Option<Arc<api::Pod>> {
+    pub fn pod(&self, key: &str) -> Option<PodObject> {
         self.state.lock().pods.get(key).cloned()
     }
 
@@ -519,7 +534,7 @@ impl SimCluster {
     }
 
     /// The last version of a pod the scheduler deleted (a preemption victim), by key.
-    pub fn evicted_pod(&self, key: &str) -> Option<Arc<api::Pod>> {
+    pub fn evicted_pod(&self, key: &str) -> Option<PodObject> {
         self.state.lock().evicted.get(key).cloned()
     }
 
@@ -542,7 +557,7 @@ impl SimCluster {
 /// The cluster's pods are the scheduler's informer view: a pod that failed goes back to the
 /// queue as the cluster has it now, as on a real cluster.
 impl PodLister for SimCluster {
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<api::Pod>> {
+    fn get(&self, namespace: &str, name: &str) -> Option<PodObject> {
         self.pod(&format!("{namespace}/{name}"))
     }
 }
@@ -595,7 +610,7 @@ impl SimCluster {
         status.nominated_node_name = None;
         // The kubelet starts it at once: the preemption tie-break reads this.
         status.start_time.get_or_insert(started);
-        let new = Arc::new(new);
+        let new = old.successor(new);
         s.pods.insert(key, new.clone());
         s.changes.push_back(ClusterChange::PodUpdated(old, new));
         s.binds += 1;
@@ -677,7 +692,7 @@ impl ClusterClient for SimCluster {
                 .checked_add(jiff_seconds(grace_seconds))
                 .unwrap_or(now.0),
         ));
-        let new = Arc::new(new);
+        let new = old.successor(new);
         s.pods.insert(key.clone(), new.clone());
         s.terminating.insert(key, self.clock.now() + grace);
         s.changes.push_back(ClusterChange::PodUpdated(old, new));
@@ -714,7 +729,7 @@ impl ClusterClient for SimCluster {
         if new == *old {
             return Ok(());
         }
-        let new = Arc::new(new);
+        let new = old.successor(new);
         s.pods.insert(key, new.clone());
         s.changes.push_back(ClusterChange::PodUpdated(old, new));
         Ok(())
@@ -925,7 +940,7 @@ impl ClusterClient for SimCluster {
         if new == *old {
             return Ok(());
         }
-        let new = Arc::new(new);
+        let new = old.successor(new);
         s.pods.insert(key, new.clone());
         s.changes.push_back(ClusterChange::PodUpdated(old, new));
         Ok(())

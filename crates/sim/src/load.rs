@@ -11,7 +11,6 @@
 use std::fmt;
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -19,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use kubesched_framework::events::{EventObject, EventResource};
+use kubesched_framework::model::PodObject;
 use kubesched_framework::registry;
 
 use crate::cluster::SimCluster;
@@ -106,9 +106,10 @@ impl fmt::Display for InputProblem {
 pub struct Manifests {
     /// Nodes.
     pub nodes: Vec<api::Node>,
-    /// Pods (bound ones carry `spec.nodeName`), slimmed, each in the allocation the
-    /// in-memory cluster and the scheduler's cache go on sharing.
-    pub pods: Vec<Arc<api::Pod>>,
+    /// Pods (bound ones carry `spec.nodeName`), slimmed and packed (see [`PodObject`]),
+    /// each in the allocation the in-memory cluster and the scheduler's cache go on
+    /// sharing.
+    pub pods: Vec<PodObject>,
     /// Pods an API server would refuse: not simulated, reported with status `Invalid`.
     pub invalid_pods: Vec<InvalidPod>,
     /// Priority classes, used to resolve `priorityClassName`.
@@ -1024,9 +1025,11 @@ impl<'m> Loader<'m> {
         }
         // Kept is what scheduling and the reports read, not the whole object.
         kubesched_model::slim_pod(&mut p);
-        let duplicate = self
-            .seen
-            .add_pod(self.manifests, Arc::new(p), origin(file, position));
+        let duplicate = self.seen.add_pod(
+            self.manifests,
+            PodObject::packed(&p),
+            origin(file, position),
+        );
         self.duplicate(duplicate, problem);
     }
 
@@ -1529,6 +1532,15 @@ fn global_default(classes: &[PriorityClass]) -> Option<&PriorityClass> {
                 .cmp(&b.value)
                 .then_with(|| a.metadata.name.cmp(&b.metadata.name))
         })
+}
+
+/// Whether [`resolve_priority`] may change the pod: it names no priority or no
+/// preemption policy yet (an API server's admission fills both in, so a dump's pods have
+/// them).
+pub fn needs_priority(pod: &api::Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .is_some_and(|s| s.priority.is_none() || s.preemption_policy.is_none())
 }
 
 /// Fills `spec.priority` and `spec.preemptionPolicy` as the API server's Priority

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1 as api;
 use kubesched_config::LoadedConfig;
 use kubesched_framework::clock::FakeClock;
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
-use kubesched_framework::model::PodInfo;
+use kubesched_framework::model::{PodInfo, PodObject};
 use kubesched_scheduler::{
     AttemptObserver, AttemptOutcome, ClusterChange, Explanation, PodGroupOutcome, Scheduler,
     SchedulerParts, build_scheduler,
@@ -17,7 +17,9 @@ use kubesched_scheduler::{
 use parking_lot::Mutex;
 
 use crate::cluster::{SimCluster, pod_key};
-use crate::load::{InputProblem, InvalidPod, Manifests, apply_other, resolve_priority};
+use crate::load::{
+    InputProblem, InvalidPod, Manifests, apply_other, needs_priority, resolve_priority,
+};
 use crate::report::{
     Attempt, AttemptResult, EventRef, PodGroupResult, PodResult, PodState, ReportEvent, ReportType,
     SimReport, Summary, percentile,
@@ -289,6 +291,16 @@ impl Simulation {
         })
     }
 
+    /// The scheduler's compiled form of this very object, if it has one (what the
+    /// report and the usage charts read of a pod, so a packed pod is not decoded).
+    pub fn compiled(&self, pod: &PodObject) -> Option<Arc<PodInfo>> {
+        self.scheduler
+            .handle()
+            .live_pods()
+            .by_uid(pod.key())
+            .filter(|info| PodObject::ptr_eq(&info.pod, pod))
+    }
+
     /// The in-memory cluster.
     pub fn cluster(&self) -> &Arc<SimCluster> {
         &self.cluster
@@ -352,24 +364,38 @@ impl Simulation {
 
     /// Adds a pod, resolving its priority class; a pod that cannot be understood is
     /// reported and left out, and parts of one that do not compile are reported.
-    pub fn add_pod(&mut self, pod: impl Into<Arc<api::Pod>>, file: &str, measured: bool) {
-        // The loader's pods arrive alone in their allocation: changed in place, never
-        // copied, and shared from here on by the cluster and the scheduler's cache.
-        let mut pod = pod.into();
-        if pod.metadata.namespace.is_none() {
-            Arc::make_mut(&mut pod).metadata.namespace = Some("default".into());
+    pub fn add_pod(&mut self, pod: impl Into<PodObject>, file: &str, measured: bool) {
+        // The loader's pods arrive packed and alone in their allocation: read once here,
+        // changed only when they must be, and shared from here on by the cluster and the
+        // scheduler's cache.
+        let mut pod: PodObject = pod.into();
+        let mut object = pod.read();
+        if object.metadata.namespace.is_none() || needs_priority(&object) {
+            let packed = pod.packed_len() > 0;
+            drop(object);
+            let mut whole = pod.into_object();
+            let changed = Arc::make_mut(&mut whole);
+            if changed.metadata.namespace.is_none() {
+                changed.metadata.namespace = Some("default".into());
+            }
+            if let Err(m) = resolve_priority(changed, &self.priority_classes) {
+                self.problems.push(InputProblem::object(
+                    file,
+                    format!("Pod {}", pod_key(changed)),
+                    Some("spec.priorityClassName".into()),
+                    m,
+                ));
+                return;
+            }
+            pod = if packed {
+                PodObject::packed(&whole)
+            } else {
+                PodObject::new(Arc::clone(&whole))
+            };
+            object = whole;
         }
-        let key = pod_key(&pod);
-        if let Err(m) = resolve_priority(Arc::make_mut(&mut pod), &self.priority_classes) {
-            self.problems.push(InputProblem::object(
-                file,
-                format!("Pod {key}"),
-                Some("spec.priorityClassName".into()),
-                m,
-            ));
-            return;
-        }
-        match PodInfo::new(pod.clone()) {
+        let key = pod.name_key().to_string();
+        match PodInfo::from_decoded(pod.clone(), &object) {
             Err(e) => {
                 self.problems.push(InputProblem::object(
                     file,
@@ -391,9 +417,12 @@ impl Simulation {
                         e.message.clone(),
                     ));
                 }
+                // Compiled once: the scheduler takes it when the cluster delivers the pod.
+                self.scheduler.remember_compiled(Arc::new(info));
             }
         }
-        self.track_pod(&pod, measured);
+        self.track_pod(&object, measured);
+        drop(object);
         self.cluster.apply_pod(pod);
     }
 
@@ -720,7 +749,7 @@ impl Simulation {
         let mut unschedulable = 0;
         for key in &self.tracked {
             match self.cluster.pod(key) {
-                Some(p) if kubesched_scheduler::is_assigned(&p) => scheduled += 1,
+                Some(p) if p.is_assigned() => scheduled += 1,
                 Some(_) if pods.get(key).and_then(PodRecord::failed_last).is_some() => {
                     unschedulable += 1;
                 }
@@ -787,7 +816,7 @@ impl Simulation {
     /// Requested cpu, memory and pod count against allocatable on every node, now (for the
     /// HTML report's before/after charts).
     pub fn node_usage(&self) -> Vec<crate::usage::NodeUsage> {
-        crate::usage::node_usage(&self.cluster)
+        crate::usage::node_usage(&self.cluster, &|pod| self.compiled(pod))
     }
 
     /// `createNodes`: `count` copies of the template named `<prefix>-<n>`, with hostname,
@@ -874,6 +903,7 @@ impl Simulation {
             .cluster
             .pods()
             .iter()
+            .map(PodObject::read)
             .filter(|p| p.metadata.namespace.as_deref() == Some(d.namespace.as_str()))
             .filter(|p| {
                 let labels = p.metadata.labels.as_ref();
@@ -881,7 +911,7 @@ impl Simulation {
                     .iter()
                     .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
             })
-            .map(|p| pod_key(p))
+            .map(|p| pod_key(&p))
             .collect();
         if let Some(n) = d.count {
             victims.truncate(n);
@@ -996,15 +1026,25 @@ impl Simulation {
                         .collect()
                 })
                 .unwrap_or_default();
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .filter(|n| !n.is_empty());
+            let node = pod.node_name().map(str::to_string);
+            // What the row needs of the object, from its compiled form when the scheduler
+            // has this very object (a packed pod is then not decoded).
+            let (terminating, nominated) = match self.compiled(&pod) {
+                Some(info) => (info.terminating, info.nominated_node_name.clone()),
+                None => {
+                    let object = pod.read();
+                    let nominated = object
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.nominated_node_name.clone())
+                        .filter(|n| !n.is_empty());
+                    (object.metadata.deletion_timestamp.is_some(), nominated)
+                }
+            };
             let eviction = evictions.get(key);
             let (state, message) = match (eviction, &live) {
                 (Some((_, note)), None) => (PodState::Preempted, Some(note.clone())),
-                (Some((_, note)), Some(p)) if p.metadata.deletion_timestamp.is_some() => {
+                (Some((_, note)), Some(_)) if terminating => {
                     (PodState::Terminating, Some(note.clone()))
                 }
                 // Rejected while waiting at Permit instead of deleted: it goes on.
@@ -1029,15 +1069,10 @@ impl Simulation {
             }
             // Binding clears the field (as kube-apiserver v1.35+ does): a bound pod shows
             // the nomination it was bound under, from its last attempts.
-            let nominated_node = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.nominated_node_name.clone())
-                .filter(|n| !n.is_empty())
-                .or_else(|| {
-                    node.as_ref()?;
-                    history.iter().rev().find_map(|a| a.nominated_node.clone())
-                });
+            let nominated_node = nominated.or_else(|| {
+                node.as_ref()?;
+                history.iter().rev().find_map(|a| a.nominated_node.clone())
+            });
             pods.push(PodResult {
                 namespace: namespace.to_string(),
                 name: name.to_string(),

@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1 as api;
-use kubesched_model::{Node, PodInfo};
+use kubesched_model::{Node, PodInfo, PodObject};
 use serde::Serialize;
 
 use crate::cluster::SimCluster;
@@ -29,8 +28,13 @@ pub struct NodeUsage {
     pub pods: i64,
 }
 
-/// Every node's usage now: pods bound to it that have not finished count.
-pub fn node_usage(cluster: &SimCluster) -> Vec<NodeUsage> {
+/// Every node's usage now: pods bound to it that have not finished count. `compiled`
+/// gives a pod's compiled form when the scheduler has it (so a packed pod is not decoded
+/// to be counted).
+pub fn node_usage(
+    cluster: &SimCluster,
+    compiled: &dyn Fn(&PodObject) -> Option<Arc<PodInfo>>,
+) -> Vec<NodeUsage> {
     let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
     for node in cluster.nodes() {
         let Ok(model) = Node::new(node) else {
@@ -50,13 +54,13 @@ pub fn node_usage(cluster: &SimCluster) -> Vec<NodeUsage> {
         );
     }
     for pod in cluster.pods() {
-        let Some(node) = bound_node(&pod) else {
+        if pod.is_terminal() {
+            continue;
+        }
+        let Some(u) = pod.node_name().and_then(|node| usage.get_mut(node)) else {
             continue;
         };
-        let Some(u) = usage.get_mut(node) else {
-            continue;
-        };
-        let Ok(info) = PodInfo::new(pod.clone()) else {
+        let Some(info) = compiled(&pod).or_else(|| PodInfo::new(&pod).ok().map(Arc::new)) else {
             continue;
         };
         u.cpu_requested += info.requests.milli_cpu;
@@ -64,15 +68,4 @@ pub fn node_usage(cluster: &SimCluster) -> Vec<NodeUsage> {
         u.pods += 1;
     }
     usage.into_values().collect()
-}
-
-fn bound_node(pod: &Arc<api::Pod>) -> Option<&str> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
-        return None;
-    }
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .filter(|n| !n.is_empty())
 }

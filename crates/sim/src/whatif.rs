@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kubesched_config::LoadedConfig;
-use kubesched_framework::model::LabelSelector;
+use kubesched_framework::model::{LabelSelector, PodObject};
 
 use crate::cluster::pod_key;
 use crate::load::{InputProblem, Manifests};
@@ -306,7 +306,8 @@ pub async fn drain(scenario: &Scenario, nodes: &[String]) -> Result<SimReport, S
             .unschedulable = Some(true);
         sim.cluster().apply_node(cordoned);
     }
-    let pods = sim.cluster().pods();
+    // Every pod once, decoded for this what-if (a dump's pods are kept packed).
+    let pods: Vec<Arc<api::Pod>> = sim.cluster().pods().iter().map(PodObject::read).collect();
     let mut evict = Vec::new();
     let mut not_evicted = Vec::new();
     for pod in &pods {
@@ -380,7 +381,7 @@ pub async fn drain(scenario: &Scenario, nodes: &[String]) -> Result<SimReport, S
     for (pod, _, _) in &evict {
         let key = pod_key(pod);
         sim.cluster().delete_pod_by_key(&key);
-        let mut replacement = (**pod).clone();
+        let mut replacement = api::Pod::clone(pod);
         replacement.metadata.uid = Some(format!(
             "{}-replacement",
             pod.metadata.uid.clone().unwrap_or_else(|| key.clone())
@@ -656,7 +657,7 @@ pub async fn scale_workload(
         .map_err(|e| what_if_error(format!("--scale-workload {spec_text}: {e}")))?;
     let mut sim = scenario.start()?;
     sim.settle().await;
-    let pods = sim.cluster().pods();
+    let pods: Vec<Arc<api::Pod>> = sim.cluster().pods().iter().map(PodObject::read).collect();
     let existing: BTreeSet<String> = pods
         .iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(target.namespace.as_str()))
@@ -814,15 +815,13 @@ pub async fn explain_pod(
     let mut scenario = scenario.clone();
     scenario.explain = Some(pod.to_string());
     let mut target = None;
-    scenario.manifests.pods.retain_mut(|p| {
-        if p.metadata.namespace.is_none() {
-            Arc::make_mut(p).metadata.namespace = Some("default".into());
-        }
-        if pod_key(p) == pod {
-            target = Some(api::Pod::clone(p));
+    // Read without decoding: a dump's pods stay packed.
+    scenario.manifests.pods.retain(|p| {
+        if p.name_key() == pod {
+            target = Some(api::Pod::clone(&p.read()));
             return false;
         }
-        node_of(p).is_some()
+        p.is_assigned()
     });
     let Some(mut target) = target else {
         return Err(SimError::PodNotFound {
@@ -846,7 +845,7 @@ pub async fn explain_pod(
         status.conditions = None;
     }
     target.metadata.deletion_timestamp = None;
-    scenario.manifests.pods.push(Arc::new(target));
+    scenario.manifests.pods.push(PodObject::from(target));
     let mut sim = scenario.start()?;
     if !sim.scheduler().profiles().contains_key(&profile) {
         let mut known: Vec<&String> = sim.scheduler().profiles().keys().collect();

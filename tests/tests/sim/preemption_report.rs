@@ -164,10 +164,11 @@ fn global_default_never_is_copied_to_pods_without_a_class() {
     let (mut manifests, _) = load_paths(&[example_dir()]);
     for p in &mut manifests.pods {
         if p.metadata.name.as_deref() == Some("weekly-report") {
-            std::sync::Arc::make_mut(p)
-                .spec
-                .get_or_insert_with(Default::default)
-                .preemption_policy = Some("PreemptLowerPriority".into());
+            p.modify(|p| {
+                p.spec
+                    .get_or_insert_with(Default::default)
+                    .preemption_policy = Some("PreemptLowerPriority".into());
+            });
         }
     }
     let report = simulate(manifests, None);
@@ -180,10 +181,11 @@ fn missing_priority_class_is_an_input_problem() {
     let (mut manifests, _) = load_paths(&[example_dir()]);
     for p in &mut manifests.pods {
         if p.metadata.name.as_deref() == Some("train-2") {
-            std::sync::Arc::make_mut(p)
-                .spec
-                .get_or_insert_with(Default::default)
-                .priority_class_name = Some("no-such-class".into());
+            p.modify(|p| {
+                p.spec
+                    .get_or_insert_with(Default::default)
+                    .priority_class_name = Some("no-such-class".into());
+            });
         }
     }
     let report = simulate(manifests, None);

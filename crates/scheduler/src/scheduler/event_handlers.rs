@@ -15,6 +15,13 @@ impl Scheduler {
         self.metrics.cache_sizes(self.cache.sizes());
     }
 
+    /// Takes a pod compiled ahead of its delivery (the simulator compiles each pod it loads
+    /// to check it): the change that delivers this very object uses it instead of
+    /// compiling the object again.
+    pub fn remember_compiled(&self, pod: Arc<PodInfo>) {
+        self.compiled_pods.remember(pod);
+    }
+
     /// Applies one cluster change to the cache, the queue and the nominator, as upstream's
     /// event handlers do. Malformed objects are logged and skipped; nothing else stops.
     pub fn handle_change(&self, change: ClusterChange) {
@@ -93,18 +100,17 @@ impl Scheduler {
     }
 
     /// The plugins that observe pod changes (see `PodEventsPlugin`), every profile's.
-    fn tell_pod_event(
-        &self,
-        old: Option<&k8s_openapi::api::core::v1::Pod>,
-        new: Option<&k8s_openapi::api::core::v1::Pod>,
-    ) {
+    fn tell_pod_event(&self, old: Option<&PodObject>, new: Option<&PodObject>) {
         for fw in self.profiles.values() {
-            fw.run_pod_event_plugins(old, new);
+            // Only an observer makes a packed object decoded.
+            if fw.has_pod_event_plugins() {
+                fw.run_pod_event_plugins(old.map(|p| &**p), new.map(|p| &**p));
+            }
         }
     }
 
-    fn on_pod_added(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
-        if is_terminal(&pod) {
+    fn on_pod_added(&self, pod: PodObject) {
+        if pod.is_terminal() {
             return;
         }
         let Some(info) = self.compiled_pods.compile(&pod) else {
@@ -112,7 +118,7 @@ impl Scheduler {
         };
         let group_member = self.handle.features().enabled(Feature::GenericWorkload)
             && kubesched_framework::workload::pod_group_name(&info).is_some();
-        let assigned = is_assigned(&pod);
+        let assigned = pod.is_assigned();
         if assigned {
             if let Err(e) = self.cache.add_pod(info.clone()) {
                 tracing::warn!(pod = %info.key(), error = %e, "adding pod to the cache");
@@ -142,15 +148,11 @@ impl Scheduler {
         }
     }
 
-    fn on_pod_updated(
-        &self,
-        old: Arc<k8s_openapi::api::core::v1::Pod>,
-        new: Arc<k8s_openapi::api::core::v1::Pod>,
-    ) {
+    fn on_pod_updated(&self, old: PodObject, new: PodObject) {
         // A pod that finished disappears from the scheduler's view, as upstream's informer
         // (which lists non-terminal pods only) sees it.
-        if is_terminal(&new) {
-            if !is_terminal(&old) {
+        if new.is_terminal() {
+            if !old.is_terminal() {
                 self.on_pod_deleted(old);
             } else {
                 self.compiled_pods.forget(&new);
@@ -162,7 +164,7 @@ impl Scheduler {
         let Some(new_info) = self.compiled_pods.compile(&new) else {
             return;
         };
-        match (is_assigned(&old), is_assigned(&new)) {
+        match (old.is_assigned(), new.is_assigned()) {
             (true, true) => {
                 let Some(old_info) = old_compiled else {
                     let _ = self.cache.add_pod(new_info);
@@ -203,13 +205,13 @@ impl Scheduler {
         }
     }
 
-    fn on_pod_deleted(&self, pod: Arc<k8s_openapi::api::core::v1::Pod>) {
+    fn on_pod_deleted(&self, pod: PodObject) {
         let info = self.compiled_pods.previous(&pod);
         self.compiled_pods.forget(&pod);
         let Some(info) = info else {
             return;
         };
-        if is_assigned(&pod) {
+        if pod.is_assigned() {
             if let Err(e) = self.cache.remove_pod(&info) {
                 tracing::debug!(pod = %info.key(), error = %e, "removing pod from the cache");
             }
@@ -261,13 +263,13 @@ fn event_label(change: &ClusterChange) -> std::borrow::Cow<'static, str> {
         }
     };
     let label = match change {
-        ClusterChange::PodAdded(p) => pod(is_assigned(p), PodAction::Add),
+        ClusterChange::PodAdded(p) => pod(p.is_assigned(), PodAction::Add),
         // A pod that got bound leaves the unscheduled pods and joins the assigned ones.
-        ClusterChange::PodUpdated(old, new) if !is_assigned(old) && is_assigned(new) => {
+        ClusterChange::PodUpdated(old, new) if !old.is_assigned() && new.is_assigned() => {
             pod(true, PodAction::Add)
         }
-        ClusterChange::PodUpdated(_, new) => pod(is_assigned(new), PodAction::Update),
-        ClusterChange::PodDeleted(p) => pod(is_assigned(p), PodAction::Delete),
+        ClusterChange::PodUpdated(_, new) => pod(new.is_assigned(), PodAction::Update),
+        ClusterChange::PodDeleted(p) => pod(p.is_assigned(), PodAction::Delete),
         ClusterChange::NodeAdded(_) => "NodeAdd",
         ClusterChange::NodeUpdated(..) => "NodeUpdate",
         ClusterChange::NodeDeleted(_) => "NodeDelete",

@@ -8,6 +8,8 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use kubesched_framework::model::PodObject;
+
 use super::{InputProblem, Manifests};
 
 /// Where a copy came from: the file and the position in it (`document 2 (line 40)`).
@@ -130,7 +132,9 @@ impl Seen {
     pub(super) fn of(manifests: &Manifests) -> Self {
         let mut seen = Self::default();
         for (i, p) in manifests.pods.iter().enumerate() {
-            seen.pods.insert(key_of(&p.metadata, true), (i, earlier()));
+            let (ns, name) = p.name_key().split_once('/').unwrap_or_default();
+            seen.pods
+                .insert((ns.to_string(), name.to_string()), (i, earlier()));
         }
         for (i, n) in manifests.nodes.iter().enumerate() {
             seen.nodes
@@ -153,11 +157,32 @@ impl Seen {
     pub(super) fn add_pod(
         &mut self,
         m: &mut Manifests,
-        pod: std::sync::Arc<k8s_openapi::api::core::v1::Pod>,
+        pod: PodObject,
         origin: Origin,
     ) -> Option<String> {
-        let key = key_of(&pod.metadata, true);
-        add(&mut m.pods, &mut self.pods, key, pod, origin, |p| rv(&**p))
+        let key = match pod.name_key().split_once('/') {
+            Some((ns, name)) => (ns.to_string(), name.to_string()),
+            None => (String::new(), pod.name_key().to_string()),
+        };
+        // Only a duplicate reads the versions: packed pods stay packed.
+        match self.pods.get_mut(&key) {
+            Some((index, first)) => {
+                let old = m.pods[*index].read();
+                let new = pod.read();
+                let (keep_new, why) = choose(rv(&*old), rv(&*new));
+                let message = duplicate_message(first, &origin, keep_new, why);
+                if keep_new {
+                    m.pods[*index] = pod;
+                    *first = origin;
+                }
+                Some(message)
+            }
+            None => {
+                self.pods.insert(key, (m.pods.len(), origin));
+                m.pods.push(pod);
+                None
+            }
+        }
     }
 
     pub(super) fn add_node(
@@ -243,12 +268,7 @@ impl Seen {
     pub(super) fn check_bindings(&self, m: &Manifests, problems: &mut Vec<InputProblem>) {
         let mut uids: HashMap<&str, &Key> = HashMap::new();
         for (key, (index, origin)) in sorted(&self.pods) {
-            let Some(uid) = m.pods[*index]
-                .metadata
-                .uid
-                .as_deref()
-                .filter(|u| !u.is_empty())
-            else {
+            let Some(uid) = m.pods[*index].uid() else {
                 continue;
             };
             if let Some(first) = uids.insert(uid, key) {
@@ -270,12 +290,7 @@ impl Seen {
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         for ((ns, name), (index, origin)) in sorted(&self.pods) {
-            let Some(node) = m.pods[*index]
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .filter(|n| !n.is_empty())
-            else {
+            let Some(node) = m.pods[*index].node_name() else {
                 continue;
             };
             if nodes.contains(node) || origin.position.is_empty() && origin.file == earlier().file {
