@@ -16,6 +16,7 @@
 mod client;
 pub mod clock;
 mod cycle_state;
+pub mod dra_devices;
 pub mod duration;
 pub mod events;
 mod explain;

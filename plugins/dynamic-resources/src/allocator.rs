@@ -346,6 +346,76 @@ impl Allocator {
     }
 }
 
+/// The devices on `node` that `class` selects, and how many of them claims hold: what
+/// v1.37's NodeResourcesFit scores a DRA-backed extended resource by (its allocatable and
+/// requested on the node). Pools that are being updated or are invalid count for nothing;
+/// devices with binding conditions count only with the gate on, as the allocator offers
+/// them.
+pub fn class_device_tally(
+    index: &SliceIndex,
+    allocated: &AllocatedState,
+    node: NodeRef<'_>,
+    features: Features,
+    class: &DeviceClass,
+    cel: &CelCache,
+) -> Result<(i64, i64), String> {
+    let class_name = class.metadata.name.as_deref().unwrap_or("");
+    let owner = |_: usize| format!("class {class_name}");
+    let selectors = compile_selectors(
+        cel,
+        class.spec.as_ref().and_then(|s| s.selectors.as_ref()),
+        &owner,
+    )?;
+    let pools = gather_pools(index, node, features)?;
+    let (mut devices, mut taken) = (0i64, 0i64);
+    for pool in pools
+        .iter()
+        .filter(|p| !p.incomplete && p.invalid.is_none())
+    {
+        for slice in &pool.slices {
+            for device in &slice.devices {
+                if !features.binding_conditions
+                    && device
+                        .device
+                        .binding_conditions
+                        .as_ref()
+                        .is_some_and(|c| !c.is_empty())
+                {
+                    continue;
+                }
+                if !device.serves(node.name, node.labels, &slice.name)? {
+                    continue;
+                }
+                let mut selected = true;
+                for (i, expr) in selectors.iter().enumerate() {
+                    if let Some(e) = expr.error() {
+                        return Err(format!(
+                            "class {class_name}: selector #{i}: CEL compile error: {e}"
+                        ));
+                    }
+                    if !device.selected_by(expr).map_err(|e| {
+                        format!(
+                            "class {class_name}: selector #{i} on device {}: CEL runtime error: {e}",
+                            device.id
+                        )
+                    })? {
+                        selected = false;
+                        break;
+                    }
+                }
+                if !selected {
+                    continue;
+                }
+                devices += 1;
+                if allocated.has(&device.id) {
+                    taken += 1;
+                }
+            }
+        }
+    }
+    Ok((devices, taken))
+}
+
 fn plan_claim(
     features: Features,
     claim: &Arc<ResourceClaim>,

@@ -56,6 +56,7 @@ pub mod slices;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use kubesched_framework::dra_devices::{DeviceTally, DraExtendedDevices};
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
@@ -939,6 +940,10 @@ impl PreFilterPlugin for DynamicResources {
             }
         }
         let has_conditions = has_binding_conditions(&claims);
+        if extended.is_some() {
+            // Filled by Filter, read by NodeResourcesFit's Score.
+            state.write(DraExtendedDevices::default());
+        }
         state.write(DraState(Arc::new(StateInner {
             has_conditions,
             claims: Mutex::new(claims),
@@ -966,6 +971,7 @@ impl FilterPlugin for DynamicResources {
             return Status::error("node not found");
         };
         let mut node_extended = None;
+        let mut needed = std::collections::BTreeMap::new();
         if let Some(ext) = &s.extended {
             let claim = ext.claim.lock().clone();
             if extended::has_requests(&claim) {
@@ -973,7 +979,6 @@ impl FilterPlugin for DynamicResources {
                 // starts anew.
                 return Status::unresolvable(ERR_REASON_EXTENDED_CLAIM);
             }
-            let mut needed = std::collections::BTreeMap::new();
             for (name, (_, class)) in &ext.pod.requests {
                 let allocatable = node.allocatable.scalar.get(name);
                 match class {
@@ -1090,7 +1095,55 @@ impl FilterPlugin for DynamicResources {
                 .lock()
                 .insert(n.name.clone(), (Arc::new(claim), mappings));
         }
+        if let (Some(ext), Some(record)) = (&s.extended, state.read::<DraExtendedDevices>()) {
+            self.record_device_tallies(ext, record, n, &needed);
+        }
         Status::success()
+    }
+}
+
+impl DynamicResources {
+    /// Tells NodeResourcesFit's Score, for a feasible node, how many devices of each
+    /// providing class the node has and how many are taken (v1.37 scores DRA-backed
+    /// extended resources by them). A class or selector that cannot be evaluated leaves
+    /// the resource out (it then scores as the node's allocatable says).
+    fn record_device_tallies(
+        &self,
+        ext: &ExtendedState,
+        record: &DraExtendedDevices,
+        node: &kubesched_framework::model::Node,
+        needed: &std::collections::BTreeMap<String, String>,
+    ) {
+        let objects = self.handle.objects();
+        let node_ref = NodeRef {
+            name: &node.name,
+            labels: &node.labels,
+        };
+        for (resource, class) in needed {
+            let Some(class) = objects.device_classes.get(None, class) else {
+                continue;
+            };
+            match allocator::class_device_tally(
+                &ext.index,
+                &ext.allocated,
+                node_ref,
+                self.features,
+                &class,
+                &self.manager.cel,
+            ) {
+                Ok((allocatable, allocated)) => record.record(
+                    &node.name,
+                    resource,
+                    DeviceTally {
+                        allocatable,
+                        allocated,
+                    },
+                ),
+                Err(e) => {
+                    tracing::debug!(node = %node.name, resource = %resource, error = %e, "counting the devices of an extended resource");
+                }
+            }
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
+use kubesched_framework::dra_devices::DraExtendedDevices;
 use kubesched_framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
@@ -378,8 +379,17 @@ impl ScorePlugin for NodeResourcesFit {
                 computed.as_slice()
             }
         };
+        let dra = match (
+            state.read::<PreFilterState>(),
+            state.read::<DraExtendedDevices>(),
+        ) {
+            (Some(PreFilterState(_, backed)), Some(devices)) if !backed.is_empty() => {
+                Some((backed, devices))
+            }
+            _ => None,
+        };
         self.scorer
-            .score(node, requests)
+            .score(node, requests, dra)
             .ok_or_else(|| Status::error("resources not found"))
     }
 }

@@ -1,7 +1,10 @@
 //! Score: the three strategies over the configured resources, with upstream's integer
 //! arithmetic. Per node it only reads sums the `NodeInfo` keeps, and allocates nothing.
 
+use std::collections::BTreeSet;
+
 use kubesched_framework::MAX_NODE_SCORE;
+use kubesched_framework::dra_devices::DraExtendedDevices;
 use kubesched_framework::model::resource::{CpuMemoryRequests, ScoredResource};
 use kubesched_framework::model::{NodeInfo, PodInfo};
 
@@ -74,7 +77,16 @@ impl Scorer {
     }
 
     /// The node's score for a pod with these requests (aligned with the resources).
-    pub(crate) fn score(&self, node: &NodeInfo, pod_requests: &[i64]) -> Option<i64> {
+    /// `dra`: the pod's extended resources DRA may provide, with what DynamicResources
+    /// found of them per node (v1.37): on a node that does not advertise such a resource,
+    /// its allocatable is the node's devices of the providing class and its requested the
+    /// ones taken plus the pod's.
+    pub(crate) fn score(
+        &self,
+        node: &NodeInfo,
+        pod_requests: &[i64],
+        dra: Option<(&BTreeSet<String>, &DraExtendedDevices)>,
+    ) -> Option<i64> {
         if self.resources.is_empty() {
             return None;
         }
@@ -82,8 +94,17 @@ impl Scorer {
         let mut weight_sum = 0i64;
         for ((spec, kind), &pod_request) in self.resources.iter().zip(&self.kinds).zip(pod_requests)
         {
-            let (allocatable, requested) =
+            let (mut allocatable, mut requested) =
                 kind.allocatable_and_requested(node, CpuMemoryRequests::NonZero, pod_request);
+            if allocatable == 0
+                && pod_request > 0
+                && let Some((backed, devices)) = dra
+                && backed.contains(&spec.name)
+                && let Some(tally) = devices.get(node.name(), &spec.name)
+            {
+                allocatable = tally.allocatable;
+                requested = tally.allocated + pod_request;
+            }
             // Resources the node does not have (or the pod does not ask for, when scalar)
             // are left out of the average.
             if allocatable == 0 {

@@ -1092,3 +1092,64 @@ fn remedies_skip_ignored_resources_as_filter_does() {
         vec!["needs 10m more cpu (requests 20m, 10m free of 10m)".to_string()]
     );
 }
+
+/// v1.37: an extended resource DRA provides, named in `scoringStrategy.resources`, scores
+/// on a node without a device plugin by the node's devices of the class (what
+/// DynamicResources' Filter counted), not by the node's allocatable, which lacks it (and
+/// so left it out of the average before).
+#[test]
+fn dra_backed_extended_resources_score_by_the_nodes_devices() {
+    use kubesched_framework::dra_devices::{DeviceTally, DraExtendedDevices};
+    let decoded = (registry::ArgsCodec::of::<NodeResourcesFitArgs>().decode)(Some(&json!({
+        "scoringStrategy": {
+            "type": "LeastAllocated",
+            "resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 1}],
+        },
+    })))
+    .expect("valid args");
+    let handle = Handle::builder()
+        .objects(gpu_class_store())
+        .features(kubesched_framework::features::FeatureGates::default())
+        .build();
+    let plugin = NodeResourcesFit::new(
+        decoded.get::<NodeResourcesFitArgs>().expect("typed"),
+        &handle,
+    )
+    .expect("builds");
+    let pod = PodBuilder::new("p")
+        .container(&[("cpu", "1"), ("example.com/gpu", "1")])
+        .info();
+    let nodes = node_infos(
+        ["busy", "idle", "unknown"]
+            .into_iter()
+            .map(|n| {
+                NodeBuilder::new(n).capacity(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")])
+            })
+            .collect(),
+        &[],
+    );
+    let score_all = |devices: Option<DraExtendedDevices>| {
+        let mut state = CycleState::new();
+        let _ = plugin.pre_filter(&mut state, &pod, &nodes);
+        if let Some(d) = devices {
+            state.write(d);
+        }
+        assert!(plugin.pre_score(&mut state, &pod, &nodes).is_success());
+        nodes
+            .iter()
+            .map(|n| plugin.score(&state, &pod, n).expect("scores"))
+            .collect::<Vec<_>>()
+    };
+    let devices = DraExtendedDevices::default();
+    let tally = |allocatable, allocated| DeviceTally {
+        allocatable,
+        allocated,
+    };
+    devices.record("busy", "example.com/gpu", tally(4, 3));
+    devices.record("idle", "example.com/gpu", tally(4, 0));
+    // cpu: (4000 - 1000) * 100 / 4000 = 75 everywhere. gpu: busy (4 - 4) → 0, idle
+    // (4 - 1) * 100 / 4 → 75; a node DRA recorded nothing for leaves it out.
+    assert_eq!(score_all(Some(devices)), vec![37, 75, 75]);
+    // Without DynamicResources' record (no DRA-backed request seen): as the allocatable.
+    assert_eq!(score_all(None), vec![75, 75, 75]);
+}

@@ -305,3 +305,38 @@ fn init_containers_share_one_request_and_reuse_what_runs_after_them() {
         ]
     );
 }
+
+/// v1.37: Filter tells NodeResourcesFit's Score how many devices of the providing class a
+/// feasible node has and how many claims hold, per DRA-backed extended resource.
+#[test]
+fn filter_counts_the_class_devices_for_node_resources_fit() {
+    use kubesched_framework::dra_devices::{DeviceTally, DraExtendedDevices};
+    let objects = gpu_store(Some("example.com/gpu"));
+    let mut taken = claim("other", one_request(1, None));
+    taken.status = Some(de(json!({"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+    ]}}})));
+    objects.resource_claims.upsert(taken);
+    let plugin = plugin_on(objects);
+    let pod = gpu_pod("example.com/gpu", "2");
+    let nodes = vec![plain_node()];
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    assert!(plugin.filter(&state, &pod, &nodes[0]).is_success());
+    let record = state
+        .read::<DraExtendedDevices>()
+        .expect("written at PreFilter");
+    assert_eq!(
+        record.get("n1", "example.com/gpu"),
+        Some(DeviceTally {
+            allocatable: 4,
+            allocated: 1
+        })
+    );
+
+    // A pod without DRA-backed requests leaves no record.
+    let plain = PodBuilder::new("q").container(&[("cpu", "1")]).info();
+    let mut state = CycleState::new();
+    let _ = plugin.pre_filter(&mut state, &plain, &nodes);
+    assert!(state.read::<DraExtendedDevices>().is_none());
+}
