@@ -113,6 +113,68 @@ pub fn scheduling_policy(pg: &PodGroup) -> Result<SchedulingPolicy, PodGroupErro
     }
 }
 
+/// A pod's preemption policy as upstream names it (`PreemptLowerPriority` unless `Never`).
+fn preemption_policy_of(pod: &PodInfo) -> &'static str {
+    if pod.preemption_never {
+        "Never"
+    } else {
+        "PreemptLowerPriority"
+    }
+}
+
+/// Upstream v1.37's checks before a pod-group cycle (`validatePodGroup`): every member,
+/// the queued ones in order and then those already scheduled, has the first member's
+/// `spec.schedulerName` (`scheduler_name`), the PodGroup's priority (`spec.priority`, 0
+/// when unset) and one preemption policy: the PodGroup's (`spec.preemptionPolicy`,
+/// `PreemptLowerPriority` when unset) with PodGroupPreemptionPolicy on, else the first
+/// member's. The error is upstream's message for the first member that differs; the cycle
+/// fails with it as an error, for every member.
+pub fn validate_members<'a>(
+    pod_group: &PodGroup,
+    scheduler_name: &str,
+    pod_group_preemption_policy: bool,
+    members: impl IntoIterator<Item = &'a PodInfo>,
+) -> Result<(), String> {
+    let priority = pod_group.spec.priority.unwrap_or(0);
+    let mut policy: Option<String> = pod_group_preemption_policy.then(|| {
+        pod_group
+            .spec
+            .preemption_policy
+            .clone()
+            .unwrap_or_else(|| "PreemptLowerPriority".to_string())
+    });
+    for pod in members {
+        if pod.scheduler_name != scheduler_name {
+            return Err(format!(
+                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
+                pod.scheduler_name, scheduler_name
+            ));
+        }
+        if pod.priority != priority {
+            return Err(format!(
+                "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {priority}",
+                pod.priority
+            ));
+        }
+        let own = preemption_policy_of(pod);
+        match &policy {
+            Some(p) if p != own && pod_group_preemption_policy => {
+                return Err(format!(
+                    "all pods in a single pod group should have the same preemption policy as the pod group's preemption policy, got {own} and {p}"
+                ));
+            }
+            Some(p) if p != own => {
+                return Err(format!(
+                    "all pods in a single pod group should have the same preemption policy, got {own} and {p}"
+                ));
+            }
+            Some(_) => {}
+            None => policy = Some(own.to_string()),
+        }
+    }
+    Ok(())
+}
+
 /// One pod group as a group cycle sees it: the object, its checked policy, and the
 /// members the cycle tries to place, in the order it tries them.
 #[derive(Debug, Clone)]
@@ -223,6 +285,113 @@ mod tests {
                 ..Default::default()
             },
             status: None,
+        }
+    }
+
+    fn member(name: &str, scheduler: &str, priority: i32, never: bool) -> PodInfo {
+        let mut pod = k8s_openapi::api::core::v1::Pod::default();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.namespace = Some("ml".into());
+        let spec = pod.spec.get_or_insert_with(Default::default);
+        spec.scheduler_name = Some(scheduler.into());
+        spec.priority = Some(priority);
+        spec.preemption_policy = never.then(|| "Never".to_string());
+        PodInfo::new(Arc::new(pod)).expect("pod")
+    }
+
+    /// Name, PodGroup, PodGroupPreemptionPolicy on, members, expected error.
+    type ValidationRow = (
+        &'static str,
+        PodGroup,
+        bool,
+        Vec<PodInfo>,
+        Option<&'static str>,
+    );
+
+    #[test]
+    fn members_must_agree_as_upstream_checks_them() {
+        const SCHED: &str = "default-scheduler";
+        let with = |priority: Option<i32>, policy: Option<&str>| {
+            let mut pg = group(false, Some(2));
+            pg.spec.priority = priority;
+            pg.spec.preemption_policy = policy.map(str::to_string);
+            pg
+        };
+        let a = member("a", SCHED, 0, false);
+        let rows: Vec<ValidationRow> = vec![
+            (
+                "alike",
+                with(None, None),
+                false,
+                vec![a.clone(), member("b", SCHED, 0, false)],
+                None,
+            ),
+            (
+                "another scheduler",
+                with(None, None),
+                false,
+                vec![a.clone(), member("b", "batch", 0, false)],
+                Some(
+                    r#"all pods in a single pod group should have the same .spec.schedulerName set, got: "batch" and "default-scheduler""#,
+                ),
+            ),
+            (
+                "priority unlike the group's",
+                with(Some(1000), None),
+                false,
+                vec![
+                    member("a", SCHED, 1000, false),
+                    member("b", SCHED, 0, false),
+                ],
+                Some(
+                    "all pods in a single pod group should have the same priority as the pod group's priority, got 0 and 1000",
+                ),
+            ),
+            (
+                "the group's priority unset is 0",
+                with(None, None),
+                false,
+                vec![member("a", SCHED, 5, false)],
+                Some(
+                    "all pods in a single pod group should have the same priority as the pod group's priority, got 5 and 0",
+                ),
+            ),
+            (
+                "policies differ, gate off: the first member's",
+                with(None, None),
+                false,
+                vec![member("a", SCHED, 0, true), a.clone()],
+                Some(
+                    "all pods in a single pod group should have the same preemption policy, got PreemptLowerPriority and Never",
+                ),
+            ),
+            (
+                "all Never, gate off",
+                with(None, None),
+                false,
+                vec![member("a", SCHED, 0, true), member("b", SCHED, 0, true)],
+                None,
+            ),
+            (
+                "gate on: the group's policy rules",
+                with(None, Some("Never")),
+                true,
+                vec![a.clone()],
+                Some(
+                    "all pods in a single pod group should have the same preemption policy as the pod group's preemption policy, got PreemptLowerPriority and Never",
+                ),
+            ),
+            (
+                "gate on, the default matches",
+                with(None, None),
+                true,
+                vec![a.clone()],
+                None,
+            ),
+        ];
+        for (name, pg, gate, members, want) in rows {
+            let got = validate_members(&pg, SCHED, gate, members.iter());
+            assert_eq!(got.err().as_deref(), want, "{name}");
         }
     }
 

@@ -268,3 +268,97 @@ fn gang_members_wait_at_permit_until_min_count_is_scheduled() {
         "{metrics}"
     );
 }
+
+/// The value of one series in the scheduler's metrics text.
+fn series(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn metrics_after(input: &str, gate_on: bool) -> String {
+    let gates = if gate_on {
+        FeatureGates::parse(["GenericWorkload=true"]).expect("gates")
+    } else {
+        FeatureGates::defaults()
+    };
+    let loaded = default_config_with_gates(&gates);
+    with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(manifests_of(input), "input.yaml");
+        sim.settle().await;
+        sim.scheduler().metrics().encode()
+    })
+}
+
+#[test]
+fn pod_group_cycles_are_counted_in_upstreams_metrics() {
+    // A gang that fits (train: 2 of 3 CPUs on two nodes) and one that cannot reach its
+    // minCount (big: four 3-CPU members, one node left).
+    let input = format!(
+        "{NODES}{}{}{}{}",
+        pod_group("train", 2),
+        members("train", 2),
+        pod_group("big", 4),
+        members("big", 4)
+    );
+    let metrics = metrics_after(&input, true);
+    let attempts = |result: &str| {
+        series(
+            &metrics,
+            &format!(
+                r#"scheduler_podgroup_schedule_attempts_total{{result="{result}",profile="default-scheduler"}}"#
+            ),
+        )
+    };
+    assert_eq!(attempts("scheduled"), Some(1.0), "{metrics}");
+    assert!(
+        attempts("unschedulable").is_some_and(|n| n >= 1.0),
+        "{metrics}"
+    );
+    assert_eq!(attempts("error"), None, "{metrics}");
+    let cycles = attempts("scheduled").unwrap_or(0.0) + attempts("unschedulable").unwrap_or(0.0);
+    assert_eq!(
+        series(
+            &metrics,
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds_count"
+        ),
+        Some(cycles),
+        "one algorithm run per cycle: {metrics}"
+    );
+    assert!(metrics.contains(
+        "# HELP scheduler_podgroup_scheduling_attempt_duration_seconds [ALPHA] Pod group scheduling attempt latency in seconds\n"
+    ));
+    // With the gate off the families do not exist.
+    let off = metrics_after(&input, false);
+    assert!(!off.contains("scheduler_podgroup_"), "{off}");
+}
+
+#[test]
+fn a_gang_whose_members_disagree_on_priority_is_refused_whole() {
+    // One member of three carries a priority the PodGroup (priority 0) does not have: v1.37
+    // refuses the whole group before trying any member.
+    let odd = members("mixed", 3).replacen(
+        "spec:\n  schedulingGroup: {podGroupName: mixed}\n",
+        "spec:\n  priority: 1000\n  schedulingGroup: {podGroupName: mixed}\n",
+        1,
+    );
+    assert!(odd.contains("priority: 1000"));
+    let report = simulate(&format!("{NODES}{}{odd}", pod_group("mixed", 3)), true);
+    for i in 0..3 {
+        let (state, node, message) = outcome(&report, &format!("mixed-{i}"));
+        assert_ne!(state, PodState::Scheduled, "mixed-{i}");
+        assert_eq!(node, None, "mixed-{i}");
+        assert!(
+            message.contains(
+                "all pods in a single pod group should have the same priority as the pod group's priority, got 1000 and 0"
+            ),
+            "mixed-{i}: {message}"
+        );
+    }
+    // The same members with one priority are placed.
+    let report = simulate(
+        &format!("{NODES}{}{}", pod_group("mixed", 3), members("mixed", 3)),
+        true,
+    );
+    assert_eq!(outcome(&report, "mixed-0").0, PodState::Scheduled);
+}

@@ -18,7 +18,7 @@ use kubesched_framework::model::PodInfo;
 use kubesched_framework::workload::{
     POD_GROUP_INITIALLY_SCHEDULED, PlacementCycleState, PlacementProgress, PodGroup, PodGroupInfo,
     PodGroupScheduledCount, REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
-    pod_group_name, scheduling_policy,
+    pod_group_name, scheduling_policy, validate_members,
 };
 use kubesched_framework::{Code, CycleState, Framework, QueuedPodInfo, Status};
 
@@ -132,17 +132,57 @@ impl Scheduler {
         }
         let mut queued = vec![first];
         queued.extend(self.queue.pop_specific(&others));
-        // Members that belong to another profile, or are being deleted, are not tried.
+        // The members must agree on scheduler, priority and preemption policy (the queued
+        // ones and those already placed); if not, the whole group fails with an error.
+        let placed = known
+            .iter()
+            .filter(|p| p.node_name.is_some() || self.cache.is_assumed_pod(&p.uid));
+        let preemption_policy_gate = self
+            .handle
+            .features()
+            .enabled_by_name("PodGroupPreemptionPolicy")
+            == Some(true);
+        if let Err(message) = validate_members(
+            &pg,
+            fw.profile_name(),
+            preemption_policy_gate,
+            queued
+                .iter()
+                .map(|q| &*q.pod_info)
+                .chain(placed.map(|p| &**p)),
+        ) {
+            let status = Status::error(message);
+            let info = PodGroupInfo {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                pod_group: pg.clone(),
+                policy,
+                pods: queued.iter().map(|q| q.pod_info.clone()).collect(),
+            };
+            tracing::warn!(pod_group = %info.key(), message = %status.message(), "error scheduling pod group");
+            for qpi in queued {
+                self.handle_failure(
+                    &fw,
+                    qpi,
+                    status.clone(),
+                    None,
+                    CLEAR_NOMINATION,
+                    start,
+                    pod_cycle,
+                );
+            }
+            self.update_pod_group_condition(&info, &status);
+            self.metrics.pod_group_attempt(
+                AttemptResult::Error,
+                fw.profile_name(),
+                start.elapsed(),
+            );
+            return;
+        }
+        // Members being deleted, or placed meanwhile, are not tried.
         let mut members = Vec::with_capacity(queued.len());
         for qpi in queued {
-            if qpi.pod_info.scheduler_name != fw.profile_name() {
-                let status = Status::error(format!(
-                    "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
-                    qpi.pod_info.scheduler_name,
-                    fw.profile_name()
-                ));
-                self.handle_failure(&fw, qpi, status, None, CLEAR_NOMINATION, start, pod_cycle);
-            } else if qpi.pod_info.terminating || self.cache.is_assumed_pod(&qpi.pod_info.uid) {
+            if qpi.pod_info.terminating || self.cache.is_assumed_pod(&qpi.pod_info.uid) {
                 self.queue.done(&qpi.pod_info.uid);
             } else {
                 members.push(qpi);
