@@ -278,7 +278,9 @@ fn after_pod_group_added(
     )
 }
 
-/// The pod's PodGroup lowered its gang `minCount`; nothing else an update can change helps.
+/// The pod's PodGroup lowered its gang `minCount`, or an update left a policy that is not
+/// a gang on either side (v1.37 queues the pod then, as an update it does not expect; v1.38
+/// skips it); a gang's `minCount` that stays or grows does not help.
 fn after_pod_group_updated(
     pod: &PodInfo,
     old: Option<&EventObject>,
@@ -301,7 +303,8 @@ fn after_pod_group_updated(
         &old.spec.scheduling_policy.gang,
         &new.spec.scheduling_policy.gang,
     ) else {
-        return Ok(QueueingHint::Skip);
+        tracing::debug!(pod = %pod.key(), "pod group was updated but it's not a gang policy, this is unexpected, enqueuing pod");
+        return Ok(QueueingHint::Queue);
     };
     Ok(if now.min_count < was.min_count {
         QueueingHint::Queue

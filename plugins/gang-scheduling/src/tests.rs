@@ -276,6 +276,26 @@ fn hints_queue_only_the_same_group() {
         hint(3, Some(pg("h", 3)), Some(pg("h", 2))),
         Ok(QueueingHint::Skip)
     );
+    // v1.37 queues the pod on an update whose policy is not a gang on either side.
+    let basic = EventObject::object(Arc::new(pod_group("g", true, None)));
+    assert_eq!(
+        hint(3, Some(basic.clone()), Some(pg("g", 3))),
+        Ok(QueueingHint::Queue)
+    );
+    assert_eq!(
+        hint(3, Some(pg("g", 3)), Some(basic.clone())),
+        Ok(QueueingHint::Queue)
+    );
+    assert_eq!(
+        hint(3, Some(basic.clone()), Some(basic)),
+        Ok(QueueingHint::Queue)
+    );
+    // Another group's update is still skipped.
+    let other_basic = EventObject::object(Arc::new(pod_group("h", true, None)));
+    assert_eq!(
+        hint(3, Some(other_basic.clone()), Some(other_basic)),
+        Ok(QueueingHint::Skip)
+    );
     assert!(hint(2, None, None).is_err());
 }
 
