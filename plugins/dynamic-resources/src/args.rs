@@ -64,8 +64,11 @@ impl<'de> Deserialize<'de> for ArgDuration {
 
 /// Arguments of the DynamicResources plugin (`pluginConfig[].args`). A field left out
 /// stays `None` (so a field set while its gate is off can be refused, as upstream does);
-/// the args are written with the filter timeout's default filled in, as v1.37's
-/// `/configz` shows them.
+/// the args are written with both timeouts' defaults filled in (`filterTimeout: 10s`,
+/// `bindingTimeout: 10m0s`), as v1.37's `/configz` shows them. Upstream fills each in
+/// only while its gate is on; kubesched decodes args before it knows the gates, so a
+/// release emulated with a gate off still shows the default (read back, it is taken as
+/// unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DynamicResourcesArgs {
@@ -87,9 +90,10 @@ impl Serialize for DynamicResourcesArgs {
             .filter_timeout
             .unwrap_or(ArgDuration::of(DEFAULT_FILTER_TIMEOUT));
         map.serialize_entry("filterTimeout", &filter)?;
-        if let Some(b) = &self.binding_timeout {
-            map.serialize_entry("bindingTimeout", b)?;
-        }
+        let binding = self
+            .binding_timeout
+            .unwrap_or(ArgDuration::of(DEFAULT_BINDING_TIMEOUT));
+        map.serialize_entry("bindingTimeout", &binding)?;
         map.end()
     }
 }
@@ -159,7 +163,11 @@ impl DynamicResourcesArgs {
                     "bindingTimeout: Invalid value: \"{t}\": must be at least 1 second"
                 ));
             }
-        } else if self.binding_timeout.is_some() {
+        } else if self
+            .binding_timeout
+            .is_some_and(|t| t != ArgDuration::of(DEFAULT_BINDING_TIMEOUT))
+        {
+            // As filterTimeout: the default in written args was not set by anyone.
             errs.push("bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled".into());
         }
         match errs.len() {

@@ -815,7 +815,7 @@ fn args_are_validated_as_upstream_does() {
             Err("bindingTimeout: Invalid value: \"500ms\": must be at least 1 second"),
         ),
         (
-            json!({"bindingTimeout": "10m"}),
+            json!({"bindingTimeout": "5m"}),
             ArgGates {
                 binding_conditions: false,
                 ..ALL_ON
@@ -855,9 +855,14 @@ fn args_are_validated_as_upstream_does() {
 }
 
 #[test]
-fn args_are_written_with_the_default_filter_timeout() {
+fn args_are_written_with_the_default_timeouts() {
+    // v1.37's /configz: both defaults (bindingTimeout's since DRADeviceBindingConditions
+    // went on by default).
     let written = serde_json::to_value(args(json!({}))).unwrap();
-    assert_eq!(written, json!({"filterTimeout": "10s"}));
+    assert_eq!(
+        written,
+        json!({"filterTimeout": "10s", "bindingTimeout": "10m0s"})
+    );
     let written = serde_json::to_value(args(
         json!({"filterTimeout": "1m30s", "bindingTimeout": "10m"}),
     ))
@@ -866,13 +871,20 @@ fn args_are_written_with_the_default_filter_timeout() {
         written,
         json!({"filterTimeout": "1m30s", "bindingTimeout": "10m0s"})
     );
-    // Read back, the default stays what it was.
+    // Read back, the defaults stay what they were, gates off too.
     assert_eq!(
         args(json!({"filterTimeout": "10s"})).filter_limit(ArgGates {
             filter_timeout: false,
             ..ALL_ON
         }),
         Ok(None)
+    );
+    assert_eq!(
+        args(json!({"filterTimeout": "10s", "bindingTimeout": "10m0s"})).filter_limit(ArgGates {
+            binding_conditions: false,
+            ..ALL_ON
+        }),
+        Ok(Some(std::time::Duration::from_secs(10)))
     );
     assert!(
         serde_json::from_value::<DynamicResourcesArgs>(json!({"filterTimeOut": "1s"})).is_err()
