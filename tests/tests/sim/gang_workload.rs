@@ -5,8 +5,50 @@
 //! waits at PreEnqueue; with the gate off the same pods are scheduled one by one.
 
 use kubesched_config::{FeatureGates, default_config_with_gates};
+use kubesched_framework::model::PodInfo;
+use kubesched_framework::workload::{
+    PlacementCycleState, PlacementFeasiblePlugin, PlacementProgress, PodGroupInfo,
+};
+use kubesched_framework::{Handle, PluginError, PreEnqueuePlugin, Status};
 use kubesched_sim::{PodState, SimReport};
 use kubesched_tests::{manifests_of, with_simulation};
+
+/// A PlacementFeasible plugin that fails with an error for the PodGroup named `broken`
+/// (and admits every pod at PreEnqueue, so a profile can enable it).
+struct BrokenPlacement;
+
+impl BrokenPlacement {
+    fn new(_: &Handle) -> Result<Self, PluginError> {
+        Ok(Self)
+    }
+}
+
+impl PreEnqueuePlugin for BrokenPlacement {
+    fn pre_enqueue(&self, _: &PodInfo) -> Status {
+        Status::success()
+    }
+}
+
+impl PlacementFeasiblePlugin for BrokenPlacement {
+    fn placement_feasible(
+        &self,
+        _: &mut PlacementCycleState,
+        group: &PodGroupInfo,
+        _: PlacementProgress,
+    ) -> Status {
+        if group.name == "broken" {
+            Status::error("the placement oracle is down")
+        } else {
+            Status::success()
+        }
+    }
+}
+
+kubesched_framework::register_plugin! {
+    name: "BrokenPlacement",
+    plugin: BrokenPlacement,
+    factory: BrokenPlacement::new,
+}
 
 /// Three nodes of 4 CPUs in three zones.
 const NODES: &str = "
@@ -361,4 +403,49 @@ fn a_gang_whose_members_disagree_on_priority_is_refused_whole() {
         true,
     );
     assert_eq!(outcome(&report, "mixed-0").0, PodState::Scheduled);
+}
+
+#[test]
+fn a_placement_feasible_error_fails_the_group_with_upstreams_words() {
+    let config = "
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: BrokenPlacement
+";
+    let gates = FeatureGates::parse(["GenericWorkload=true"]).expect("gates");
+    let loaded =
+        kubesched_config::load_str_with_gates(config, "config.yaml", &gates).expect("config");
+    let input = format!(
+        "{NODES}{}{}{}{}",
+        pod_group("broken", 2),
+        members("broken", 2),
+        pod_group("fine", 2),
+        members("fine", 2)
+    );
+    let report = with_simulation(&loaded, 0, None, async |mut sim| {
+        sim.load(manifests_of(&input), "input.yaml");
+        sim.settle().await;
+        sim.report()
+    });
+    for i in 0..2 {
+        let (state, node, message) = outcome(&report, &format!("broken-{i}"));
+        assert_eq!(state, PodState::Error, "broken-{i}: {message}");
+        assert_eq!(node, None, "broken-{i}");
+        assert!(
+            message.contains(
+                r#"failed to evaluate placement feasibility: running PlacementFeasible plugin "BrokenPlacement": the placement oracle is down"#
+            ),
+            "broken-{i}: {message}"
+        );
+        assert_eq!(
+            outcome(&report, &format!("fine-{i}")).0,
+            PodState::Scheduled,
+            "fine-{i}"
+        );
+    }
 }

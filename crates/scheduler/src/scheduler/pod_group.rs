@@ -243,7 +243,7 @@ impl Scheduler {
             remaining: members.len(),
             scheduled: already,
         };
-        let mut verdict = fw.run_placement_feasible_plugins(&mut placement, info, progress);
+        let mut verdict = placement_feasible(fw, &mut placement, info, progress);
         let mut any_placed = false;
         if !stops(&verdict) {
             for (i, qpi) in members.iter().enumerate() {
@@ -265,7 +265,7 @@ impl Scheduler {
                     progress.scheduled += 1;
                     any_placed = true;
                 }
-                verdict = fw.run_placement_feasible_plugins(&mut placement, info, progress);
+                verdict = placement_feasible(fw, &mut placement, info, progress);
                 if stops(&verdict) {
                     break;
                 }
@@ -529,6 +529,27 @@ impl Scheduler {
             tracing::debug!(pod_group = %info.key(), "no runtime to write the PodGroup's status");
         }
     }
+}
+
+/// The profile's PlacementFeasible verdict on `info` after `progress`; an error is
+/// upstream's `failed to evaluate placement feasibility: …`.
+fn placement_feasible(
+    fw: &Framework,
+    placement: &mut PlacementCycleState,
+    info: &PodGroupInfo,
+    progress: PlacementProgress,
+) -> Status {
+    let verdict = fw.run_placement_feasible_plugins(placement, info, progress);
+    if verdict.code() != Code::Error {
+        return verdict;
+    }
+    carry_plugin(
+        Status::error(format!(
+            "failed to evaluate placement feasibility: {}",
+            verdict.message()
+        )),
+        &verdict,
+    )
 }
 
 /// Whether a PlacementFeasible verdict ends the cycle (cannot be satisfied, or an error).
