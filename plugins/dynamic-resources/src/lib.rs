@@ -528,27 +528,80 @@ impl DynamicResources {
     fn pod_ready_for_binding(&self, s: &StateInner) -> Result<bool, String> {
         let claims = s.claims.lock().clone();
         for (index, ours) in claims.iter().enumerate() {
-            let namespace = ours.metadata.namespace.as_deref().unwrap_or("");
-            let name = ours.metadata.name.as_deref().unwrap_or("");
-            let Some(stored) = self.manager.claim(self.handle.objects(), namespace, name) else {
-                return Err(format!(
-                    "resourceclaim.resource.k8s.io \"{name}\" not found"
-                ));
-            };
-            let claim = if resource_version(&stored) > resource_version(ours) {
-                s.claims.lock()[index] = stored.clone();
-                stored
-            } else {
-                ours.clone()
-            };
-            if !Self::claim_ready_for_binding(&claim)? {
-                if self.claim_binding_timed_out(&claim) {
-                    return Err(format!("claim {name} binding timeout"));
-                }
+            let (claim, newer) = self.latest_claim(ours, false)?;
+            if newer {
+                s.claims.lock()[index] = claim.clone();
+            }
+            if !self.claim_ready_or_failed(&claim)? {
                 return Ok(false);
             }
         }
+        // The claim of the pod's DRA-backed extended resources waits for its devices'
+        // binding conditions like the pod's own claims (upstream keeps it last among them).
+        if let Some(ext) = &s.extended {
+            let ours = ext.claim.lock().clone();
+            if allocation_of(&ours).is_some() {
+                let (claim, newer) = self.latest_claim(&ours, true)?;
+                if newer {
+                    *ext.claim.lock() = claim.clone();
+                }
+                if !self.claim_ready_or_failed(&claim)? {
+                    return Ok(false);
+                }
+            }
+        }
         Ok(true)
+    }
+
+    /// The claim as the store has it now, when that is newer than `ours` (true), else
+    /// `ours`.
+    fn latest_claim(
+        &self,
+        ours: &Arc<ResourceClaim>,
+        created_here: bool,
+    ) -> Result<(Arc<ResourceClaim>, bool), String> {
+        let namespace = ours.metadata.namespace.as_deref().unwrap_or("");
+        let name = ours.metadata.name.as_deref().unwrap_or("");
+        let Some(stored) = self.manager.claim(self.handle.objects(), namespace, name) else {
+            if created_here {
+                // Created by this PreBind and not seen by the watch yet: as written.
+                return Ok((ours.clone(), false));
+            }
+            return Err(format!(
+                "resourceclaim.resource.k8s.io \"{name}\" not found"
+            ));
+        };
+        Ok(if resource_version(&stored) > resource_version(ours) {
+            (stored, true)
+        } else {
+            (ours.clone(), false)
+        })
+    }
+
+    /// Whether the claim's binding conditions are all met; an error when one failed or
+    /// the claim timed out.
+    fn claim_ready_or_failed(&self, claim: &ResourceClaim) -> Result<bool, String> {
+        if Self::claim_ready_for_binding(claim)? {
+            return Ok(true);
+        }
+        if self.claim_binding_timed_out(claim) {
+            let name = claim.metadata.name.as_deref().unwrap_or("");
+            return Err(format!("claim {name} binding timeout"));
+        }
+        Ok(false)
+    }
+
+    /// The claims PreBind binds: the pod's own, and the created claim of its DRA-backed
+    /// extended resources.
+    fn claims_in_pre_bind(s: &StateInner) -> Vec<Arc<ResourceClaim>> {
+        let mut claims = s.claims.lock().clone();
+        if let Some(ext) = &s.extended {
+            let claim = ext.claim.lock().clone();
+            if allocation_of(&claim).is_some() {
+                claims.push(claim);
+            }
+        }
+        claims
     }
 
     /// PreBind's wait for binding conditions: until every claim is ready, a failure
@@ -565,9 +618,9 @@ impl DynamicResources {
             if self.pod_ready_for_binding(s)? {
                 return Ok(());
             }
-            for claim in s.claims.lock().iter() {
-                if has_binding_conditions(std::slice::from_ref(claim)) {
-                    self.manager.mark_binding_timed_out(claim);
+            for claim in Self::claims_in_pre_bind(s) {
+                if has_binding_conditions(std::slice::from_ref(&claim)) {
+                    self.manager.mark_binding_timed_out(&claim);
                 }
             }
             return Err(TIMEOUT.into());
@@ -1492,7 +1545,9 @@ impl PreBindPlugin for DynamicResources {
         {
             return Status::error(e);
         }
-        if !self.features.binding_conditions || !has_binding_conditions(&s.claims.lock()) {
+        if !self.features.binding_conditions
+            || !has_binding_conditions(&Self::claims_in_pre_bind(s))
+        {
             return Status::success();
         }
         self.handle.client().record_event(Event {

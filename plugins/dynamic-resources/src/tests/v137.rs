@@ -1116,3 +1116,42 @@ fn pre_filter_names_requests_it_cannot_read() {
         ]
     );
 }
+
+/// The claim of a pod's DRA-backed extended resources waits for its devices' binding
+/// conditions like the pod's own claims: with the fabric GPU's `attached` never reported,
+/// PreBind times out instead of binding the pod to a device not ready yet.
+#[tokio::test(start_paused = true)]
+async fn an_extended_resource_claim_waits_for_its_binding_conditions() {
+    let f = Fixture::new(attachable());
+    f.objects.device_classes.upsert(de::<DeviceClass>(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"},
+    })));
+    let args = DynamicResourcesArgs {
+        binding_timeout: Some(ArgDuration::of(std::time::Duration::from_secs(30))),
+        ..DynamicResourcesArgs::default()
+    };
+    let plugin = plugin_with(f.objects.clone(), &args, None);
+    let pod = PodBuilder::new("p")
+        .uid("uid-p")
+        .container(&[("cpu", "1"), ("example.com/gpu", "1")])
+        .info();
+    let nodes = vec![node_info(
+        NodeBuilder::new("n1").capacity(&[("cpu", "8"), ("pods", "10")]),
+        &[],
+    )];
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &pod, &nodes).1.is_success());
+    let s = plugin.filter(&state, &pod, &nodes[0]);
+    assert!(s.is_success(), "{s:?}");
+    assert!(plugin.reserve(&mut state, &pod, "n1").is_success());
+    let status = plugin.pre_bind(&state, &pod, "n1").await;
+    assert_eq!(status.reasons(), ["device binding timeout"]);
+    let DraState(inner) = state.read::<DraState>().expect("state");
+    let ext = inner.extended.as_ref().expect("extended");
+    let written = ext.claim.lock().clone();
+    assert!(
+        allocation_of(&written).is_some_and(|a| a.allocation_timestamp.is_some()),
+        "the created claim's allocation is stamped"
+    );
+}
