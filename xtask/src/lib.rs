@@ -18,6 +18,7 @@ pub mod args;
 pub mod bench_plot;
 pub mod chart;
 pub mod dashboard;
+pub mod default_plugins;
 pub mod deploy;
 pub mod plugin_kinds;
 pub mod plugins;

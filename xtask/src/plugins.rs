@@ -22,33 +22,7 @@ pub const DEFAULT_FEATURES: &str = "inventory,all-plugins";
 /// The keyword that stands for upstream's default plugins in a `--plugins` list.
 pub const DEFAULT_KEYWORD: &str = "default";
 
-/// Upstream's default profile, in order, with score weights: the same list as
-/// `kubesched_config::DEFAULT_PLUGINS` whose gate is on by default (a test keeps them equal;
-/// GenericWorkload's GangScheduling is off by default and left out). It orders a chosen plugin
-/// set the way the default profile would run it and gives chosen plugins their usual
-/// weights.
-pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
-    ("SchedulingGates", None),
-    ("PrioritySort", None),
-    ("NodeUnschedulable", None),
-    ("NodeName", None),
-    ("TaintToleration", Some(3)),
-    ("NodeAffinity", Some(2)),
-    ("NodePorts", None),
-    ("NodeResourcesFit", Some(1)),
-    ("VolumeRestrictions", None),
-    ("NodeVolumeLimits", None),
-    ("VolumeBinding", None),
-    ("VolumeZone", None),
-    ("PodTopologySpread", Some(2)),
-    ("InterPodAffinity", Some(2)),
-    ("DynamicResources", None),
-    ("DefaultPreemption", None),
-    ("NodeResourcesBalancedAllocation", Some(1)),
-    ("ImageLocality", Some(1)),
-    ("DefaultBinder", None),
-    ("NodeDeclaredFeatures", None),
-];
+pub use crate::default_plugins::DEFAULT_PLUGINS;
 
 /// The feature that compiles plugin `name` in: `plugin-` and the kebab-case of the name. A
 /// capital starts a new word after a lowercase letter or digit, and the last capital of a

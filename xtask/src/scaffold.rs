@@ -104,12 +104,10 @@ pub fn create(root: &Path, plugin: &NewPlugin) -> Result<Vec<PathBuf>, Error> {
     if dir.exists() {
         return Err(Error::new(format!("{} exists already", dir.display())));
     }
+    // crates/cli's build script derives the `use … as _;` line from the feature.
     let manifest_path = root.join("crates/cli/Cargo.toml");
-    let lines_path = root.join("crates/cli/src/plugins.rs");
     let manifest = read(&manifest_path)?;
-    let lines = read(&lines_path)?;
     let manifest = wire_manifest(&manifest, plugin)?;
-    let lines = wire_lines(&lines, plugin);
     let mut written = Vec::new();
     for file in files(plugin) {
         let path = root.join(&file.path);
@@ -121,9 +119,7 @@ pub fn create(root: &Path, plugin: &NewPlugin) -> Result<Vec<PathBuf>, Error> {
         written.push(file.path);
     }
     write(&manifest_path, &manifest)?;
-    write(&lines_path, &lines)?;
     written.push(PathBuf::from("crates/cli/Cargo.toml"));
-    written.push(PathBuf::from("crates/cli/src/plugins.rs"));
     Ok(written)
 }
 
@@ -183,26 +179,6 @@ pub fn wire_manifest(text: &str, plugin: &NewPlugin) -> Result<String, Error> {
             plugin.folder()
         ),
     )
-}
-
-/// crates/cli/src/plugins.rs with the plugin's `use … as _;` line behind its feature.
-pub fn wire_lines(text: &str, plugin: &NewPlugin) -> String {
-    let cfg = format!("#[cfg(feature = \"{}\")]", plugin.feature());
-    let line = format!("use {} as _;", plugin.crate_ident());
-    let mut lines: Vec<&str> = text.lines().collect();
-    // Pairs of (cfg, use) lines, kept sorted by the cfg line.
-    let mut at = lines.len();
-    for (i, l) in lines.iter().enumerate() {
-        if l.starts_with("#[cfg(feature = \"plugin-") && *l > cfg.as_str() {
-            at = i;
-            break;
-        }
-    }
-    lines.insert(at, &line);
-    lines.insert(at, &cfg);
-    let mut out = lines.join("\n");
-    out.push('\n');
-    out
 }
 
 /// The crate's files.
@@ -583,10 +559,5 @@ mod tests {
         let wired = wire_manifest(manifest, &p).expect("wired");
         let want = "[features]\nall-plugins = [\n    \"plugin-a\",\n    \"plugin-middle\",\n    \"plugin-z\",\n]\n# One feature per plugin crate, sorted.\nplugin-a = [\"dep:kubesched-plugin-a\"]\nplugin-middle = [\"dep:kubesched-plugin-middle\"]\nplugin-z = [\"dep:kubesched-plugin-z\"]\n\n[dependencies]\nclap.workspace = true\nkubesched-plugin-a = { path = \"../../plugins/a\", optional = true }\nkubesched-plugin-middle = { path = \"../../plugins/middle\", optional = true }\nkubesched-plugin-z = { path = \"../../plugins/z\", optional = true }\n";
         assert_eq!(wired, want);
-        let lines = "//! doc\n\n#[cfg(feature = \"plugin-a\")]\nuse kubesched_plugin_a as _;\n#[cfg(feature = \"plugin-z\")]\nuse kubesched_plugin_z as _;\n";
-        assert_eq!(
-            wire_lines(lines, &p),
-            "//! doc\n\n#[cfg(feature = \"plugin-a\")]\nuse kubesched_plugin_a as _;\n#[cfg(feature = \"plugin-middle\")]\nuse kubesched_plugin_middle as _;\n#[cfg(feature = \"plugin-z\")]\nuse kubesched_plugin_z as _;\n"
-        );
     }
 }

@@ -1,5 +1,6 @@
-//! The binary's plugin wiring: every crate under plugins/ has its feature and its
-//! `plugins.rs` line, and the default build registers exactly the in-tree plugins.
+//! The binary's plugin wiring: every crate under plugins/ has its feature (crates/cli/Cargo.toml,
+//! the one list Cargo cannot derive; build.rs derives the linking lines and the offered
+//! features from it), and the default build registers exactly the in-tree plugins.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,11 +31,10 @@ fn opt_in(folder: &str) -> bool {
 }
 
 #[test]
-fn every_plugin_crate_has_its_feature_and_its_line() {
+fn every_plugin_crate_has_its_feature_and_is_offered() {
     let manifest =
         std::fs::read_to_string(workspace().join("crates/cli/Cargo.toml")).expect("read");
-    let lines =
-        std::fs::read_to_string(workspace().join("crates/cli/src/plugins.rs")).expect("read");
+    let offered = registry::offered_features();
     let all_plugins = manifest
         .split("all-plugins = [")
         .nth(1)
@@ -43,7 +43,6 @@ fn every_plugin_crate_has_its_feature_and_its_line() {
     for folder in plugin_folders() {
         let feature = format!("plugin-{folder}");
         let krate = format!("kubesched-plugin-{folder}");
-        let snake = krate.replace('-', "_");
         assert!(
             manifest.contains(&format!("{feature} = [\"dep:{krate}\"]")),
             "crates/cli/Cargo.toml lacks the feature `{feature} = [\"dep:{krate}\"]`"
@@ -66,10 +65,17 @@ fn every_plugin_crate_has_its_feature_and_its_line() {
             "crates/cli/Cargo.toml lacks the optional dependency on {krate}"
         );
         assert!(
-            lines.contains(&format!(
-                "#[cfg(feature = \"{feature}\")]\nuse {snake} as _;"
-            )),
-            "crates/cli/src/plugins.rs lacks the line for {krate}"
+            offered.contains(&feature.as_str()),
+            "the binary does not offer {feature} (crates/cli/build.rs reads the features of crates/cli/Cargo.toml): {offered:?}"
+        );
+    }
+    // And nothing is offered that no crate backs: each offered feature's crate is a
+    // folder under plugins/ or the out-of-tree example.
+    for feature in &offered {
+        let folder = feature.trim_start_matches("plugin-");
+        assert!(
+            workspace().join("plugins").join(folder).is_dir() || *feature == "plugin-hint-node",
+            "{feature} is offered but plugins/{folder} does not exist"
         );
     }
 }
@@ -112,11 +118,11 @@ fn plugins_command_lists_sorted_names_with_points() {
     );
 }
 
-/// The binary describes itself (`kubesched plugins -o json`), and the lists written by hand
-/// elsewhere are checked against that description: each plugin's feature in
-/// crates/cli/Cargo.toml, its `use … as _;` line in crates/cli/src/plugins.rs, its
-/// dev-dependency in xtask/Cargo.toml (xtask renders RBAC and configurations for it), and
-/// xtask's default-profile table naming only plugins that exist.
+/// The binary describes itself (`kubesched plugins -o json`), and what is written by hand
+/// elsewhere is checked against that description: each plugin's feature in
+/// crates/cli/Cargo.toml (which build.rs turns into the linking line and the offered
+/// features), and xtask's default-profile table naming only plugins that exist. xtask links
+/// the plugins through this crate's library, so it lists none.
 #[test]
 fn the_plugins_description_agrees_with_every_hand_written_list() {
     let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
@@ -134,9 +140,8 @@ fn the_plugins_description_agrees_with_every_hand_written_list() {
 
     let read = |path: &str| std::fs::read_to_string(workspace().join(path)).expect(path);
     let cli_manifest = read("crates/cli/Cargo.toml");
-    let cli_lines = read("crates/cli/src/plugins.rs");
-    let xtask_manifest = read("xtask/Cargo.toml");
-    let xtask_defaults = read("xtask/src/plugins.rs");
+    let xtask_defaults = read("xtask/src/default_plugins.rs");
+    let offered = registry::offered_features();
     let mut names = BTreeSet::new();
     for p in plugins {
         let name = p["name"].as_str().expect("name");
@@ -148,26 +153,22 @@ fn the_plugins_description_agrees_with_every_hand_written_list() {
             cli_manifest.contains(&format!("\n{feature} = [\"dep:{krate}\"]")),
             "{name}: crates/cli/Cargo.toml has no `{feature} = [\"dep:{krate}\"]`"
         );
-        let line = format!("use {} as _;", krate.replace('-', "_"));
         assert!(
-            cli_lines.contains(&line),
-            "{name}: plugins.rs lacks `{line}`"
+            offered.contains(&feature),
+            "{name}: {feature} is not among the offered features {offered:?}"
         );
         assert!(
             !p["extensionPoints"].as_array().expect("points").is_empty(),
             "{name} implements no extension point"
         );
-        // Only the in-tree crates are xtask's business (the out-of-tree example is not).
-        if workspace()
-            .join("plugins")
-            .join(krate.trim_start_matches("kubesched-plugin-"))
-            .is_dir()
-        {
-            assert!(
-                xtask_manifest.contains(&format!("{krate} = ")),
-                "{name}: xtask/Cargo.toml does not link {krate}"
-            );
-        }
+    }
+    // No second copy of the plugin list: xtask takes the binary's set through its library.
+    for path in ["xtask/Cargo.toml", "xtask/tests/deploy.rs"] {
+        let text = read(path);
+        assert!(
+            !text.contains("kubesched-plugin-") && !text.contains("kubesched_plugin_"),
+            "{path} names a plugin crate: link the binary's set through `kubesched` instead"
+        );
     }
     let table = xtask_defaults
         .split("pub const DEFAULT_PLUGINS")

@@ -23,8 +23,8 @@ use std::path::Path;
 pub use error::{ConfigError, FieldError};
 pub use kubesched_framework::{FeatureGates, PluginRef, ProfileSpec};
 pub use plugins::{
-    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, NODE_RESOURCES_FIT, PLUGIN_FEATURES,
-    REMOVED_PLUGINS, UPSTREAM_PLUGINS, default_multi_point,
+    DEFAULT_PLUGINS, DefaultPlugin, MAX_WEIGHT, NODE_RESOURCES_FIT, REMOVED_PLUGINS,
+    UPSTREAM_PLUGINS, default_multi_point,
 };
 pub use types::*;
 

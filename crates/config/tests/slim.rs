@@ -11,6 +11,13 @@ use common::{HEADER, listing, load_err, load_ok};
 
 fake_plugin!("NodeName", [Filter, EnqueueExtensions]);
 
+// The binary offers these features (only plugin-node-name is on).
+kubesched_framework::register_plugin_features!(
+    "plugin-inter-pod-affinity",
+    "plugin-node-name",
+    "plugin-node-resources-fit",
+);
+
 #[test]
 fn default_profile_uses_what_is_compiled_in() {
     let d = default_config();

@@ -492,6 +492,71 @@ macro_rules! __kubesched_submit_source {
     };
 }
 
+/// The plugin features a binary offers: every `plugin-*` Cargo feature it declares, on or
+/// off in this build. The binary registers them once with
+/// [`register_plugin_features!`](crate::register_plugin_features) (its build script writes
+/// the call from its own Cargo.toml), so a configuration naming a plugin this build lacks is
+/// sent to a feature that exists, and only then.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginFeatures {
+    /// The features, e.g. `plugin-node-name`.
+    pub features: &'static [&'static str],
+}
+
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+inventory::collect!(PluginFeatures);
+
+/// The distributed slice the `linkme` backend collects offered features in.
+#[cfg(feature = "linkme")]
+#[linkme::distributed_slice]
+pub static PLUGIN_FEATURE_SETS: [PluginFeatures];
+
+/// Every plugin feature the binary offers, sorted (none when nothing registered them: a
+/// library's own tests, xtask).
+pub fn offered_features() -> Vec<&'static str> {
+    #[cfg(feature = "linkme")]
+    let sets = PLUGIN_FEATURE_SETS.iter();
+    #[cfg(all(feature = "inventory", not(feature = "linkme")))]
+    let sets = inventory::iter::<PluginFeatures>.into_iter();
+    let mut all: Vec<&'static str> = sets.flat_map(|s| s.features.iter().copied()).collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// Registers the plugin features a binary offers (once, at the binary crate's top level):
+/// `register_plugin_features!("plugin-node-name", "plugin-wasm")`.
+#[macro_export]
+macro_rules! register_plugin_features {
+    ($($feature:expr),* $(,)?) => {
+        $crate::__kubesched_submit_features! {
+            $crate::registry::PluginFeatures { features: &[$($feature),*] }
+        }
+    };
+}
+
+/// Puts a binary's feature list in the link-time collection (linkme backend).
+#[cfg(feature = "linkme")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubesched_submit_features {
+    ($features:expr) => {
+        #[$crate::__private::linkme::distributed_slice($crate::registry::PLUGIN_FEATURE_SETS)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __KUBESCHED_PLUGIN_FEATURES: $crate::registry::PluginFeatures = $features;
+    };
+}
+
+/// Puts a binary's feature list in the link-time collection (inventory backend).
+#[cfg(all(feature = "inventory", not(feature = "linkme")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubesched_submit_features {
+    ($features:expr) => {
+        $crate::__private::inventory::submit! { $features }
+    };
+}
+
 /// The Cargo feature of the `kubesched` binary that compiles a plugin in:
 /// `plugin-` and the kebab-case of its name (`NodeResourcesFit` → `plugin-node-resources-fit`).
 pub fn feature_for(name: &str) -> String {
