@@ -10,7 +10,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use kubesched::framework::{FeatureGates, Version, registry};
 use kubesched::{kube_flags, logs, version};
 use kubesched_config::LoadedConfig;
-use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths, pod_key};
+use kubesched_sim::{Simulation, SimulationOptions, Workload, load_paths};
 
 // With the `mimalloc` feature, mimalloc replaces the system's malloc. It keeps allocations
 // of one size together, so the node and pod records a pass walks sit closer in memory, and
@@ -887,7 +887,11 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         explain,
         progress,
     };
-    let input_pods: Vec<String> = manifests.pods.iter().map(|p| pod_key(p)).collect();
+    let input_pods: Vec<String> = manifests
+        .pods
+        .iter()
+        .map(|p| p.name_key().to_string())
+        .collect();
     let result = runtime.block_on(async {
         let mut sim = Simulation::new(&loaded, options)?;
         sim.add_problems(problems);
@@ -1135,7 +1139,11 @@ fn what_if(
     manifests: kubesched_sim::Manifests,
     problems: Vec<kubesched_sim::InputProblem>,
 ) -> ExitCode {
-    let input_pods: Vec<String> = manifests.pods.iter().map(|p| pod_key(p)).collect();
+    let input_pods: Vec<String> = manifests
+        .pods
+        .iter()
+        .map(|p| p.name_key().to_string())
+        .collect();
     let scenario = kubesched_sim::Scenario {
         config,
         manifests,

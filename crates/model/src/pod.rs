@@ -328,6 +328,9 @@ pub struct PodInfo {
     pub terminating: bool,
     /// Creation time in seconds since the epoch (0 when unknown).
     pub creation_seconds: i64,
+    /// `status.startTime` in nanoseconds since the epoch, when the pod has started
+    /// (preemption orders victims by it).
+    pub start_time_nanos: Option<i128>,
     /// Parts of the pod that could not be compiled, each naming its field. They never
     /// keep the pod out of the scheduler's view (a bound pod's requests always count on
     /// its node); a pending pod is refused, with an event naming the field, by the plugin
@@ -431,6 +434,11 @@ impl PodInfo {
                 .as_ref()
                 .map(|t| t.0.as_second())
                 .unwrap_or(0),
+            start_time_nanos: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0.as_nanosecond()),
             problems,
             labels,
             namespace,

@@ -593,12 +593,7 @@ impl Simulation {
         // Bound pods first (a stable sort keeps each group's input order), so pending
         // ones meet the cluster they were dumped from.
         let mut pods = manifests.pods;
-        pods.sort_by_key(|p| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_none_or(str::is_empty)
-        });
+        pods.sort_by_key(|p| !p.is_assigned());
         for p in pods {
             self.add_pod(p, file_hint, false);
         }

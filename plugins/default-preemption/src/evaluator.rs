@@ -124,11 +124,7 @@ pub(crate) fn split_by_pdb_violation(
 
 /// The pod's start time in nanoseconds; `now` for a pod that has not started, as upstream.
 pub(crate) fn start_time(pod: &PodInfo, now: i128) -> i128 {
-    pod.pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map_or(now, |t| t.0.as_nanosecond())
+    pod.start_time_nanos.unwrap_or(now)
 }
 
 /// Upstream's MoreImportantPod as an ordering: higher priority first, then the pod that
@@ -141,7 +137,7 @@ fn importance(a: &PodInfo, b: &PodInfo, now: i128) -> Ordering {
 
 /// Whether a pod is terminating because the scheduler preempted it.
 pub(crate) fn terminating_by_preemption(pod: &PodInfo) -> bool {
-    if pod.pod.metadata.deletion_timestamp.is_none() {
+    if !pod.terminating {
         return false;
     }
     pod.pod

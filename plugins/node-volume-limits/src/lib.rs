@@ -433,7 +433,8 @@ impl NodeVolumeLimits {
 
     fn in_use(&self, node: &NodeInfo, has_csi_node: bool) -> Result<InUse, Status> {
         let mut attached = UniqueVolumes::new();
-        for existing in &node.pods {
+        // A pod without volumes is skipped unread: a dump's pods stay packed.
+        for existing in node.pods.iter().filter(|p| p.pod.has_volumes()) {
             self.attachable_volumes(&existing.pod, has_csi_node, false, &mut attached)?;
         }
         let by_pods: FxHashSet<String> = attached.keys().cloned().collect();

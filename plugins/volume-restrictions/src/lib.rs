@@ -242,7 +242,12 @@ impl FilterPlugin for VolumeRestrictions {
         };
         if s.check_disks {
             for v in volumes(&pod.pod).iter().filter(|v| needs_disk_check(v)) {
-                if node.pods.iter().any(|e| conflicts_with(v, &e.pod)) {
+                // A pod without volumes is skipped unread (it may be packed).
+                if node
+                    .pods
+                    .iter()
+                    .any(|e| e.pod.has_volumes() && conflicts_with(v, &e.pod))
+                {
                     return Status::unschedulable(ERR_REASON_DISK_CONFLICT);
                 }
             }

@@ -50,6 +50,9 @@ pub struct LoadResult {
     /// The peak once the cluster, the scheduler and its cache were built.
     #[serde(default)]
     pub peak_rss_after_build_bytes: Option<u64>,
+    /// Pods of the in-memory cluster still held packed at the end (report written): a
+    /// dump's pods are decoded only while something needs the whole object.
+    pub packed_pods_at_end: usize,
 }
 
 /// Simulates the dump at `path` with the default profile and measures each phase.
@@ -95,6 +98,12 @@ pub fn run_load(path: &Path, workload: &str) -> Result<LoadResult, BenchError> {
         let report_seconds = reporting.elapsed().as_secs_f64();
         std::hint::black_box(table);
         let total_seconds = started.elapsed().as_secs_f64();
+        let packed_pods_at_end = sim
+            .cluster()
+            .pods()
+            .iter()
+            .filter(|p| p.is_packed())
+            .count();
         Ok(LoadResult {
             workload: workload.to_string(),
             file_bytes,
@@ -114,6 +123,7 @@ pub fn run_load(path: &Path, workload: &str) -> Result<LoadResult, BenchError> {
             peak_rss_bytes: peak_rss_bytes(),
             peak_rss_after_parse_bytes,
             peak_rss_after_build_bytes,
+            packed_pods_at_end,
         })
     })
 }
