@@ -15,11 +15,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use kubesched_framework::{NodeRemedy, PreemptionExplanation};
-use kubesched_scheduler::{Explanation, NodeExplanation};
+use kubesched_framework::PreemptionExplanation;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use crate::explained::ExplainedPod;
+pub use crate::explained::{
+    AttemptSection, ExplainedPods, MAX_HISTORY, RejectedGroup, TOP_FEASIBLE,
+};
 use crate::report::{Attempt, AttemptResult, PodResult, PodState, SimReport, Summary};
 pub use crate::usage::NodeUsage;
 
@@ -102,42 +105,6 @@ pub struct PodRow {
     pub message: Option<String>,
 }
 
-/// Nodes that one attempt's Filter rejected with the same plugin and reasons.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RejectedGroup {
-    /// The rejecting plugin (`Extender` for an extender).
-    pub plugin: String,
-    /// Its reasons.
-    pub reasons: Vec<String>,
-    /// How many nodes.
-    pub nodes: usize,
-    /// The first few of them, in the order they were tried.
-    pub examples: Vec<String>,
-    /// What would make the first of them fit.
-    pub remedies: Vec<NodeRemedy>,
-}
-
-/// One explained attempt of a pod, condensed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AttemptSection {
-    /// Which attempt (1 for the first), when known.
-    pub attempt: Option<u32>,
-    /// The profile.
-    pub profile: String,
-    /// Feasible nodes.
-    pub feasible: usize,
-    /// The best scored feasible nodes, best first (at most [`TOP_FEASIBLE`], plus the node
-    /// the pod was bound to when it is not among them).
-    pub top: Vec<NodeExplanation>,
-    /// The node the pod was bound to after this attempt, if any.
-    pub chosen: Option<String>,
-    /// Rejected nodes grouped by plugin and reasons, largest group first.
-    pub rejected: Vec<RejectedGroup>,
-    /// What preemption considered, when no node fit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub preemption: Option<PreemptionExplanation>,
-}
-
 /// One pod's explanation section: its attempts, what preemption did for it or to it, and
 /// the explained attempts that matter (the ones that nominated a node, and the last).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -201,12 +168,6 @@ pub const MAX_POD_ROWS: usize = 1000;
 pub const MAX_NOTABLE_SECTIONS: usize = 40;
 /// Other explained pods: a sample of at most this many, spread over the pod order.
 pub const MAX_SAMPLE_SECTIONS: usize = 10;
-/// Feasible nodes shown per attempt.
-pub const TOP_FEASIBLE: usize = 5;
-/// Attempts listed per pod.
-pub const MAX_HISTORY: usize = 20;
-/// Node names shown per group of rejected nodes.
-const GROUP_EXAMPLES: usize = 5;
 /// Preemption candidates shown per attempt.
 const MAX_CANDIDATES: usize = 10;
 
@@ -326,12 +287,12 @@ fn utilisation(resource: &str, before: &[NodeUsage], after: &[NodeUsage]) -> Uti
     }
 }
 
-fn is_notable(p: &PodResult, explained: &[&Explanation]) -> bool {
+fn is_notable(p: &PodResult, explained: Option<&ExplainedPod>) -> bool {
     p.status != PodState::Scheduled
         || !p.victims.is_empty()
         || p.preempted_by.is_some()
         || p.nominated_node.is_some()
-        || explained.iter().any(|e| e.preemption.is_some())
+        || explained.is_some_and(|e| e.any_preemption)
 }
 
 /// The attempts a section lists: all when few, else the first ones, every one that
@@ -357,71 +318,28 @@ fn history_shown(history: &[Attempt]) -> (Vec<Attempt>, usize) {
     (shown, hidden)
 }
 
-fn attempt_section(e: &Explanation, bound: Option<&str>) -> AttemptSection {
-    let mut feasible: Vec<&NodeExplanation> = e.nodes.iter().filter(|n| n.feasible).collect();
-    feasible.sort_by_key(|n| std::cmp::Reverse(n.total_score));
-    let mut top: Vec<NodeExplanation> = feasible
-        .iter()
-        .take(TOP_FEASIBLE)
-        .map(|n| (*n).clone())
-        .collect();
-    if let Some(chosen) = bound
-        && !top.iter().any(|n| n.node == chosen)
-        && let Some(n) = feasible.iter().find(|n| n.node == chosen)
-    {
-        top.push((*n).clone());
-    }
-    let mut groups: Vec<RejectedGroup> = Vec::new();
-    let mut index: BTreeMap<(&str, &[String]), usize> = BTreeMap::new();
-    for n in e.nodes.iter().filter(|n| !n.feasible) {
-        let plugin = n.rejected_by.as_deref().unwrap_or("?");
-        let at = *index
-            .entry((plugin, n.reasons.as_slice()))
-            .or_insert_with(|| {
-                groups.push(RejectedGroup {
-                    plugin: plugin.to_string(),
-                    reasons: n.reasons.clone(),
-                    nodes: 0,
-                    examples: Vec::new(),
-                    remedies: n.remedies.clone(),
-                });
-                groups.len() - 1
-            });
-        let g = &mut groups[at];
-        g.nodes += 1;
-        if g.examples.len() < GROUP_EXAMPLES {
-            g.examples.push(n.node.clone());
-        }
-    }
-    groups.sort_by_key(|g| std::cmp::Reverse(g.nodes));
-    AttemptSection {
-        attempt: e.attempt,
-        profile: e.profile.clone(),
-        feasible: feasible.len(),
-        top,
-        chosen: bound.map(str::to_string),
-        rejected: groups,
-        preemption: e.preemption.clone(),
-    }
-}
-
-fn section(p: &PodResult, explained: &[&Explanation]) -> PodSection {
+fn section(p: &PodResult, explained: Option<&ExplainedPod>) -> PodSection {
     let key = p.key();
-    let last = explained.len().saturating_sub(1);
+    let (count, kept) = explained.map_or((0, &[][..]), |e| (e.count, e.kept.as_slice()));
+    let last = kept.len().saturating_sub(1);
     // The attempts that nominated a node (what preemption decided) and the last one (what
     // decided where the pod is); every one when there are few.
-    let attempts = explained
+    let attempts = kept
         .iter()
         .enumerate()
-        .filter(|(i, e)| explained.len() <= 3 || *i == last || e.preemption.is_some())
+        .filter(|(i, a)| count <= 3 || *i == last || a.section.preemption.is_some())
         .take(MAX_HISTORY)
-        .map(|(i, e)| {
-            let bound = if i == last && p.status == PodState::Scheduled {
-                p.node.as_deref()
-            } else {
-                None
-            };
-            attempt_section(e, bound)
+        .map(|(i, a)| {
+            let mut section = a.section.clone();
+            if i == last && p.status == PodState::Scheduled {
+                if let Some(n) = &a.bound
+                    && p.node.as_deref() == Some(n.node.as_str())
+                {
+                    section.top.push(n.clone());
+                }
+                section.chosen = p.node.clone();
+            }
+            section
         })
         .collect();
     let (history, history_hidden) = history_shown(&p.history);
@@ -438,52 +356,62 @@ fn section(p: &PodResult, explained: &[&Explanation]) -> PodSection {
         attempts,
     }
 }
-
 impl ReportData {
-    /// The page's model from a finished run and the node usage before and after it.
+    /// The page's model from a finished run (with every explanation it recorded) and the
+    /// node usage before and after it.
     pub fn new(title: &str, report: &SimReport, before: &[NodeUsage], after: &[NodeUsage]) -> Self {
+        Self::with_explained(
+            title,
+            report,
+            &ExplainedPods::of_report(report),
+            before,
+            after,
+        )
+    }
+
+    /// The page's model from a finished run whose explanations were condensed as they were
+    /// recorded ([`ExplainedPods`]; the report's own explanations are not read), and the
+    /// node usage before and after it.
+    pub fn with_explained(
+        title: &str,
+        report: &SimReport,
+        explained: &ExplainedPods,
+        before: &[NodeUsage],
+        after: &[NodeUsage],
+    ) -> Self {
         let utilisation = ["cpu", "memory", "pods"]
             .into_iter()
             .map(|resource| utilisation(resource, before, after))
             .collect();
 
-        let mut by_pod: BTreeMap<&str, Vec<&Explanation>> = BTreeMap::new();
-        for e in &report.explanations {
-            by_pod.entry(e.pod.as_str()).or_default().push(e);
-        }
         let keys: Vec<String> = report.pods.iter().map(PodResult::key).collect();
-        let explained = |i: usize| -> &[&Explanation] {
-            by_pod.get(keys[i].as_str()).map_or(&[], Vec::as_slice)
-        };
+        let explained = |i: usize| -> Option<&ExplainedPod> { explained.pods.get(&keys[i]) };
 
         // Reasons and scores read each pod's last explanation: the attempt that decided
         // where it is.
-        let mut reasons: BTreeMap<&str, (usize, BTreeSet<&str>)> = BTreeMap::new();
-        let mut scores: Vec<(String, i64, Vec<f64>)> = Vec::new();
+        let mut reasons: BTreeMap<&str, (usize, BTreeSet<u32>)> = BTreeMap::new();
+        let mut scores: Vec<(String, i64, BTreeMap<i64, usize>)> = Vec::new();
         for (i, p) in report.pods.iter().enumerate() {
-            let Some(e) = explained(i).last() else {
+            let Some(e) = explained(i) else {
                 continue;
             };
             if p.status == PodState::Unschedulable {
-                let mut seen = BTreeSet::new();
-                for n in e.nodes.iter().filter(|n| !n.feasible) {
-                    for r in &n.reasons {
-                        let entry = reasons.entry(r.as_str()).or_default();
-                        entry.1.insert(n.node.as_str());
-                        if seen.insert(r.as_str()) {
-                            entry.0 += 1;
-                        }
-                    }
+                for (reason, nodes) in &e.reasons {
+                    let entry = reasons.entry(reason.as_str()).or_default();
+                    entry.0 += 1;
+                    entry.1.extend(nodes.iter().copied());
                 }
             }
-            for n in &e.nodes {
-                for s in &n.scores {
-                    match scores.iter_mut().find(|(name, _, _)| *name == s.plugin) {
-                        Some((_, _, values)) => values.push(s.normalized as f64),
-                        None => {
-                            scores.push((s.plugin.clone(), s.weight, vec![s.normalized as f64]))
-                        }
+            for (plugin, weight, counts) in &e.scores {
+                let at = match scores.iter().position(|(name, _, _)| name == plugin) {
+                    Some(at) => at,
+                    None => {
+                        scores.push((plugin.clone(), *weight, BTreeMap::new()));
+                        scores.len() - 1
                     }
+                };
+                for (value, n) in counts {
+                    *scores[at].2.entry(*value).or_default() += n;
                 }
             }
         }
@@ -503,14 +431,11 @@ impl ReportData {
         });
         let scores = scores
             .into_iter()
-            .map(|(plugin, weight, mut values)| {
-                values.sort_by(f64::total_cmp);
-                ScoreDistribution {
-                    plugin,
-                    weight,
-                    count: values.len(),
-                    quartiles: quartiles(&values),
-                }
+            .map(|(plugin, weight, counts)| ScoreDistribution {
+                plugin,
+                weight,
+                count: counts.values().sum(),
+                quartiles: counted_quartiles(&counts),
             })
             .collect();
 
@@ -519,7 +444,7 @@ impl ReportData {
             .filter(|&i| {
                 // A preempted pod was running, so never explained: its section says for whom.
                 let p = &report.pods[i];
-                !explained(i).is_empty() || p.preempted_by.is_some() || !p.victims.is_empty()
+                explained(i).is_some() || p.preempted_by.is_some() || !p.victims.is_empty()
             })
             .partition(|&i| is_notable(&report.pods[i], explained(i)));
         let mut chosen: BTreeSet<usize> =
@@ -573,7 +498,33 @@ impl ReportData {
     }
 }
 
+/// [`quartiles`] of values given as how many times each occurs.
+fn counted_quartiles(counts: &BTreeMap<i64, usize>) -> [f64; 5] {
+    let total: usize = counts.values().sum();
+    if total == 0 {
+        return [0.0; 5];
+    }
+    // The k-th smallest value (0-based).
+    let nth = |k: usize| -> f64 {
+        let mut seen = 0;
+        for (&v, &n) in counts {
+            seen += n;
+            if k < seen {
+                return v as f64;
+            }
+        }
+        counts.keys().next_back().map_or(0.0, |&v| v as f64)
+    };
+    let at = |q: f64| {
+        let pos = q * (total - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        nth(lo) + (nth(hi) - nth(lo)) * (pos - lo as f64)
+    };
+    [nth(0), at(0.25), at(0.5), at(0.75), nth(total - 1)]
+}
+
 /// Min, quartiles (linear interpolation) and max of sorted values; zeros when empty.
+#[cfg(test)]
 fn quartiles(sorted: &[f64]) -> [f64; 5] {
     if sorted.is_empty() {
         return [0.0; 5];

@@ -11,6 +11,7 @@
 pub mod bench;
 mod claims;
 mod cluster;
+mod explained;
 mod gate;
 pub mod html;
 mod load;

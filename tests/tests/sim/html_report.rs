@@ -358,3 +358,462 @@ fn headless_screenshot_shows_the_charts() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The report data of an example folder twice: from a run that keeps every explanation
+/// whole, and from one that condenses them as they are recorded (what `--report` does).
+fn both_ways(example: &str) -> (ReportData, ReportData) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(example);
+    let run = |condense: bool| {
+        let (manifests, problems) = load_paths(std::slice::from_ref(&dir));
+        assert!(problems.is_empty(), "{problems:?}");
+        let loaded = match manifests.config.clone() {
+            Some((file, text)) => kubesched_config::load_str(&text, &file).expect("valid config"),
+            None => kubesched_config::default_config(),
+        };
+        let explain = (!condense).then_some(EXPLAIN_ALL);
+        kubesched_tests::with_simulation(&loaded, 0, explain, async |mut sim| {
+            if condense {
+                sim.condense_explanations();
+            }
+            sim.load(manifests, example);
+            let before = sim.node_usage();
+            sim.settle().await;
+            let explained = sim.take_explained();
+            let mut report = sim.report();
+            report.drop_timing();
+            assert_eq!(
+                report.explanations.is_empty(),
+                condense,
+                "condensing keeps no whole explanation"
+            );
+            let title = title(&[PathBuf::from(example)], None);
+            if condense {
+                ReportData::with_explained(&title, &report, &explained, &before, &sim.node_usage())
+            } else {
+                ReportData::new(&title, &report, &before, &sim.node_usage())
+            }
+        })
+    };
+    (run(false), run(true))
+}
+
+#[test]
+fn condensing_explanations_as_they_are_recorded_changes_nothing_on_the_page() {
+    for example in ["examples/cluster", "examples/preemption", "examples/spread"] {
+        let (whole, condensed) = both_ways(example);
+        assert!(!whole.sections.is_empty(), "{example}: explained");
+        assert_eq!(whole, condensed, "{example}");
+        assert_eq!(render(&whole), render(&condensed), "{example}");
+    }
+}
+
+#[test]
+fn condensing_keeps_the_pod_asked_for_whole() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/preemption");
+    let explanations = |condense: bool| {
+        let (manifests, _) = load_paths(std::slice::from_ref(&dir));
+        kubesched_tests::with_simulation(
+            &kubesched_config::default_config(),
+            0,
+            Some("ml/train-1"),
+            async |mut sim| {
+                if condense {
+                    sim.condense_explanations();
+                }
+                sim.load(manifests, "examples/preemption");
+                sim.settle().await;
+                let explained = sim.take_explained();
+                assert_eq!(explained.is_empty(), !condense);
+                sim.into_report().explanations
+            },
+        )
+    };
+    let whole = explanations(false);
+    assert_eq!(whole.len(), 2, "ml/train-1 is tried twice");
+    assert!(whole.iter().all(|e| e.pod == "ml/train-1"));
+    assert_eq!(explanations(true), whole);
+}
+
+#[test]
+fn a_big_run_condensed_gives_the_same_page() {
+    let (nodes, pods) = (60, 600);
+    let workload = big_workload(nodes, pods);
+    let path = PathBuf::from("big.yaml");
+    let run = |condense: bool| {
+        let explain = (!condense).then_some(EXPLAIN_ALL);
+        kubesched_tests::with_simulation(
+            &kubesched_config::default_config(),
+            0,
+            explain,
+            async |mut sim| {
+                if condense {
+                    sim.condense_explanations();
+                }
+                let first = measured_phase(&workload).expect("measured ops");
+                sim.run_workload_ops(&workload, 0..first)
+                    .await
+                    .expect("setup");
+                let before = sim.node_usage();
+                sim.run_workload_ops(&workload, first..workload.ops.len())
+                    .await
+                    .expect("run");
+                let explained = sim.take_explained();
+                let mut report = sim.report();
+                report.drop_timing();
+                let title = title(&[], Some(&path));
+                if condense {
+                    ReportData::with_explained(
+                        &title,
+                        &report,
+                        &explained,
+                        &before,
+                        &sim.node_usage(),
+                    )
+                } else {
+                    ReportData::new(&title, &report, &before, &sim.node_usage())
+                }
+            },
+        )
+    };
+    let whole = run(false);
+    assert!(!whole.reasons.is_empty() && !whole.scores.is_empty());
+    assert_eq!(whole, run(true));
+}
+
+/// One chart of the page: the `n`-th inline SVG (0-based).
+fn svg_of(html: &str, n: usize) -> String {
+    let start = html
+        .match_indices("<svg")
+        .nth(n)
+        .map(|(i, _)| i)
+        .expect("the chart");
+    let end = html[start..].find("</svg>").expect("closed") + start;
+    html[start..end].to_string()
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+/// An attribute of an SVG element, as a number.
+fn num(element: &str, name: &str) -> Option<f64> {
+    let at = element.find(&format!(" {name}=\""))? + name.len() + 3;
+    element[at..].split('"').next()?.parse().ok()
+}
+
+/// The elements of an SVG named `tag`, each as its text from the name to its `>` (for
+/// `text`, followed by its content).
+fn elements<'a>(svg: &'a str, tag: &str) -> Vec<&'a str> {
+    svg.split('<')
+        .filter(|e| e.starts_with(tag) && e[tag.len()..].starts_with(' '))
+        .collect()
+}
+
+/// The labels of a chart's y axis (text anchored at its end), with their y in pixels.
+fn row_labels(svg: &str) -> Vec<(f64, String)> {
+    elements(svg, "text")
+        .into_iter()
+        .filter(|e| e.contains("text-anchor=\"end\""))
+        .map(|e| {
+            let body = e.split_once('>').map_or("", |(_, b)| b).trim();
+            (num(e, "y").expect("y"), unescape(body))
+        })
+        .collect()
+}
+
+/// Axis values from pixels, read from the chart's first and last numeric x tick.
+struct XAxis {
+    v0: f64,
+    x0: f64,
+    per_px: f64,
+}
+
+impl XAxis {
+    fn of(svg: &str) -> Self {
+        let ticks: Vec<(f64, f64)> = elements(svg, "text")
+            .into_iter()
+            .filter(|e| e.contains("text-anchor=\"middle\""))
+            .filter_map(|e| {
+                let body = e.split_once('>')?.1.trim();
+                Some((body.parse::<f64>().ok()?, num(e, "x")?))
+            })
+            .collect();
+        assert!(ticks.len() >= 2, "x ticks: {ticks:?}");
+        let (v0, x0) = ticks[0];
+        let (v1, x1) = ticks[ticks.len() - 1];
+        Self {
+            v0,
+            x0,
+            per_px: (v1 - v0) / (x1 - x0),
+        }
+    }
+
+    fn value(&self, x: f64) -> f64 {
+        self.v0 + (x - self.x0) * self.per_px
+    }
+}
+
+/// The reasons chart read back: each bar's label and the count its length stands for.
+fn drawn_reasons(svg: &str) -> Vec<(String, f64)> {
+    let axis = XAxis::of(svg);
+    let labels = row_labels(svg);
+    elements(svg, "rect")
+        .into_iter()
+        .filter(|e| e.contains("fill=\"#C0392B\""))
+        .map(|e| {
+            let (x, w) = (num(e, "x").expect("x"), num(e, "width").expect("width"));
+            let mid = num(e, "y").expect("y") + num(e, "height").expect("height") / 2.0;
+            let label = labels
+                .iter()
+                .min_by(|a, b| (a.0 - mid).abs().total_cmp(&(b.0 - mid).abs()))
+                .expect("a label")
+                .1
+                .clone();
+            (label, axis.value(x + w) - axis.value(x))
+        })
+        .collect()
+}
+
+/// The box plot read back: per row label, [min, lower quartile, median, upper quartile,
+/// max] as the marks' positions stand for them.
+fn drawn_boxes(svg: &str) -> Vec<Box5> {
+    let axis = XAxis::of(svg);
+    let mut rows = Vec::new();
+    for (y, label) in row_labels(svg) {
+        let near = |top: f64, bottom: f64| top - 1.0 <= y && y <= bottom + 1.0;
+        let mut xs: Vec<f64> = Vec::new();
+        let mut median = (0.0f64, f64::NAN);
+        for e in elements(svg, "polyline")
+            .into_iter()
+            .filter(|e| e.contains("#278A5B"))
+        {
+            let points: Vec<(f64, f64)> = e
+                .split("points=\"")
+                .nth(1)
+                .and_then(|p| p.split('"').next())
+                .unwrap_or("")
+                .split_whitespace()
+                .filter_map(|p| {
+                    let (x, y) = p.split_once(',')?;
+                    Some((x.parse().ok()?, y.parse().ok()?))
+                })
+                .collect();
+            let (top, bottom) = points
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(t, b), p| {
+                    (t.min(p.1), b.max(p.1))
+                });
+            if !near(top, bottom) {
+                continue;
+            }
+            xs.extend(points.iter().map(|p| p.0));
+            // The median is the tallest vertical mark.
+            if points[0].0 == points[points.len() - 1].0 && bottom - top > median.0 {
+                median = (bottom - top, points[0].0);
+            }
+        }
+        let quartile_box = elements(svg, "rect")
+            .into_iter()
+            .filter(|e| e.contains("stroke=\"#278A5B\""))
+            .find(|e| {
+                let top = num(e, "y").expect("y");
+                near(top, top + num(e, "height").expect("height"))
+            })
+            .map(|e| {
+                let x = num(e, "x").expect("x");
+                (x, x + num(e, "width").expect("width"))
+            });
+        let Some((q1, q3)) = quartile_box else {
+            continue;
+        };
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        rows.push((label, [lo, q1, median.1, q3, hi].map(|x| axis.value(x))));
+    }
+    rows
+}
+
+/// Min, quartiles (linear interpolation between the two nearest ranks) and max.
+fn five_numbers(mut values: Vec<f64>) -> [f64; 5] {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let pos = q * (values.len() - 1) as f64;
+        let lo = pos.floor() as usize;
+        let hi = pos.ceil() as usize;
+        values[lo] * (1.0 - (pos - lo as f64)) + values[hi] * (pos - lo as f64)
+    };
+    [
+        values[0],
+        at(0.25),
+        at(0.5),
+        at(0.75),
+        values[values.len() - 1],
+    ]
+}
+
+/// What the JSON report (`-o json`, every pod explained) says the charts should draw: per
+/// Score plugin (labelled as the chart labels it) the five numbers of the normalised scores
+/// of each pod's last attempt, and per Filter reason how many unschedulable pods a node
+/// rejected with it in their last attempt.
+fn numbers_of_the_json(json: &serde_json::Value) -> (Vec<Box5>, Vec<(String, f64)>) {
+    let explanations = json["explanations"].as_array().expect("explanations");
+    let mut scores: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut reasons: std::collections::BTreeMap<String, f64> = Default::default();
+    for pod in json["pods"].as_array().expect("pods") {
+        let key = format!(
+            "{}/{}",
+            pod["namespace"].as_str().expect("namespace"),
+            pod["name"].as_str().expect("name")
+        );
+        let Some(last) = explanations.iter().rev().find(|e| e["pod"] == key.as_str()) else {
+            continue;
+        };
+        let nodes = last["nodes"].as_array().expect("nodes");
+        if pod["status"] == "Unschedulable" {
+            let mut given = std::collections::BTreeSet::new();
+            for n in nodes.iter().filter(|n| n["feasible"] == false) {
+                for r in n["reasons"].as_array().into_iter().flatten() {
+                    given.insert(r.as_str().expect("a reason").to_string());
+                }
+            }
+            for r in given {
+                *reasons.entry(r).or_default() += 1.0;
+            }
+        }
+        for n in nodes {
+            for s in n["scores"].as_array().into_iter().flatten() {
+                let label = format!(
+                    "{} (×{})",
+                    s["plugin"].as_str().expect("plugin"),
+                    s["weight"]
+                );
+                let value = s["normalized"].as_f64().expect("normalized");
+                match scores.iter_mut().find(|(l, _)| *l == label) {
+                    Some((_, values)) => values.push(value),
+                    None => scores.push((label, vec![value])),
+                }
+            }
+        }
+    }
+    let boxes = scores
+        .into_iter()
+        .map(|(label, values)| (label, five_numbers(values)))
+        .collect();
+    (boxes, reasons.into_iter().collect())
+}
+
+/// Reads the box plot and the reason bars back out of the page (the pixels of the marks,
+/// through the axis ticks) and checks them against the numbers of the JSON report of the
+/// same run: the chart, not only the table under it, tells what the JSON tells.
+fn check_charts_against_json(
+    label: &str,
+    run: impl AsyncFnOnce(
+        &mut kubesched_sim::Simulation,
+    ) -> (Vec<kubesched_sim::html::NodeUsage>, String),
+    config: &kubesched_config::LoadedConfig,
+) {
+    let (json, html) =
+        kubesched_tests::with_simulation(config, 0, Some(EXPLAIN_ALL), async |mut sim| {
+            // Whole explanations for the JSON, and the condensed ones the page is drawn from.
+            sim.condense_explanations();
+            let (before, title) = run(&mut sim).await;
+            let explained = sim.take_explained();
+            let report = sim.report();
+            let data =
+                ReportData::with_explained(&title, &report, &explained, &before, &sim.node_usage());
+            (report.to_json(), render(&data))
+        });
+    let json: serde_json::Value = serde_json::from_str(&json).expect("the JSON report");
+    let (want_boxes, want_reasons) = numbers_of_the_json(&json);
+    assert!(!want_boxes.is_empty(), "{label}: scores");
+    assert!(!want_reasons.is_empty(), "{label}: reasons");
+
+    // Charts: 3 utilisation, then reasons, then scores.
+    let mut got_reasons = drawn_reasons(&svg_of(&html, 3));
+    got_reasons.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got_reasons.iter().map(|r| &r.0).collect::<Vec<_>>(),
+        want_reasons.iter().map(|r| &r.0).collect::<Vec<_>>(),
+        "{label}: the reasons drawn"
+    );
+    for ((reason, got), (_, want)) in got_reasons.iter().zip(&want_reasons) {
+        assert!(
+            (got - want).abs() < 0.05,
+            "{label}: {reason}: the bar is {got} pods long, the JSON says {want}"
+        );
+    }
+    let got_boxes = drawn_boxes(&svg_of(&html, 4));
+    assert_eq!(
+        got_boxes.iter().map(|b| &b.0).collect::<BTreeSetOf<'_>>(),
+        want_boxes.iter().map(|b| &b.0).collect::<BTreeSetOf<'_>>(),
+        "{label}: the Score plugins drawn"
+    );
+    for (plugin, got) in &got_boxes {
+        let want = want_boxes
+            .iter()
+            .find(|(p, _)| p == plugin)
+            .map(|(_, w)| w)
+            .expect("in the JSON");
+        for (i, what) in ["min", "lower quartile", "median", "upper quartile", "max"]
+            .into_iter()
+            .enumerate()
+        {
+            // A pixel of the 0–100 axis is about 0.15.
+            assert!(
+                (got[i] - want[i]).abs() <= 0.3,
+                "{label}: {plugin}: the {what} is drawn at {:.2}, the JSON says {}",
+                got[i],
+                want[i]
+            );
+        }
+    }
+}
+
+type BTreeSetOf<'a> = std::collections::BTreeSet<&'a String>;
+
+/// A row label and its five numbers.
+type Box5 = (String, [f64; 5]);
+
+#[test]
+fn the_charts_draw_the_json_reports_numbers() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
+    let (manifests, _) = load_paths(std::slice::from_ref(&dir));
+    let loaded = match manifests.config.clone() {
+        Some((file, text)) => kubesched_config::load_str(&text, &file).expect("valid config"),
+        None => kubesched_config::default_config(),
+    };
+    check_charts_against_json(
+        "examples/cluster",
+        async |sim| {
+            sim.load(manifests, "examples/cluster");
+            let before = sim.node_usage();
+            sim.settle().await;
+            (before, "examples/cluster".to_string())
+        },
+        &loaded,
+    );
+
+    let workload = big_workload(60, 600);
+    check_charts_against_json(
+        "a 60-node workload",
+        async |sim| {
+            let first = measured_phase(&workload).expect("measured ops");
+            sim.run_workload_ops(&workload, 0..first)
+                .await
+                .expect("setup");
+            let before = sim.node_usage();
+            sim.run_workload_ops(&workload, first..workload.ops.len())
+                .await
+                .expect("run");
+            (before, "big".to_string())
+        },
+        &kubesched_config::default_config(),
+    );
+}
