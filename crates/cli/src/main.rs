@@ -877,14 +877,9 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
                 bar.set_position(p.done);
             }) as Box<dyn Fn(kubesched_sim::Progress) + Send + Sync>
         });
-    // The HTML report explains every pod; the printed report keeps only the one asked for.
-    let explain = match &args.report {
-        Some(_) => Some(kubesched_sim::EXPLAIN_ALL.to_string()),
-        None => args.explain.clone(),
-    };
     let options = SimulationOptions {
         seed: Some(args.seed),
-        explain,
+        explain: args.explain.clone(),
         progress,
     };
     let input_pods: Vec<String> = manifests
@@ -894,6 +889,11 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         .collect();
     let result = runtime.block_on(async {
         let mut sim = Simulation::new(&loaded, options)?;
+        // The HTML report explains every pod, condensed as the run goes; the printed report
+        // keeps only the one asked for, whole.
+        if args.report.is_some() {
+            sim.condense_explanations();
+        }
         sim.add_problems(problems);
         let hint = args
             .paths
@@ -917,12 +917,13 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         }
         let others = sim.pods_of_other_schedulers().clone();
         let after = sim.node_usage();
-        Ok::<_, kubesched_sim::SimError>((sim.into_report(), before, after, others))
+        let explained = sim.take_explained();
+        Ok::<_, kubesched_sim::SimError>((sim.into_report(), explained, before, after, others))
     });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let (mut report, before, after, others) = match result {
+    let (mut report, explained, before, after, others) = match result {
         Ok(r) => r,
         Err(e) => return sim_failed(&e),
     };
@@ -939,17 +940,15 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         if let Some(context) = &args.context {
             title.push_str(&format!(" --context {context}"));
         }
-        let data = kubesched_sim::html::ReportData::new(&title, &report, &before, &after);
+        let data = kubesched_sim::html::ReportData::with_explained(
+            &title, &report, &explained, &before, &after,
+        );
         if let Err(e) = std::fs::write(path, kubesched_sim::html::render(&data)) {
             return fail_with(
                 EXIT_RUN,
                 &format!("writing the report {}: {e}", path.display()),
             );
         }
-        let asked = args.explain.as_deref();
-        report
-            .explanations
-            .retain(|e| Some(e.pod.as_str()) == asked);
     }
     print_report(&mut report, &args)
 }

@@ -1,7 +1,7 @@
 //! The simulation loop: deliver changes, schedule ready pods, let bindings finish, jump
 //! the virtual clock to the next backoff expiry, until nothing is left to try.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use kubesched_scheduler::{
 use parking_lot::Mutex;
 
 use crate::cluster::{SimCluster, pod_key};
+use crate::explained::ExplainedPods;
 use crate::load::{
     InputProblem, InvalidPod, Manifests, apply_other, needs_priority, resolve_priority,
 };
@@ -96,6 +97,15 @@ impl PodRecord {
     }
 }
 
+/// Explanations condensed for the HTML report as they are recorded.
+#[derive(Default)]
+struct Condensing {
+    explained: ExplainedPods,
+    /// Explanations whose attempt has not ended yet, by pod: an explanation arrives before
+    /// its outcome, and the node the attempt binds the pod to is kept with it.
+    pending: HashMap<String, Explanation>,
+}
+
 /// Records every attempt the scheduler reports.
 #[derive(Default)]
 struct Recorder {
@@ -104,17 +114,31 @@ struct Recorder {
     measured_latencies: Mutex<Vec<Duration>>,
     explain: Option<String>,
     explanations: Mutex<Vec<Explanation>>,
+    /// Set by [`Simulation::condense_explanations`]: every pod is explained, and each
+    /// attempt's explanation is condensed once its outcome is known.
+    condensed: Mutex<Option<Condensing>>,
     measured_scheduled: Mutex<usize>,
     /// The last cycle of each pod group (GenericWorkload) and how many ran, by
     /// `namespace/name`.
     pod_groups: Mutex<BTreeMap<String, (PodGroupOutcome, u32)>>,
 }
 
+impl Recorder {
+    /// Whether `SimulationOptions::explain` asks for this pod's explanations whole.
+    fn wants_whole(&self, pod: &PodInfo) -> bool {
+        match self.explain.as_deref() {
+            Some(EXPLAIN_ALL) => true,
+            Some(key) => key == pod.key(),
+            None => false,
+        }
+    }
+}
+
 impl AttemptObserver for Recorder {
     fn attempt(&self, pod: &PodInfo, outcome: &AttemptOutcome, latency: Duration) {
         let key = pod.key();
         let mut pods = self.pods.lock();
-        let rec = pods.entry(key).or_default();
+        let rec = pods.entry(key.clone()).or_default();
         let (result, node, nominated_node, failure) = match outcome {
             AttemptOutcome::Scheduled { node } => {
                 (AttemptResult::Scheduled, Some(node.clone()), None, None)
@@ -150,8 +174,19 @@ impl AttemptObserver for Recorder {
             nominated_node,
             message,
         });
+        let measured = rec.measured;
+        drop(pods);
+        if let Some(c) = self.condensed.lock().as_mut()
+            && let Some(e) = c.pending.remove(&key)
+        {
+            let bound = match outcome {
+                AttemptOutcome::Scheduled { node } => Some(node.as_str()),
+                _ => None,
+            };
+            c.explained.record(&e, bound);
+        }
         self.latencies.lock().push(latency);
-        if rec.measured {
+        if measured {
             self.measured_latencies.lock().push(latency);
             if matches!(outcome, AttemptOutcome::Scheduled { .. }) {
                 *self.measured_scheduled.lock() += 1;
@@ -160,11 +195,7 @@ impl AttemptObserver for Recorder {
     }
 
     fn wants_explanation(&self, pod: &PodInfo) -> bool {
-        match self.explain.as_deref() {
-            Some(EXPLAIN_ALL) => true,
-            Some(key) => key == pod.key(),
-            None => false,
-        }
+        self.wants_whole(pod) || self.condensed.lock().is_some()
     }
 
     fn explanation(&self, pod: &PodInfo, mut explanation: Explanation) {
@@ -175,6 +206,21 @@ impl AttemptObserver for Recorder {
             .get(&pod.key())
             .map_or(0, |r| r.history.len());
         explanation.attempt = Some(attempts as u32 + 1);
+        let whole = self.wants_whole(pod);
+        let explanation = match self.condensed.lock().as_mut() {
+            Some(c) => {
+                let copy = whole.then(|| explanation.clone());
+                // An attempt whose outcome never came (none should) is condensed unbound.
+                if let Some(earlier) = c.pending.insert(pod.key(), explanation) {
+                    c.explained.record(&earlier, None);
+                }
+                match copy {
+                    Some(e) => e,
+                    None => return,
+                }
+            }
+            None => explanation,
+        };
         self.explanations.lock().push(explanation);
     }
 
@@ -942,6 +988,37 @@ impl Simulation {
             self.measured_pods,
             self.recorder.measured_latencies.lock().clone(),
         )
+    }
+
+    /// From now on every pod is explained for the HTML report, each attempt's explanation
+    /// condensed to what the report draws from it ([`crate::html::ExplainedPods`]) once the
+    /// attempt's outcome is known, instead of kept whole; the explanations
+    /// [`SimulationOptions::explain`] asks for are still kept whole for the printed report.
+    /// [`Simulation::take_explained`] hands the condensed ones over.
+    pub fn condense_explanations(&self) {
+        let mut condensed = self.recorder.condensed.lock();
+        if condensed.is_none() {
+            *condensed = Some(Condensing::default());
+        }
+    }
+
+    /// What [`Simulation::condense_explanations`] recorded (empty without it), taken: an
+    /// attempt still without an outcome is condensed with the node its pod is on.
+    pub fn take_explained(&self) -> ExplainedPods {
+        let Some(mut c) = self.recorder.condensed.lock().take() else {
+            return ExplainedPods::new();
+        };
+        let mut pending: Vec<(String, Explanation)> = c.pending.drain().collect();
+        pending.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, e) in pending {
+            let node = self
+                .cluster
+                .pod(&key)
+                .and_then(|p| p.spec.as_ref()?.node_name.clone())
+                .filter(|n| !n.is_empty());
+            c.explained.record(&e, node.as_deref());
+        }
+        c.explained
     }
 
     /// [`Simulation::report`], moving the recorded explanations into it instead of copying
