@@ -168,3 +168,136 @@ extenders:
 "
     ));
 }
+
+/// How often the fake source decoded args.
+static SOURCE_DECODES: AtomicUsize = AtomicUsize::new(0);
+/// The limit the fake source's last build was given.
+static SOURCE_BUILT_WITH: AtomicUsize = AtomicUsize::new(0);
+
+/// The args of the fake plugin source: the `sourcedLimit` key claims them.
+#[derive(Debug, Clone, PartialEq)]
+struct SourceArgs {
+    limit: u64,
+}
+
+fn source_claims(raw: &serde_json::Value) -> bool {
+    raw.get("sourcedLimit").is_some()
+}
+
+fn source_decode(
+    raw: &serde_json::Value,
+) -> Result<kubesched_framework::registry::SourcedArgs, kubesched_framework::registry::ArgsError> {
+    SOURCE_DECODES.fetch_add(1, Ordering::SeqCst);
+    let limit =
+        raw["sourcedLimit"]
+            .as_u64()
+            .ok_or_else(|| kubesched_framework::registry::ArgsError {
+                message: "sourcedLimit: must be a number".into(),
+            })?;
+    Ok(kubesched_framework::registry::SourcedArgs {
+        args: kubesched_framework::registry::DecodedArgs::new(
+            SourceArgs { limit },
+            Some(raw.clone()),
+        ),
+        points: kubesched_framework::PointSet::EMPTY
+            .with(kubesched_framework::ExtensionPoint::Filter),
+    })
+}
+
+/// A plugin the source builds under any name.
+struct Sourced(String);
+
+impl kubesched_framework::Plugin for Sourced {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn as_filter(&self) -> Option<&dyn kubesched_framework::FilterPlugin> {
+        Some(self)
+    }
+}
+
+impl kubesched_framework::FilterPlugin for Sourced {
+    fn filter(
+        &self,
+        _: &kubesched_framework::CycleState,
+        _: &kubesched_framework::model::PodInfo,
+        _: &kubesched_framework::model::NodeInfo,
+    ) -> kubesched_framework::Status {
+        kubesched_framework::Status::success()
+    }
+}
+
+fn source_build(
+    name: &str,
+    args: &kubesched_framework::registry::DecodedArgs,
+    _: &Handle,
+) -> Result<std::sync::Arc<dyn kubesched_framework::Plugin>, PluginError> {
+    let typed = args
+        .get::<SourceArgs>()
+        .ok_or_else(|| PluginError(format!("{name}: args of the wrong type")))?;
+    SOURCE_BUILT_WITH.store(typed.limit as usize, Ordering::SeqCst);
+    Ok(std::sync::Arc::new(Sourced(name.to_string())))
+}
+
+kubesched_framework::register_plugin_source! {
+    kind: "fake",
+    claims: source_claims,
+    decode: source_decode,
+    build: source_build,
+}
+
+#[test]
+fn a_plugin_sources_args_are_decoded_once_too() {
+    let loaded = load_ok(&format!(
+        "{HEADER}profiles:
+- plugins:
+    filter:
+      enabled:
+      - name: Guest
+  pluginConfig:
+  - name: Guest
+    args:
+      sourcedLimit: 3
+"
+    ));
+    assert_eq!(
+        SOURCE_DECODES.load(Ordering::SeqCst),
+        1,
+        "loading decodes once"
+    );
+    let spec = loaded.profiles[0].clone();
+    assert_eq!(
+        spec.plugin_args["Guest"].get::<SourceArgs>(),
+        Some(&SourceArgs { limit: 3 })
+    );
+    let control = Handle::builder().build_with_control();
+    let fw = Framework::new(spec, control.handle().clone()).expect("the source builds Guest");
+    assert_eq!(
+        SOURCE_DECODES.load(Ordering::SeqCst),
+        1,
+        "building decodes nothing"
+    );
+    assert_eq!(
+        SOURCE_BUILT_WITH.load(Ordering::SeqCst),
+        3,
+        "built from the typed args"
+    );
+    assert_eq!(fw.effective_args()["Guest"], json!({"sourcedLimit": 3}));
+    // Refused args name the plugin and the profile.
+    let refused = load_err(&format!(
+        "{HEADER}profiles:
+- plugins:
+    filter:
+      enabled:
+      - name: Guest
+  pluginConfig:
+  - name: Guest
+    args:
+      sourcedLimit: many
+"
+    ));
+    assert_eq!(
+        refused,
+        "sched.yaml: profiles[0].pluginConfig[0].args: plugin \"Guest\" of profile \"default-scheduler\": sourcedLimit: must be a number"
+    );
+}
