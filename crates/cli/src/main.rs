@@ -1341,9 +1341,10 @@ struct BenchArgs {
     /// cluster mode, and everything created is deleted at the end.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
-    /// With --kubeconfig: the scheduler's configuration (default: the default profile with
-    /// clientConnection qps and burst 5000).
-    #[arg(long, value_name = "FILE", requires = "kubeconfig")]
+    /// The scheduler's configuration for every workload (default: the default profile; with
+    /// --kubeconfig, with clientConnection qps and burst 5000), e.g. a profile with a
+    /// WebAssembly plugin to compare with the same workload without it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["load", "scheduler_perf"])]
     config: Option<PathBuf>,
     /// With --kubeconfig: seconds to wait for the scheduler (caches synced, pods bound).
     #[arg(long, default_value_t = 600, requires = "kubeconfig")]
@@ -1539,9 +1540,16 @@ fn bench(args: BenchArgs) -> ExitCode {
         scale: args.scale,
     };
     if let Some(file) = &args.single {
+        let loaded = match &args.config {
+            Some(path) => match kubesched_config::load_file(path) {
+                Ok(c) => c,
+                Err(e) => return fail(&e.to_string()),
+            },
+            None => kubesched_config::default_config(),
+        };
         let result = Workload::from_file(file)
             .map_err(bench::BenchError::from)
-            .and_then(|w| bench::run_workload_blocking(&w, options));
+            .and_then(|w| bench::run_workload_blocking_with(&w, options, &loaded));
         return match result {
             Ok(r) => {
                 print(&format!("{}\n", bench::to_json(&[r])));
@@ -1560,6 +1568,12 @@ fn bench(args: BenchArgs) -> ExitCode {
             args.dir.display(),
             args.filter.as_deref().unwrap_or("")
         ));
+    }
+    // A configuration that does not load fails once here, not in every child.
+    if let Some(path) = &args.config
+        && let Err(e) = kubesched_config::load_file(path)
+    {
+        return fail(&e.to_string());
     }
     // On Linux the children run /proc/self/exe: the very binary of this process, even when
     // a rebuild replaced the file meanwhile, so every workload measures the same code.
@@ -1835,6 +1849,11 @@ fn run_bench_child(
         .arg(args.scale.to_string())
         .arg("--seed")
         .arg(args.seed.to_string())
+        .args(
+            args.config
+                .iter()
+                .flat_map(|c| [std::ffi::OsStr::new("--config"), c.as_os_str()]),
+        )
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("starting {}: {e}", exe.display()))?;

@@ -361,12 +361,22 @@ pub async fn run_workload(
     workload: &Workload,
     options: BenchOptions,
 ) -> Result<BenchResult, BenchError> {
+    // The default profile as this binary has it; upstream default plugins it lacks are
+    // recorded in the result rather than hidden.
+    run_workload_with(workload, options, &kubesched_config::default_config()).await
+}
+
+/// [`run_workload`] with the scheduler configuration `loaded` instead of the default
+/// profile (`kubesched bench --config`: a profile with an extra plugin, against the same
+/// workload without it).
+pub async fn run_workload_with(
+    workload: &Workload,
+    options: BenchOptions,
+    loaded: &kubesched_config::LoadedConfig,
+) -> Result<BenchResult, BenchError> {
     if !(options.scale > 0.0 && options.scale <= 1.0) {
         return Err(BenchError::Scale(options.scale));
     }
-    // The default profile as this binary has it; upstream default plugins it lacks are
-    // recorded in the result rather than hidden.
-    let loaded = kubesched_config::default_config();
     let workload = scale_workload(workload, options.scale);
     let Some(first_measured) = workload
         .ops
@@ -376,7 +386,7 @@ pub async fn run_workload(
         return Err(BenchError::NothingMeasured(workload.name.clone()));
     };
     let mut sim = Simulation::new(
-        &loaded,
+        loaded,
         SimulationOptions {
             seed: Some(options.seed),
             explain: None,
@@ -435,13 +445,22 @@ pub fn run_workload_blocking(
     workload: &Workload,
     options: BenchOptions,
 ) -> Result<BenchResult, BenchError> {
+    run_workload_blocking_with(workload, options, &kubesched_config::default_config())
+}
+
+/// [`run_workload_blocking`] with the scheduler configuration `loaded`.
+pub fn run_workload_blocking_with(
+    workload: &Workload,
+    options: BenchOptions,
+    loaded: &kubesched_config::LoadedConfig,
+) -> Result<BenchResult, BenchError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .map_err(|e| {
             BenchError::Run(SimError::Build(format!("starting the async runtime: {e}")))
         })?;
-    runtime.block_on(run_workload(workload, options))
+    runtime.block_on(run_workload_with(workload, options, loaded))
 }
 
 /// The results as a JSON list.
