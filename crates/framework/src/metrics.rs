@@ -72,6 +72,134 @@ impl MetricsSink for NoMetrics {
 #[derive(Debug, Default)]
 pub struct PluginMetrics {
     families: parking_lot::RwLock<Vec<Arc<CounterFamily>>>,
+    /// Families with several labels (counters and histograms), in registration order.
+    vecs: parking_lot::RwLock<Vec<Arc<VecFamily>>>,
+}
+
+/// What a [`VecFamily`] measures.
+#[derive(Debug, Clone, PartialEq)]
+enum VecKind {
+    Counter,
+    /// Upper bounds of the buckets, ascending (`+Inf` is implied).
+    Histogram(Vec<f64>),
+}
+
+/// One label set's value: a count, or a histogram's bucket counts, sum and count.
+#[derive(Debug, Default)]
+struct Series {
+    count: u64,
+    sum: f64,
+    buckets: Vec<u64>,
+}
+
+/// A counter or histogram family with several labels, as client_golang's `CounterVec`
+/// and `HistogramVec`: `name_total{a="x",b="y"}`, or `name_bucket{…,le="…"}`, `name_sum`
+/// and `name_count`. A label set appears once it was counted or observed.
+#[derive(Debug)]
+pub struct VecFamily {
+    name: String,
+    help: String,
+    labels: Vec<String>,
+    kind: VecKind,
+    series: parking_lot::Mutex<BTreeMap<Vec<String>, Series>>,
+}
+
+impl VecFamily {
+    /// Adds one to the counter of these label values (in the family's label order).
+    pub fn inc(&self, values: &[&str]) {
+        self.series.lock().entry(key(values)).or_default().count += 1;
+    }
+
+    /// Records one observation (a histogram; a counter counts it).
+    pub fn observe(&self, values: &[&str], value: f64) {
+        let mut series = self.series.lock();
+        let s = series.entry(key(values)).or_default();
+        s.count += 1;
+        s.sum += value;
+        if let VecKind::Histogram(bounds) = &self.kind {
+            if s.buckets.len() != bounds.len() {
+                s.buckets = vec![0; bounds.len()];
+            }
+            for (i, bound) in bounds.iter().enumerate() {
+                if value <= *bound {
+                    s.buckets[i] += 1;
+                }
+            }
+        }
+    }
+
+    /// How many times these label values were counted or observed.
+    pub fn count(&self, values: &[&str]) -> u64 {
+        self.series.lock().get(&key(values)).map_or(0, |s| s.count)
+    }
+
+    fn encode(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let kind = match self.kind {
+            VecKind::Counter => "counter",
+            VecKind::Histogram(_) => "histogram",
+        };
+        let _ = writeln!(out, "# HELP {} {}", self.name, escape_help(&self.help));
+        let _ = writeln!(out, "# TYPE {} {kind}", self.name);
+        for (values, s) in self.series.lock().iter() {
+            let labels: Vec<String> = self
+                .labels
+                .iter()
+                .zip(values)
+                .map(|(l, v)| format!("{l}=\"{}\"", escape_label(v)))
+                .collect();
+            let labels = labels.join(",");
+            match &self.kind {
+                VecKind::Counter => {
+                    let _ = writeln!(out, "{}_total{{{labels}}} {}", self.name, s.count);
+                }
+                VecKind::Histogram(bounds) => {
+                    let sep = if labels.is_empty() { "" } else { "," };
+                    for (i, bound) in bounds.iter().enumerate() {
+                        let n = s.buckets.get(i).copied().unwrap_or(0);
+                        let _ = writeln!(
+                            out,
+                            "{}_bucket{{{labels}{sep}le=\"{}\"}} {n}",
+                            self.name,
+                            format_bound(*bound)
+                        );
+                    }
+                    let _ = writeln!(
+                        out,
+                        "{}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+                        self.name, s.count
+                    );
+                    let _ = writeln!(out, "{}_sum{{{labels}}} {}", self.name, s.sum);
+                    let _ = writeln!(out, "{}_count{{{labels}}} {}", self.name, s.count);
+                }
+            }
+        }
+    }
+}
+
+fn key(values: &[&str]) -> Vec<String> {
+    values.iter().map(|v| v.to_string()).collect()
+}
+
+/// A bucket bound as client_golang writes it (`0.1`, `1`, `819.2`).
+fn format_bound(bound: f64) -> String {
+    let text = format!("{bound}");
+    if text.contains('.') || text.contains('e') {
+        text
+    } else {
+        format!("{text}.0")
+    }
+}
+
+/// client_golang's `ExponentialBuckets(start, factor, count)`.
+pub fn exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(count);
+    let mut next = start;
+    for _ in 0..count {
+        out.push(next);
+        next *= factor;
+    }
+    out
 }
 
 /// A counter family with one label: `name_total{label="value"}`.
@@ -129,6 +257,43 @@ impl PluginMetrics {
         family
     }
 
+    /// The counter family `name` (given without `_total`) with these labels, registered
+    /// on first use; a later call with the same name returns the same family.
+    pub fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> Arc<VecFamily> {
+        self.vec_family(name, help, labels, VecKind::Counter)
+    }
+
+    /// The histogram family `name` with these labels and bucket bounds, registered on
+    /// first use; a later call with the same name returns the same family.
+    pub fn histogram_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        buckets: Vec<f64>,
+    ) -> Arc<VecFamily> {
+        self.vec_family(name, help, labels, VecKind::Histogram(buckets))
+    }
+
+    fn vec_family(&self, name: &str, help: &str, labels: &[&str], kind: VecKind) -> Arc<VecFamily> {
+        if let Some(f) = self.vecs.read().iter().find(|f| f.name == name) {
+            return f.clone();
+        }
+        let mut vecs = self.vecs.write();
+        if let Some(f) = vecs.iter().find(|f| f.name == name) {
+            return f.clone();
+        }
+        let family = Arc::new(VecFamily {
+            name: name.to_string(),
+            help: help.to_string(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            kind,
+            series: Default::default(),
+        });
+        vecs.push(family.clone());
+        family
+    }
+
     /// The families in OpenMetrics text (what the scheduler's registry writes, so the two
     /// are converted to Prometheus text together), without the closing `# EOF`.
     pub fn encode_openmetrics(&self) -> String {
@@ -148,6 +313,9 @@ impl PluginMetrics {
                 );
             }
         }
+        for f in self.vecs.read().iter() {
+            f.encode(&mut out);
+        }
         out
     }
 }
@@ -165,6 +333,45 @@ fn escape_label(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counter_and_histogram_vecs_write_every_label_set_seen() {
+        let m = PluginMetrics::default();
+        let creates = m.counter_vec(
+            "dynamic_resource_allocation_resourceclaim_creates",
+            "Number of ResourceClaims creation requests",
+            &["status", "admin_access"],
+        );
+        creates.inc(&["success", "false"]);
+        creates.inc(&["success", "false"]);
+        let wait = m.histogram_vec(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "Time spent waiting",
+            &["profile", "driver", "status"],
+            exponential_buckets(0.1, 2.0, 3),
+        );
+        wait.observe(&["default-scheduler", "gpu.example.com", "success"], 0.3);
+        assert_eq!(creates.count(&["success", "false"]), 2);
+        assert_eq!(creates.count(&["failure", "false"]), 0);
+        assert_eq!(
+            m.encode_openmetrics(),
+            "# HELP dynamic_resource_allocation_resourceclaim_creates Number of ResourceClaims creation requests\n\
+             # TYPE dynamic_resource_allocation_resourceclaim_creates counter\n\
+             dynamic_resource_allocation_resourceclaim_creates_total{status=\"success\",admin_access=\"false\"} 2\n\
+             # HELP scheduler_dra_bindingconditions_wait_duration_seconds Time spent waiting\n\
+             # TYPE scheduler_dra_bindingconditions_wait_duration_seconds histogram\n\
+             scheduler_dra_bindingconditions_wait_duration_seconds_bucket{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"success\",le=\"0.1\"} 0\n\
+             scheduler_dra_bindingconditions_wait_duration_seconds_bucket{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"success\",le=\"0.2\"} 0\n\
+             scheduler_dra_bindingconditions_wait_duration_seconds_bucket{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"success\",le=\"0.4\"} 1\n\
+             scheduler_dra_bindingconditions_wait_duration_seconds_bucket{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"success\",le=\"+Inf\"} 1\n\
+             scheduler_dra_bindingconditions_wait_duration_seconds_sum{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"success\"} 0.3\n\
+             scheduler_dra_bindingconditions_wait_duration_seconds_count{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"success\"} 1\n"
+        );
+        assert_eq!(
+            exponential_buckets(0.1, 2.0, 14).last().copied(),
+            Some(819.2)
+        );
+    }
 
     #[test]
     fn a_family_is_registered_once_and_shows_only_counted_values() {

@@ -780,6 +780,24 @@ pub const UPSTREAM_FAMILIES: &[(&str, Stability, &str)] = &[
         Stability::Alpha,
         "Total number for request volume binding cache",
     ),
+    // DynamicResources (v1.37): the claims the scheduler creates for DRA-backed extended
+    // resources (#138542 gave the controller's and the scheduler's counters one name),
+    // and the waits for binding conditions.
+    (
+        "dynamic_resource_allocation_resourceclaim_creates",
+        Stability::Alpha,
+        "Number of ResourceClaims creation requests, categorized by creation status and admin access",
+    ),
+    (
+        "scheduler_dra_bindingconditions_allocations",
+        Stability::Alpha,
+        "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+    ),
+    (
+        "scheduler_dra_bindingconditions_wait_duration_seconds",
+        Stability::Alpha,
+        "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+    ),
 ];
 
 /// Rewrites the HELP line of each family in [`UPSTREAM_FAMILIES`] as component-base
@@ -1033,6 +1051,46 @@ mod tests {
         ));
         assert!(text.contains("# HELP scheduler_cache_size [ALPHA] "));
         assert!(!text.contains("scheduler_scheduler_cache_size"));
+    }
+
+    /// The DRA families DynamicResources counts into (v1.37): upstream's names, levels and
+    /// help, and every label set written.
+    #[test]
+    fn dra_families_have_upstream_help_and_level() {
+        let m = SchedulerMetrics::new();
+        let p = m.plugin_metrics();
+        p.counter_vec(
+            "dynamic_resource_allocation_resourceclaim_creates",
+            "ignored",
+            &["status", "admin_access"],
+        )
+        .inc(&["success", "false"]);
+        let labels = ["default-scheduler", "gpu.example.com", "timeout"];
+        p.counter_vec(
+            "scheduler_dra_bindingconditions_allocations",
+            "ignored",
+            &["profile", "driver", "status"],
+        )
+        .inc(&labels);
+        p.histogram_vec(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "ignored",
+            &["profile", "driver", "status"],
+            kubesched_framework::metrics::exponential_buckets(0.1, 2.0, 14),
+        )
+        .observe(&labels, 600.0);
+        let text = m.encode();
+        for line in [
+            "# HELP dynamic_resource_allocation_resourceclaim_creates [ALPHA] Number of ResourceClaims creation requests, categorized by creation status and admin access\n",
+            "dynamic_resource_allocation_resourceclaim_creates_total{status=\"success\",admin_access=\"false\"} 1\n",
+            "# HELP scheduler_dra_bindingconditions_allocations [ALPHA] Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt\n",
+            "scheduler_dra_bindingconditions_allocations_total{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"timeout\"} 1\n",
+            "# HELP scheduler_dra_bindingconditions_wait_duration_seconds [ALPHA] Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.\n",
+            "scheduler_dra_bindingconditions_wait_duration_seconds_bucket{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"timeout\",le=\"409.6\"} 0\n",
+            "scheduler_dra_bindingconditions_wait_duration_seconds_bucket{profile=\"default-scheduler\",driver=\"gpu.example.com\",status=\"timeout\",le=\"819.2\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
     }
 
     /// GenericWorkload's families exist only once enabled, with upstream's names, levels,

@@ -130,6 +130,49 @@ pub struct DynamicResources {
     taint_rules: bool,
     /// DRAExtendedResource: extended resources DeviceClasses name come from devices.
     extended_resource: bool,
+    /// The plugin's metrics (v1.37 names).
+    metrics: DraMetrics,
+}
+
+/// v1.37's DRA metrics the scheduler counts (`pkg/scheduler/metrics/metrics.go` and
+/// `k8s.io/dynamic-resource-allocation`'s, after #138542 renamed the claim-creation
+/// counter).
+#[derive(Debug, Clone)]
+struct DraMetrics {
+    /// `dynamic_resource_allocation_resourceclaim_creates_total{status, admin_access}`:
+    /// the claims PreBind created for DRA-backed extended resources (`success` or
+    /// `failure`; such claims never ask for admin access).
+    claim_creates: Arc<kubesched_framework::metrics::VecFamily>,
+    /// `scheduler_dra_bindingconditions_allocations_total{profile, driver, status}`: per
+    /// driver with devices that have binding conditions, one per PreBind that waited
+    /// (`success`, `failure`, `timeout`).
+    binding_allocations: Arc<kubesched_framework::metrics::VecFamily>,
+    /// `scheduler_dra_bindingconditions_wait_duration_seconds{profile, driver, status}`.
+    binding_wait: Arc<kubesched_framework::metrics::VecFamily>,
+}
+
+impl DraMetrics {
+    fn on(handle: &Handle) -> Self {
+        let m = handle.plugin_metrics();
+        Self {
+            claim_creates: m.counter_vec(
+                "dynamic_resource_allocation_resourceclaim_creates",
+                "Number of ResourceClaims creation requests, categorized by creation status and admin access",
+                &["status", "admin_access"],
+            ),
+            binding_allocations: m.counter_vec(
+                "scheduler_dra_bindingconditions_allocations",
+                "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+                &["profile", "driver", "status"],
+            ),
+            binding_wait: m.histogram_vec(
+                "scheduler_dra_bindingconditions_wait_duration_seconds",
+                "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+                &["profile", "driver", "status"],
+                kubesched_framework::metrics::exponential_buckets(0.1, 2.0, 14),
+            ),
+        }
+    }
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -168,6 +211,7 @@ impl DynamicResources {
             binding_timeout: args.binding_limit(),
             taint_rules: gate("DRADeviceTaintRules"),
             extended_resource: gate("DRAExtendedResource"),
+            metrics: DraMetrics::on(handle),
         })
     }
 
@@ -347,7 +391,14 @@ impl DynamicResources {
                 claim.status = None;
                 let namespace = claim.metadata.namespace.clone().unwrap_or_default();
                 tracing::debug!(pod = %pod.key(), "creating the claim for extended resources");
-                let created = client.create_resource_claim(&claim).await.map_err(|e| {
+                let created = client.create_resource_claim(&claim).await;
+                let status = if created.is_ok() {
+                    "success"
+                } else {
+                    "failure"
+                };
+                self.metrics.claim_creates.inc(&[status, "false"]);
+                let created = created.map_err(|e| {
                     format!("create claim for extended resources {namespace}/: {e}")
                 })?;
                 let created = Arc::new(created);
@@ -642,6 +693,19 @@ impl DynamicResources {
             }
         }
     }
+}
+
+/// The drivers of the allocated devices with binding conditions, each once, sorted.
+fn binding_condition_drivers(claims: &[Arc<ResourceClaim>]) -> BTreeSet<String> {
+    claims
+        .iter()
+        .filter_map(|c| allocation_of(c))
+        .filter_map(|a| a.devices.as_ref())
+        .filter_map(|d| d.results.as_ref())
+        .flatten()
+        .filter(|r| r.binding_conditions.as_ref().is_some_and(|b| !b.is_empty()))
+        .map(|r| r.driver.clone())
+        .collect()
 }
 
 /// Whether an allocated claim has a device with binding conditions.
@@ -1558,7 +1622,25 @@ impl PreBindPlugin for DynamicResources {
             note: format!("waiting for binding conditions for device on node {node_name}"),
             related: None,
         });
-        match self.wait_for_binding_conditions(s).await {
+        let drivers = binding_condition_drivers(&Self::claims_in_pre_bind(s));
+        let started = std::time::Instant::now();
+        let result = self.wait_for_binding_conditions(s).await;
+        let outcome = match &result {
+            Ok(()) => Some("success"),
+            Err(e) if e.ends_with("binding timeout") => Some("timeout"),
+            Err(e) if e.contains(" binding failed: ") => Some("failure"),
+            // Not the conditions' answer (a claim gone): not counted.
+            Err(_) => None,
+        };
+        if let Some(outcome) = outcome {
+            let waited = started.elapsed().as_secs_f64();
+            for driver in &drivers {
+                let labels = [pod.scheduler_name.as_str(), driver.as_str(), outcome];
+                self.metrics.binding_allocations.inc(&labels);
+                self.metrics.binding_wait.observe(&labels, waited);
+            }
+        }
+        match result {
             Ok(()) => Status::success(),
             Err(e) => {
                 tracing::debug!(pod = %pod.key(), node = node_name, error = %e, "binding conditions");
@@ -1653,6 +1735,7 @@ impl EnqueueExtensions for DynamicResources {
             binding_timeout: self.binding_timeout,
             taint_rules: self.taint_rules,
             extended_resource: self.extended_resource,
+            metrics: self.metrics.clone(),
         };
         let for_pods = Self {
             handle: self.handle.clone(),
@@ -1662,6 +1745,7 @@ impl EnqueueExtensions for DynamicResources {
             binding_timeout: self.binding_timeout,
             taint_rules: self.taint_rules,
             extended_resource: self.extended_resource,
+            metrics: self.metrics.clone(),
         };
         vec![
             // A node's labels may decide which slices or allocations reach it.

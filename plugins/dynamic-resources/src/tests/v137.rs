@@ -860,6 +860,16 @@ fn reserved(plugin: &DynamicResources) -> (CycleState, Arc<PodInfo>) {
     (state, pod)
 }
 
+/// How often `scheduler_dra_bindingconditions_allocations_total` counted the pod's
+/// profile, the test driver and `status`, and the wait histogram's count for the same.
+fn binding_counts(plugin: &DynamicResources, pod: &PodInfo, status: &str) -> (u64, u64) {
+    let labels = [pod.scheduler_name.as_str(), DRIVER, status];
+    (
+        plugin.metrics.binding_allocations.count(&labels),
+        plugin.metrics.binding_wait.count(&labels),
+    )
+}
+
 fn binding_store() -> Arc<ObjectStore> {
     let f = Fixture::new(attachable());
     f.objects
@@ -884,6 +894,8 @@ async fn pre_bind_waits_for_binding_conditions() {
     };
     let (status, ()) = tokio::join!(plugin.pre_bind(&state, &pod, "n1"), driver);
     assert!(status.is_success(), "{status:?}");
+    assert_eq!(binding_counts(&plugin, &pod, "success"), (1, 1));
+    assert_eq!(binding_counts(&plugin, &pod, "timeout"), (0, 0));
     let DraState(inner) = state.read::<DraState>().expect("state");
     assert_eq!(
         inner.claims.lock()[0].metadata.resource_version.as_deref(),
@@ -911,6 +923,7 @@ async fn pre_bind_stamps_the_allocation_and_fails_on_a_failure_condition() {
         status.reasons(),
         ["claim c binding failed: reason=Unplugged, message=\"cable \\\"b\\\" gone\""]
     );
+    assert_eq!(binding_counts(&plugin, &pod, "failure"), (1, 1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -926,6 +939,7 @@ async fn pre_bind_times_out_after_the_binding_timeout() {
     let status = plugin.pre_bind(&state, &pod, "n1").await;
     assert_eq!(status.reasons(), ["device binding timeout"]);
     assert_eq!(started.elapsed(), std::time::Duration::from_secs(30));
+    assert_eq!(binding_counts(&plugin, &pod, "timeout"), (1, 1));
     let DraState(inner) = state.read::<DraState>().expect("state");
     let written = inner.claims.lock()[0].clone();
     assert!(
@@ -1147,6 +1161,9 @@ async fn an_extended_resource_claim_waits_for_its_binding_conditions() {
     assert!(plugin.reserve(&mut state, &pod, "n1").is_success());
     let status = plugin.pre_bind(&state, &pod, "n1").await;
     assert_eq!(status.reasons(), ["device binding timeout"]);
+    // #138542's name for the claims the scheduler creates.
+    assert_eq!(plugin.metrics.claim_creates.count(&["success", "false"]), 1);
+    assert_eq!(binding_counts(&plugin, &pod, "timeout"), (1, 1));
     let DraState(inner) = state.read::<DraState>().expect("state");
     let ext = inner.extended.as_ref().expect("extended");
     let written = ext.claim.lock().clone();
