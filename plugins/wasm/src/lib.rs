@@ -30,7 +30,8 @@
 //!   guest exporting none of filter, score, reserve, permit or bind (and not only prefilter) is
 //!   refused, as upstream refuses it, with its message and the file.
 //! * **Objects** are sent as `k8s.io.api.core.v1.Pod` / `Node` / `NodeList` protobuf messages
-//!   encoded from the k8s-openapi objects (see the `proto` module for the fields carried). Lists
+//!   encoded from the k8s-openapi objects: nearly every v1.37 field, volumes, pod affinity
+//!   and spread constraints included (the `proto` module lists the few left out). Lists
 //!   and maps the ABI sends as JSON (filtered node names, node scores, node-to-status codes,
 //!   image states) are JSON, NUL-separated strings are NUL-separated.
 //! * **Instances**: one guest instance serves a pod's scheduling cycle (kubesched's Filter runs
@@ -41,13 +42,21 @@
 //!   Upstream calls the guest's `prefilter` at the start of each cycle to reset its cycle
 //!   state; kubesched does the same (a guest that exports `prefilter` is a PreFilter plugin).
 //! * **Results** a guest reports through `result.*` imports are collected per call; PreFilter's
-//!   node names narrow the candidates, PostFilter's nominated node is returned, NormalizeScore's
-//!   map replaces the scores of the nodes it names.
+//!   node names narrow the candidates, NormalizeScore's map replaces the scores of the nodes
+//!   it names. PostFilter's result packs upstream's nominating mode in its high word: Noop (0)
+//!   is no result (the pod keeps the nomination it has, whatever name the guest set),
+//!   Override (1) is kubesched's `PostFilterResult` with the guest's node, or without one
+//!   (which clears the nomination) when the name is empty; another mode fails the call.
 //! * **Queueing hints**: upstream converts the guest's events to events without hints; so does
 //!   this crate. A guest without `enqueue` registers for every event of the resources upstream
 //!   lists.
-//! * **Handle**: `handle.eventrecorder.eventf` is logged through `tracing` (kubesched's plugins
-//!   do not emit events through the handle); `handle.get_waiting_pod` and
+//! * **Handle**: `handle.eventrecorder.eventf` records the guest's event through the handle's
+//!   cluster client, as the scheduler's own events (events.k8s.io in cluster mode, the
+//!   report's events in a simulation): regarding and related objects, type, reason, action,
+//!   note. As client-go's events recorder, an event whose type is not `Normal` or `Warning`
+//!   (upstream's NodeNumber sends `PreScore`) or that is about no named object is not
+//!   recorded but logged as an error; the note is taken as written (upstream's host passes
+//!   it to `Eventf` as a format string). `handle.get_waiting_pod` and
 //!   `handle.reject_waiting_pod` use the framework's waiting pods.
 //!
 //! # Limits
@@ -55,6 +64,13 @@
 //! Each call has a deadline (`callTimeoutMillis`, default 1000 ms; wasmtime epochs) and each
 //! instance a memory limit (`memoryLimitBytes`, default 256 MiB); both are kubesched additions to
 //! upstream's args.
+//!
+//! # Features
+//!
+//! `bench-twins` registers `NativeNodeNumber` and `NativeNoZeroNodes`, the logic of the
+//! NodeNumber guest and of `examples/wasm/no-zero-nodes.wat` in Rust: the baseline of
+//! `kubesched bench --config examples/wasm/bench/…` (docs/benchmarks.md). No default build
+//! has them.
 
 mod host;
 mod load;
