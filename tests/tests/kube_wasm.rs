@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 // The opt-in plugin host, linked into this test binary only.
 use kubesched_plugin_wasm as _;
 
-/// Upstream's NodeNumber example guest, when `../shared/wasm-guests/` is there.
+/// Upstream's NodeNumber example guest, when `../shared/wasm-guests/` is there (the note
+/// that it is not goes to the test's output).
+#[allow(clippy::print_stderr)]
 fn node_number_guest() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/wasm-guests/examples/nodenumber/main.wasm");
