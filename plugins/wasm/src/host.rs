@@ -36,6 +36,9 @@ pub(crate) struct Shared {
     pub handle: Handle,
     /// Encoded nodes by name, valid while the snapshot holds the same object.
     nodes: Mutex<HashMap<String, EncodedNode>>,
+    /// Why events were dropped, each said once at warning level (then at debug): a guest
+    /// such as NodeNumber sends the same unsupported event for every pod.
+    dropped_events: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Shared {
@@ -47,6 +50,18 @@ impl Shared {
             args: args.args.clone(),
             handle: handle.clone(),
             nodes: Mutex::new(HashMap::new()),
+            dropped_events: Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    /// Logs an event the guest sent that is not recorded: at warning level the first time
+    /// for this reason, at debug level after that.
+    fn dropped_event(&self, why: DroppedEvent) {
+        let first = self.dropped_events.lock().insert(why.kind.clone());
+        if first {
+            tracing::warn!(plugin = %self.plugin, "{} (said once for this plugin)", why.message);
+        } else {
+            tracing::debug!(plugin = %self.plugin, "{}", why.message);
         }
     }
 
@@ -130,6 +145,12 @@ impl GuestObjectRef {
     }
 }
 
+/// Why a guest's event is not recorded: the kind of reason (said once) and the message.
+struct DroppedEvent {
+    kind: String,
+    message: String,
+}
+
 /// What `handle.eventrecorder.eventf` sends (upstream's `EventMessage`).
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
@@ -145,23 +166,30 @@ struct GuestEvent {
 impl GuestEvent {
     /// The event the scheduler records, or why it is not recorded: as the events recorder
     /// of client-go drops it, an event of a type other than Normal or Warning, or about no
-    /// object, is logged as an error instead.
-    fn into_event(self) -> Result<Event, String> {
+    /// object, is not recorded (client-go logs an error each time; here the first of each
+    /// kind is a warning, the rest debug lines).
+    fn into_event(self) -> Result<Event, DroppedEvent> {
         let event_type = match self.eventtype.as_str() {
             "Normal" => EventType::Normal,
             "Warning" => EventType::Warning,
             other => {
-                return Err(format!(
-                    "unsupported event type {other:?} (reason {:?}): not recorded",
-                    self.reason
-                ));
+                return Err(DroppedEvent {
+                    kind: format!("type {other}"),
+                    message: format!(
+                        "unsupported event type {other:?} (reason {:?}): not recorded",
+                        self.reason
+                    ),
+                });
             }
         };
         let Some(regarding) = self.regarding_reference.into_ref() else {
-            return Err(format!(
-                "an event (reason {:?}) about no named object: not recorded",
-                self.reason
-            ));
+            return Err(DroppedEvent {
+                kind: "no object".into(),
+                message: format!(
+                    "an event (reason {:?}) about no named object: not recorded",
+                    self.reason
+                ),
+            });
         };
         Ok(Event {
             regarding,
@@ -440,7 +468,7 @@ fn k8s_scheduler(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let shared = &c.data().shared;
             match msg.into_event() {
                 Ok(event) => shared.handle.client().record_event(event),
-                Err(why) => tracing::error!(plugin = %shared.plugin, "{why}"),
+                Err(why) => shared.dropped_event(why),
             }
             Ok(())
         },

@@ -55,7 +55,8 @@
 //!   report's events in a simulation): regarding and related objects, type, reason, action,
 //!   note. As client-go's events recorder, an event whose type is not `Normal` or `Warning`
 //!   (upstream's NodeNumber sends `PreScore`) or that is about no named object is not
-//!   recorded but logged as an error; the note is taken as written (upstream's host passes
+//!   recorded; the first of each kind is logged as a warning, the rest at debug level
+//!   (client-go logs an error each time, a line per pod for NodeNumber); the note is taken as written (upstream's host passes
 //!   it to `Eventf` as a format string). `handle.get_waiting_pod` and
 //!   `handle.reject_waiting_pod` use the framework's waiting pods.
 //!
@@ -69,7 +70,7 @@
 //!
 //! `bench-twins` registers `NativeNodeNumber` and `NativeNoZeroNodes`, the logic of the
 //! NodeNumber guest and of `examples/wasm/no-zero-nodes.wat` in Rust: the baseline of
-//! `kubesched bench --config examples/wasm/bench/…` (docs/benchmarks.md). No default build
+//! `kubesched bench --config benchmarks/wasm/…` (docs/benchmarks.md). No default build
 //! has them.
 
 mod host;
