@@ -56,9 +56,10 @@
 //!   note. As client-go's events recorder, an event whose type is not `Normal` or `Warning`
 //!   (upstream's NodeNumber sends `PreScore`) or that is about no named object is not
 //!   recorded; the first of each kind is logged as a warning, the rest at debug level
-//!   (client-go logs an error each time, a line per pod for NodeNumber); the note is taken as written (upstream's host passes
-//!   it to `Eventf` as a format string). `handle.get_waiting_pod` and
-//!   `handle.reject_waiting_pod` use the framework's waiting pods.
+//!   (client-go logs an error each time, a line per pod for NodeNumber). The note is taken
+//!   as written (upstream's host passes it to `Eventf` as a format string).
+//!   `handle.get_waiting_pod` and `handle.reject_waiting_pod` use the framework's waiting
+//!   pods.
 //!
 //! # Limits
 //!
