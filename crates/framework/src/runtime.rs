@@ -28,12 +28,8 @@ pub const DYNAMIC_RESOURCES_MISSING: &str = "pod has resource claims (spec.resou
 /// registered (decided from the registry, once per process: registration is link-time).
 fn missing_dynamic_resources(pod: &PodInfo) -> Option<Status> {
     static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let has_claims = pod
-        .pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.resource_claims.as_ref())
-        .is_some_and(|c| !c.is_empty());
+    // Read without decoding the object (a dump's pods are packed).
+    let has_claims = pod.pod.has_resource_claims();
     if !has_claims || *REGISTERED.get_or_init(|| registry::find(DYNAMIC_RESOURCES).is_some()) {
         return None;
     }

@@ -69,7 +69,7 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
 };
 use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubesched_framework::model::k8s_openapi::jiff;
-use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo};
+use kubesched_framework::model::{NodeInfo, NodeSelector, PodInfo, PodObject};
 use kubesched_framework::normalize::default_normalize_score;
 use kubesched_framework::{
     ClientError, CycleState, EnqueueExtensions, Event, EventType, FilterPlugin, Framework, Handle,
@@ -796,11 +796,10 @@ fn allocation_of(claim: &ResourceClaim) -> Option<&AllocationResult> {
     claim.status.as_ref().and_then(|s| s.allocation.as_ref())
 }
 
-fn has_claims(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.resource_claims.as_ref())
-        .is_some_and(|c| !c.is_empty())
+/// Read without decoding the object: a pod without claims (nearly every pod of a dump)
+/// stays packed.
+fn has_claims(pod: &PodObject) -> bool {
+    pod.has_resource_claims()
 }
 
 /// What PreFilter learnt about the pod's claims, shared by the cycle's later points.
