@@ -556,6 +556,8 @@ fn compile_tolerations(spec: &api::PodSpec) -> Vec<Toleration> {
             Err(e) => tracing::debug!(error = %e, "toleration tolerates nothing"),
         }
     }
+    // Kept for the pod's life, a hundred thousand of them in a dump: no growth slack.
+    tolerations.shrink_to_fit();
     tolerations
 }
 
@@ -589,6 +591,7 @@ fn images_and_host_ports(spec: &api::PodSpec) -> (Vec<String>, Vec<HostPort>) {
             images.push(image.reference.clone().unwrap_or_default());
         }
     }
+    images.shrink_to_fit();
     (images, crate::ports::dedup(host_ports))
 }
 
