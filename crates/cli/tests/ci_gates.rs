@@ -193,3 +193,52 @@ fn simulate_help_documents_the_exit_status() {
         assert!(help.contains(text), "{text}: {help}");
     }
 }
+
+#[test]
+fn a_report_page_leaves_the_printed_report_as_it_is() {
+    let dir = input("report", &[("cluster.yaml", CLUSTER)]);
+    let page = dir.join("report.html");
+    for format in ["json", "yaml", "table"] {
+        let plain = [
+            "simulate",
+            path(&dir),
+            "-o",
+            format,
+            "--no-timing",
+            "--explain",
+            "default/big",
+        ];
+        let mut with_page = plain.to_vec();
+        with_page.extend(["--report", path(&page)]);
+        let (without, with) = (kubesched(&plain), kubesched(&with_page));
+        assert_eq!(with.code, Some(0), "{}", with.stderr);
+        // The explanation asked for is printed whole, the page's others are not printed.
+        assert_eq!(with.stdout, without.stdout, "{format}");
+        assert!(with.stdout.contains("Insufficient cpu"), "{}", with.stdout);
+        if format == "json" {
+            let json: serde_json::Value = serde_json::from_str(&with.stdout).expect("JSON");
+            let explained = json["explanations"].as_array().expect("explanations");
+            assert!(!explained.is_empty());
+            assert!(
+                explained.iter().all(|e| e["pod"] == "default/big"),
+                "{explained:?}"
+            );
+        }
+        let html = std::fs::read_to_string(&page).expect("the page is written");
+        for section in ["id=\"pod-default_big\"", "id=\"pod-default_small\""] {
+            assert!(
+                html.contains(section),
+                "{section}: every pod is explained on the page"
+            );
+        }
+        std::fs::remove_file(&page).expect("removed");
+    }
+    let run = kubesched(&[
+        "simulate",
+        path(&dir),
+        "--report",
+        path(&dir.join("no-such-folder/report.html")),
+    ]);
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert!(run.stderr.contains("writing the report"), "{}", run.stderr);
+}
