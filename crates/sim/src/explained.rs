@@ -195,24 +195,26 @@ impl ExplainedPods {
         let mut reasons: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
         let mut scores: Vec<(String, i64, BTreeMap<i64, usize>)> = Vec::new();
         for n in &e.nodes {
-            if !n.feasible {
+            if !n.feasible && !n.reasons.is_empty() {
+                let next = self.nodes.len() as u32;
+                let id = match self.nodes.get(n.node.as_str()) {
+                    Some(&id) => id,
+                    None => *self.nodes.entry(n.node.clone()).or_insert(next),
+                };
                 for r in &n.reasons {
-                    let next = self.nodes.len() as u32;
-                    let id = match self.nodes.get(n.node.as_str()) {
-                        Some(&id) => id,
-                        None => *self.nodes.entry(n.node.clone()).or_insert(next),
-                    };
                     reasons.entry(r.as_str()).or_default().insert(id);
                 }
             }
-            for s in &n.scores {
-                let at = match scores.iter().position(|(name, _, _)| *name == s.plugin) {
-                    Some(at) => at,
-                    None => {
-                        scores.push((s.plugin.clone(), s.weight, BTreeMap::new()));
-                        scores.len() - 1
-                    }
+            for (k, s) in n.scores.iter().enumerate() {
+                // Every node lists the plugins in the same order: look there first.
+                let at = match scores.get(k) {
+                    Some((name, _, _)) if *name == s.plugin => Some(k),
+                    _ => scores.iter().position(|(name, _, _)| *name == s.plugin),
                 };
+                let at = at.unwrap_or_else(|| {
+                    scores.push((s.plugin.clone(), s.weight, BTreeMap::new()));
+                    scores.len() - 1
+                });
                 *scores[at].2.entry(s.normalized).or_default() += 1;
             }
         }
