@@ -717,7 +717,7 @@ impl<'m> Loader<'m> {
         position: &Position,
     ) -> Option<(String, Option<(usize, usize)>)> {
         match parsed {
-            Parsed::Pod(p) => self.add_pod(*p, file, position),
+            Parsed::Pod(p) => self.add_checked_pod(*p, file, position),
             Parsed::Node(n) => self.add_node(*n, file, position),
             Parsed::Value(serde_json::Value::Null) => {}
             Parsed::Value(doc) => self.add_object(doc, file, position, text),
@@ -1001,36 +1001,30 @@ impl<'m> Loader<'m> {
 
     /// Adds a decoded pod: kept aside as invalid when an API server would refuse it,
     /// reported when it is a second copy.
-    fn add_pod(&mut self, mut p: api::Pod, file: &str, position: &Position) {
-        let object = describe_meta("Pod", &p.metadata);
+    fn add_pod(&mut self, p: api::Pod, file: &str, position: &Position) {
+        self.add_checked_pod(check_pod(p), file, position);
+    }
+
+    /// Adds a pod checked (and packed) by [`check_pod`], on a parsing thread or here.
+    fn add_checked_pod(&mut self, pod: CheckedPod, file: &str, position: &Position) {
+        let CheckedPod { object, outcome } = pod;
         let problem = |field: &str, message: String| {
             InputProblem::object(file, object.clone(), Some(field.into()), message).at(position)
         };
-        let errors = crate::validate::pod(&p);
-        if let Some(first) = errors.first() {
-            self.manifests.invalid_pods.push(InvalidPod {
-                namespace: p
-                    .metadata
-                    .namespace
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| "default".into()),
-                name: p.metadata.name.clone().unwrap_or_default(),
-                message: first.to_string(),
-            });
-            for e in errors {
-                self.problems.push(problem(&e.field, e.message));
+        match outcome {
+            Err((invalid, errors)) => {
+                self.manifests.invalid_pods.push(invalid);
+                for e in errors {
+                    self.problems.push(problem(&e.field, e.message));
+                }
             }
-            return;
+            Ok(packed) => {
+                let duplicate = self
+                    .seen
+                    .add_pod(self.manifests, packed, origin(file, position));
+                self.duplicate(duplicate, problem);
+            }
         }
-        // Kept is what scheduling and the reports read, not the whole object.
-        kubesched_model::slim_pod(&mut p);
-        let duplicate = self.seen.add_pod(
-            self.manifests,
-            PodObject::packed(&p),
-            origin(file, position),
-        );
-        self.duplicate(duplicate, problem);
     }
 
     fn duplicate(
@@ -1116,8 +1110,44 @@ const BATCH: usize = 4096;
 
 /// A piece parsed (on any thread): the typed object for the kinds a dump is mostly made
 /// of, else the general tree, or why it did not parse.
+/// A pod checked as an API server would check it and, when valid, slimmed and packed:
+/// what a parsing thread hands over, so the reading thread only files it.
+struct CheckedPod {
+    /// `Pod namespace/name`, for its problems.
+    object: String,
+    outcome: Result<PodObject, (InvalidPod, Vec<crate::validate::FieldError>)>,
+}
+
+/// Checks a decoded pod; a valid one is slimmed (kept is what scheduling and the reports
+/// read, not the whole object) and packed.
+fn check_pod(mut p: api::Pod) -> CheckedPod {
+    let object = describe_meta("Pod", &p.metadata);
+    let errors = crate::validate::pod(&p);
+    if let Some(first) = errors.first() {
+        let invalid = InvalidPod {
+            namespace: p
+                .metadata
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".into()),
+            name: p.metadata.name.clone().unwrap_or_default(),
+            message: first.to_string(),
+        };
+        return CheckedPod {
+            object,
+            outcome: Err((invalid, errors)),
+        };
+    }
+    kubesched_model::slim_pod(&mut p);
+    CheckedPod {
+        object,
+        outcome: Ok(PodObject::packed(&p)),
+    }
+}
+
 enum Parsed {
-    Pod(Box<api::Pod>),
+    Pod(Box<CheckedPod>),
     Node(Box<api::Node>),
     Value(serde_json::Value),
     /// Why, and where in the piece (line and column, 1-based) when known.
@@ -1140,13 +1170,12 @@ fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
     if let Some(tree) = fast_yaml::parse(text) {
         match tree.get("kind").and_then(serde_json::Value::as_str) {
             Some("Pod") => {
-                if let Ok(mut p) = serde_json::from_value::<api::Pod>(tree)
+                if let Ok(p) = serde_json::from_value::<api::Pod>(tree)
                     && has_name(&p.metadata)
                 {
-                    // Slimmed here too, on the parsing thread, so a batch waiting to be
-                    // added holds slim pods.
-                    kubesched_model::slim_pod(&mut p);
-                    return Parsed::Pod(Box::new(p));
+                    // Checked and packed here, on the parsing thread: a batch waiting to
+                    // be added holds packed pods, and the reading thread only files them.
+                    return Parsed::Pod(Box::new(check_pod(p)));
                 }
             }
             Some("Node") => {
@@ -1165,7 +1194,7 @@ fn parse_piece(piece: &split::Piece<'_>) -> Parsed {
                 serde_saphyr::from_str_with_options::<api::Pod>(text, yaml_options(text.len()))
                 && has_name(&p.metadata)
             {
-                return Parsed::Pod(Box::new(p));
+                return Parsed::Pod(Box::new(check_pod(p)));
             }
         }
         Some("Node") => {
@@ -1202,11 +1231,10 @@ fn parse_json_piece(text: &[u8]) -> Parsed {
         .and_then(|k| k.kind);
     match kind.as_deref() {
         Some("Pod") => {
-            if let Ok(mut p) = serde_json::from_slice::<api::Pod>(text)
+            if let Ok(p) = serde_json::from_slice::<api::Pod>(text)
                 && has_name(&p.metadata)
             {
-                kubesched_model::slim_pod(&mut p);
-                return Parsed::Pod(Box::new(p));
+                return Parsed::Pod(Box::new(check_pod(p)));
             }
         }
         Some("Node") => {
