@@ -383,7 +383,7 @@ impl PodInfo {
             compile_node_affinity(spec, &namespace, &name, &mut problems);
         let tolerations = compile_tolerations(spec);
         let (images, host_ports) = images_and_host_ports(spec);
-        let pod_affinity = compile_pod_affinity(&pod, spec, &mut problems);
+        let pod_affinity = compile_pod_affinity(pod, spec, &mut problems);
         let topology_spread_constraints = compile_spread_constraints(spec, &labels, &mut problems);
         let pvc_names = claim_names(spec);
 
