@@ -13,8 +13,11 @@ use xtask::render::{self, DeployOptions, ExtraConfig, Rendered, Scope};
 use xtask::yaml::{self, Yaml};
 
 // The real plugins, so the configuration is checked against the names, extension points and
-// args the binary knows. rustc links a crate only when a source line names it.
+// args the binary knows: its default set through its library, and the opt-in crates the
+// renderings here name. rustc links a crate only when a source line names it.
 use kubesched as _;
+use kubesched_plugin_coscheduling as _;
+use kubesched_plugin_hint_node as _;
 
 const CUSTOM_PLUGINS: &str =
     "PrioritySort,NodeName,TaintToleration,NodeResourcesFit,DefaultBinder,HintNode";

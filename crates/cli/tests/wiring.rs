@@ -162,12 +162,47 @@ fn the_plugins_description_agrees_with_every_hand_written_list() {
             "{name} implements no extension point"
         );
     }
-    // No second copy of the plugin list: xtask takes the binary's set through its library.
+    // No second copy of the plugin list: xtask takes the binary's default set through its
+    // library and names only the opt-in crates it renders for. It must not turn on an opt-in
+    // feature of `kubesched`: Cargo unifies features across the workspace, so every binary
+    // of `cargo test --workspace` (these tests among them) would link that plugin too.
+    let opt_in_crates: BTreeSet<String> = plugin_folders()
+        .into_iter()
+        .filter(|f| opt_in(f))
+        .map(|f| format!("kubesched-plugin-{f}"))
+        .chain(["kubesched-plugin-hint-node".to_string()])
+        .collect();
     for path in ["xtask/Cargo.toml", "xtask/tests/deploy.rs"] {
         let text = read(path);
+        for named in text
+            .match_indices("kubesched-plugin-")
+            .chain(text.match_indices("kubesched_plugin_"))
+            .map(|(at, _)| {
+                text[at..]
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                    .next()
+                    .unwrap_or_default()
+                    .replace('_', "-")
+            })
+        {
+            assert!(
+                opt_in_crates.contains(&named),
+                "{path} names the default plugin crate {named}: link the binary's set through `kubesched` instead"
+            );
+        }
+    }
+    let xtask_manifest = read("xtask/Cargo.toml");
+    let kubesched_dep = xtask_manifest
+        .lines()
+        .find(|l| l.starts_with("kubesched = "))
+        .expect("xtask depends on kubesched");
+    for feature in offered.iter().filter(|f| {
+        let folder = f.trim_start_matches("plugin-");
+        **f == "plugin-hint-node" || opt_in(folder)
+    }) {
         assert!(
-            !text.contains("kubesched-plugin-") && !text.contains("kubesched_plugin_"),
-            "{path} names a plugin crate: link the binary's set through `kubesched` instead"
+            !kubesched_dep.contains(&format!("\"{feature}\"")),
+            "xtask/Cargo.toml turns on kubesched's opt-in feature {feature}, which every workspace build would then link: depend on its crate instead"
         );
     }
     let table = xtask_defaults
