@@ -51,7 +51,9 @@ use std::time::{Duration, Instant};
 
 use kubesched_framework::Snapshot;
 use kubesched_framework::clock::Clock;
-use kubesched_model::{ImageStateSummary, Node, NodeInfo, PodInfo, Resource, next_generation};
+use kubesched_model::{
+    ImageStateSummary, ImageStates, Node, NodeInfo, PodInfo, Resource, next_generation,
+};
 use parking_lot::Mutex;
 
 pub use node_tree::{LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE, LABEL_ZONE_BETA, zone_key};
@@ -645,7 +647,7 @@ impl State {
     }
 
     /// The image summaries of a node, from the current image states.
-    fn image_summaries(&self, node: &Node) -> HashMap<String, ImageStateSummary> {
+    fn image_summaries(&self, node: &Node) -> ImageStates {
         node.images
             .iter()
             .flat_map(|(names, _)| names.iter())

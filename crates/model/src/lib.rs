@@ -21,7 +21,9 @@ pub mod storage;
 mod taint;
 pub mod topology;
 
-pub use node::{ImageStateSummary, Kept, Node, NodeInfo, NodeNumbers, next_generation};
+pub use node::{
+    ImageStateSummary, ImageStates, Kept, Node, NodeInfo, NodeNumbers, next_generation,
+};
 pub use pod::{
     AffinityTerm, DEFAULT_SCHEDULER_NAME, InclusionPolicy, PodInfo, TopologySpreadConstraint,
     WeightedAffinityTerm, WhenUnsatisfiable, slim_pod,

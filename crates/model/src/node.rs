@@ -98,6 +98,11 @@ impl Node {
     }
 }
 
+/// A node's images by every name it reports them under. ImageLocality looks up each of a
+/// pod's images on every node it scores, so the hash is the fast non-keyed one: the keys are
+/// the node's own report, not input an attacker picks per lookup.
+pub type ImageStates = rustc_hash::FxHashMap<String, ImageStateSummary>;
+
 /// How widely an image is spread, as ImageLocality needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ImageStateSummary {
@@ -213,7 +218,7 @@ pub struct NodeInfo {
     pub pods: Kept<Vec<Arc<PodInfo>>>,
     /// The node's own images with their spread (filled by the cache): empty when the node
     /// reports none.
-    pub image_states: HashMap<String, ImageStateSummary>,
+    pub image_states: ImageStates,
     /// Sum of the pods' requests.
     pub requested: Kept<Resource>,
     /// Sum of the pods' requests with scoring defaults.

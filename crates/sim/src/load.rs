@@ -11,6 +11,7 @@
 use std::fmt;
 use std::io::BufRead;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -18,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use kubesched_framework::events::{EventObject, EventResource};
-use kubesched_framework::model::PodObject;
+use kubesched_framework::model::{PodInfo, PodObject};
 use kubesched_framework::registry;
 
 use crate::cluster::SimCluster;
@@ -110,6 +111,12 @@ pub struct Manifests {
     /// each in the allocation the in-memory cluster and the scheduler's cache go on
     /// sharing.
     pub pods: Vec<PodObject>,
+    /// Pods of [`Manifests::pods`] compiled on the parsing threads while their objects
+    /// were decoded there (those with a namespace and a resolved priority, which the
+    /// simulator would not change): [`crate::Simulation::load`] takes these instead of
+    /// decoding the packed pods again. An entry whose object is no longer among `pods` (a
+    /// duplicate that lost) is ignored.
+    pub compiled: Vec<Arc<PodInfo>>,
     /// Pods an API server would refuse: not simulated, reported with status `Invalid`.
     pub invalid_pods: Vec<InvalidPod>,
     /// Priority classes, used to resolve `priorityClassName`.
@@ -1018,7 +1025,10 @@ impl<'m> Loader<'m> {
                     self.problems.push(problem(&e.field, e.message));
                 }
             }
-            Ok(packed) => {
+            Ok((packed, compiled)) => {
+                if let Some(info) = compiled {
+                    self.manifests.compiled.push(Arc::new(info));
+                }
                 let duplicate = self
                     .seen
                     .add_pod(self.manifests, packed, origin(file, position));
@@ -1115,7 +1125,7 @@ const BATCH: usize = 4096;
 struct CheckedPod {
     /// `Pod namespace/name`, for its problems.
     object: String,
-    outcome: Result<PodObject, (InvalidPod, Vec<crate::validate::FieldError>)>,
+    outcome: Result<(PodObject, Option<PodInfo>), (InvalidPod, Vec<crate::validate::FieldError>)>,
 }
 
 /// Checks a decoded pod; a valid one is slimmed (kept is what scheduling and the reports
@@ -1140,9 +1150,16 @@ fn check_pod(mut p: api::Pod) -> CheckedPod {
         };
     }
     kubesched_model::slim_pod(&mut p);
+    let packed = PodObject::packed(&p);
+    // Compiled while the object is at hand, unless the simulator will change it (default
+    // namespace, priority from its class) or it does not compile (the simulator reports
+    // why when it compiles it again).
+    let compiled = (p.metadata.namespace.is_some() && !needs_priority(&p))
+        .then(|| PodInfo::from_decoded(packed.clone(), &p).ok())
+        .flatten();
     CheckedPod {
         object,
-        outcome: Ok(PodObject::packed(&p)),
+        outcome: Ok((packed, compiled)),
     }
 }
 
@@ -1636,6 +1653,66 @@ pub fn resolve_priority(pod: &mut api::Pod, classes: &[PriorityClass]) -> Result
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// Pods the simulator will not change are compiled on the parsing threads, from the
+    /// very object kept (so the simulator does not decode it again); a pod without a
+    /// namespace or a resolved priority is left for the simulator, which fills them in.
+    #[test]
+    fn pods_are_compiled_where_they_are_parsed_unless_the_simulator_changes_them() {
+        let pod = |name: &str, namespace: Option<&str>, priority: Option<i32>| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}")},
+                "spec": {"containers": [{"name": "c", "image": "app:v1"}],
+                         "priority": priority, "preemptionPolicy": "PreemptLowerPriority"},
+            })
+        };
+        let docs = [
+            pod("ready", Some("team"), Some(5)),
+            pod("no-namespace", None, Some(5)),
+            pod("no-priority", Some("team"), None),
+        ];
+        let text: String = docs
+            .iter()
+            .map(|d| format!("---\n{}\n", serde_json::to_string(d).expect("json")))
+            .collect();
+        let mut manifests = Manifests::default();
+        let mut problems = Vec::new();
+        load_text(&text, "pods.yaml", &mut manifests, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(manifests.pods.len(), 3);
+        let compiled: Vec<&str> = manifests.compiled.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(compiled, ["ready"]);
+        let info = &manifests.compiled[0];
+        assert!(PodObject::ptr_eq(&info.pod, &manifests.pods[0]));
+        assert_eq!((info.namespace.as_str(), info.priority), ("team", 5));
+        assert_eq!(info.images, ["app:v1"]);
+        assert!(manifests.pods[0].is_packed());
+    }
+
+    /// A duplicate that wins replaces the kept object, so the loser's compiled form matches
+    /// no kept object and is not used.
+    #[test]
+    fn a_losing_duplicates_compiled_form_matches_no_kept_pod() {
+        let pod = |rv: &str, image: &str| {
+            format!(
+                "---\n{{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {{\"name\": \"web\", \"namespace\": \"a\", \"uid\": \"u\", \"resourceVersion\": \"{rv}\"}}, \"spec\": {{\"priority\": 0, \"preemptionPolicy\": \"Never\", \"containers\": [{{\"name\": \"c\", \"image\": \"{image}\"}}]}}}}\n"
+            )
+        };
+        let text = format!("{}{}", pod("9", "new:v2"), pod("3", "old:v1"));
+        let mut manifests = Manifests::default();
+        let mut problems = Vec::new();
+        load_text(&text, "dup.yaml", &mut manifests, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(manifests.pods.len(), 1);
+        let kept: Vec<_> = manifests
+            .compiled
+            .iter()
+            .filter(|i| PodObject::ptr_eq(&i.pod, &manifests.pods[0]))
+            .collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].images, ["new:v2"]);
+    }
 
     #[test]
     fn namespaced_objects_without_a_namespace_land_in_default() {

@@ -378,29 +378,18 @@ impl Simulation {
         self.problems.extend(problems);
     }
 
-    fn track_pod(&mut self, pod: &api::Pod, measured: bool) {
-        let assigned = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let scheduler_name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.clone())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| kubesched_framework::model::DEFAULT_SCHEDULER_NAME.to_string());
-        if assigned {
+    fn track_pod(&mut self, pod: &PodInfo, measured: bool) {
+        if pod.node_name.is_some() {
             return;
         }
-        if !self.scheduler.profiles().contains_key(&scheduler_name) {
+        let key = format!("{}/{}", pod.namespace, pod.name);
+        if !self.scheduler.profiles().contains_key(&pod.scheduler_name) {
             self.other_schedulers
-                .entry(scheduler_name)
+                .entry(pod.scheduler_name.clone())
                 .or_default()
-                .push(pod_key(pod));
+                .push(key);
             return;
         }
-        let key = pod_key(pod);
         self.tracked.push(key.clone());
         self.recorder.pods.lock().entry(key).or_default().measured = measured;
         if measured {
@@ -411,10 +400,26 @@ impl Simulation {
     /// Adds a pod, resolving its priority class; a pod that cannot be understood is
     /// reported and left out, and parts of one that do not compile are reported.
     pub fn add_pod(&mut self, pod: impl Into<PodObject>, file: &str, measured: bool) {
+        self.add_pod_compiled(pod.into(), None, file, measured);
+    }
+
+    /// As [`Simulation::add_pod`], with the pod's compiled form when the loader made it
+    /// from this very object (then the object is not decoded again).
+    fn add_pod_compiled(
+        &mut self,
+        mut pod: PodObject,
+        compiled: Option<Arc<PodInfo>>,
+        file: &str,
+        measured: bool,
+    ) {
+        if let Some(info) = compiled.filter(|i| PodObject::ptr_eq(&i.pod, &pod)) {
+            self.take_compiled(info, file, measured);
+            self.cluster.apply_pod(pod);
+            return;
+        }
         // The loader's pods arrive packed and alone in their allocation: read once here,
         // changed only when they must be, and shared from here on by the cluster and the
         // scheduler's cache.
-        let mut pod: PodObject = pod.into();
         let mut object = pod.read();
         if object.metadata.namespace.is_none() || needs_priority(&object) {
             let packed = pod.packed_len() > 0;
@@ -451,25 +456,29 @@ impl Simulation {
                 ));
                 return;
             }
-            // Parts that do not compile are reported; the pod still loads (a bound one
-            // counts on its node, a pending one is refused with the field named), as in a
-            // cluster.
             Ok(info) => {
-                for e in &info.problems {
-                    self.problems.push(InputProblem::object(
-                        file,
-                        format!("Pod {key}"),
-                        Some(e.field.clone()),
-                        e.message.clone(),
-                    ));
-                }
-                // Compiled once: the scheduler takes it when the cluster delivers the pod.
-                self.scheduler.remember_compiled(Arc::new(info));
+                drop(object);
+                self.take_compiled(Arc::new(info), file, measured);
             }
         }
-        self.track_pod(&object, measured);
-        drop(object);
         self.cluster.apply_pod(pod);
+    }
+
+    /// A pod compiled for loading: parts that do not compile are reported, and the pod
+    /// still loads (a bound one counts on its node, a pending one is refused with the field
+    /// named), as in a cluster. Compiled once: the scheduler takes this when the cluster
+    /// delivers the pod.
+    fn take_compiled(&mut self, info: Arc<PodInfo>, file: &str, measured: bool) {
+        for e in &info.problems {
+            self.problems.push(InputProblem::object(
+                file,
+                format!("Pod {}/{}", info.namespace, info.name),
+                Some(e.field.clone()),
+                e.message.clone(),
+            ));
+        }
+        self.scheduler.remember_compiled(Arc::clone(&info));
+        self.track_pod(&info, measured);
     }
 
     /// Adds a node; a node that cannot be understood is reported and left out.
@@ -640,8 +649,14 @@ impl Simulation {
         // ones meet the cluster they were dumped from.
         let mut pods = manifests.pods;
         pods.sort_by_key(|p| !p.is_assigned());
+        let mut compiled: HashMap<String, Arc<PodInfo>> = manifests
+            .compiled
+            .into_iter()
+            .map(|info| (info.pod.key().to_string(), info))
+            .collect();
         for p in pods {
-            self.add_pod(p, file_hint, false);
+            let info = compiled.remove(p.key());
+            self.add_pod_compiled(p, info, file_hint, false);
         }
     }
 

@@ -152,6 +152,27 @@ fn scan(s: &mut CutState, buf: &[u8]) -> (usize, Option<Piece>) {
     };
     let mut i = 0;
     while i < buf.len() {
+        // Most bytes are the text of strings and an item's indentation, and none of them
+        // changes the state: runs of them are skipped in one step (newlines counted).
+        let skip = if s.in_string {
+            if s.escaped || s.reading_key {
+                0
+            } else {
+                memchr::memchr2(b'"', b'\\', &buf[i..]).unwrap_or(buf.len() - i)
+            }
+        } else if s.place == Place::Item {
+            buf[i..]
+                .iter()
+                .position(|c| matches!(c, b'"' | b'{' | b'}' | b'[' | b']'))
+                .unwrap_or(buf.len() - i)
+        } else {
+            0
+        };
+        if skip > 0 {
+            s.line += memchr::memchr_iter(b'\n', &buf[i..i + skip]).count();
+            i += skip;
+            continue;
+        }
         let b = buf[i];
         if b == b'\n' {
             s.line += 1;
@@ -322,6 +343,37 @@ mod tests {
         Piece::Item {
             text: text.into(),
             line,
+        }
+    }
+
+    /// Strings and an item's indentation are skipped in runs: the lines counted across them
+    /// (and across buffer ends inside them) stay exact, and escapes still end no string.
+    #[test]
+    fn lines_are_counted_across_skipped_runs() {
+        let long = "x".repeat(300);
+        let text = format!(
+            "{{\n  \"items\": [\n    {{\n      \"a\": \"{long}\\\\\",\n\n      \"b\": [\n        \"\\\"}}\"\n      ]\n    }},\n    {{\"c\": 1}}\n  ]\n}}\n"
+        );
+        for capacity in [1, 5, 64, 333, 4096] {
+            let (got, error) = pieces(&text, capacity);
+            assert_eq!(error, None, "capacity {capacity}");
+            let items: Vec<(usize, usize)> = got
+                .iter()
+                .filter_map(|p| match p {
+                    Piece::Item { text, line } => Some((*line, text.len())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(items.len(), 2, "capacity {capacity}: {got:?}");
+            assert_eq!(items[0].0, 3, "capacity {capacity}");
+            assert_eq!(items[1].0, 10, "capacity {capacity}");
+            let first = match &got[1] {
+                Piece::Item { text, .. } => String::from_utf8(text.clone()).expect("utf-8"),
+                other => panic!("{other:?}"),
+            };
+            let value: serde_json::Value = serde_json::from_str(&first).expect("the item is whole");
+            assert_eq!(value["a"].as_str().map(str::len), Some(301));
+            assert_eq!(value["b"][0], "\"}");
         }
     }
 
