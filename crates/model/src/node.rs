@@ -99,8 +99,9 @@ impl Node {
 }
 
 /// A node's images by every name it reports them under. ImageLocality looks up each of a
-/// pod's images on every node it scores, so the hash is the fast non-keyed one: the keys are
-/// the node's own report, not input an attacker picks per lookup.
+/// pod's images on every node it scores, so the hash is the fast unkeyed one. Each map holds
+/// only its own node's report (the kubelet sends 50 images by default), so names crafted to
+/// collide can slow only that node's lookups.
 pub type ImageStates = rustc_hash::FxHashMap<String, ImageStateSummary>;
 
 /// How widely an image is spread, as ImageLocality needs it.
