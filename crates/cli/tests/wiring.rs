@@ -598,6 +598,65 @@ profiles:
 }
 
 #[test]
+fn plugin_args_defaults_follow_the_emulated_release() {
+    // The args of one plugin in `config defaults`, from its `kind:` line to the next entry.
+    fn args_of<'a>(yaml: &'a str, kind: &str) -> &'a str {
+        let start = yaml
+            .find(&format!("kind: {kind}"))
+            .unwrap_or_else(|| panic!("no {kind} in {yaml}"));
+        let rest = &yaml[start..];
+        &rest[..rest.find("- name:").unwrap_or(rest.len())]
+    }
+    // v1.37: StorageCapacityScoring fills in VolumeBinding's shape, DRADeviceBindingConditions
+    // DynamicResources' bindingTimeout, as upstream's /configz shows them.
+    let (ok, v1_37, stderr) = kubesched(&["config", "defaults"], None);
+    assert!(ok, "{stderr}");
+    let volume = args_of(&v1_37, "VolumeBindingArgs");
+    assert!(volume.contains("shape:"), "{volume}");
+    assert!(volume.contains("score: 10"), "{volume}");
+    let dra = args_of(&v1_37, "DynamicResourcesArgs");
+    assert!(dra.contains("bindingTimeout: 10m0s"), "{dra}");
+    assert!(dra.contains("filterTimeout: 10s"), "{dra}");
+    // v1.35: both gates were off, so neither default is there.
+    let (ok, v1_35, stderr) =
+        kubesched(&["config", "defaults", "--emulated-version", "1.35"], None);
+    assert!(ok, "{stderr}");
+    assert!(
+        !args_of(&v1_35, "VolumeBindingArgs").contains("shape:"),
+        "{v1_35}"
+    );
+    let dra = args_of(&v1_35, "DynamicResourcesArgs");
+    assert!(!dra.contains("bindingTimeout"), "{dra}");
+    assert!(dra.contains("filterTimeout: 10s"), "{dra}");
+    // What v1.37 printed is a configuration v1.37 reads, and v1.35 refuses, as upstream
+    // refuses a field whose gate is off.
+    let (ok, stdout, stderr) = kubesched(
+        &["config", "validate", "v1_37.yaml"],
+        Some(("v1_37.yaml", &v1_37)),
+    );
+    assert!(ok, "{stdout}{stderr}");
+    let (ok, stdout, stderr) = kubesched(
+        &[
+            "config",
+            "validate",
+            "--emulated-version",
+            "1.35",
+            "v1_37.yaml",
+        ],
+        Some(("v1_37.yaml", &v1_37)),
+    );
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("unsupported when StorageCapacityScoring feature is disabled"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn gate_flags_are_refused_where_they_would_do_nothing() {
     for args in [
         &["plugins", "--feature-gates", "OpportunisticBatching=false"][..],

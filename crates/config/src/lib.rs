@@ -182,7 +182,7 @@ fn resolve(
     let mut resolved_profiles = Vec::with_capacity(cfg.profiles.len());
     let mut specs = Vec::with_capacity(cfg.profiles.len());
     for (i, profile) in cfg.profiles.iter().enumerate() {
-        let r = plugins::resolve_profile(i, profile, &defaults, &ignored, &mut problems);
+        let r = plugins::resolve_profile(i, profile, &defaults, &ignored, gates, &mut problems);
         resolved_profiles.push(r.profile);
         specs.push(r.spec);
     }

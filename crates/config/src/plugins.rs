@@ -418,6 +418,7 @@ pub(crate) fn resolve_profile(
     profile: &Profile,
     defaults: &PluginSet,
     ignored: &[String],
+    gates: &FeatureGates,
     problems: &mut Vec<FieldError>,
 ) -> ResolvedProfile {
     let sourced = sourced(profile);
@@ -447,6 +448,7 @@ pub(crate) fn resolve_profile(
             plugins: &plugins,
             sourced: &sourced,
             ignored,
+            gates,
         },
         problems,
     );
@@ -480,6 +482,7 @@ struct Resolving<'a> {
     plugins: &'a Plugins,
     sourced: &'a Sourced,
     ignored: &'a [String],
+    gates: &'a FeatureGates,
 }
 
 impl Resolving<'_> {
@@ -557,7 +560,7 @@ fn resolve_plugin_config(
             continue;
         };
         let raw = r.raw_args(&pc.name, pc.args.as_ref());
-        match (desc.args.decode)(raw.as_deref()) {
+        match (desc.args.decode)(raw.as_deref(), r.gates) {
             Ok(decoded) => {
                 out.push(PluginConfig {
                     name: pc.name.clone(),
@@ -589,7 +592,7 @@ fn resolve_plugin_config(
         if desc.args.kind.is_none() {
             continue;
         }
-        match (desc.args.decode)(r.raw_args(&name, None).as_deref()) {
+        match (desc.args.decode)(r.raw_args(&name, None).as_deref(), r.gates) {
             Ok(decoded) => {
                 if let Some(effective) = &decoded.effective {
                     out.push(PluginConfig {

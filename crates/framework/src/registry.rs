@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::kinds::{KindWrite, ObjectKind};
-use crate::{Handle, Plugin, PointSet};
+use crate::{FeatureGates, Handle, Plugin, PointSet};
 
 #[cfg(not(any(feature = "inventory", feature = "linkme")))]
 compile_error!(
@@ -30,8 +30,15 @@ pub trait PluginArgs:
     /// The `kind` of the args object, e.g. `NodeResourcesFitArgs`.
     const KIND: &'static str;
 
-    /// Checks values the type system cannot (ranges, non-empty lists).
-    fn validate(&self) -> Result<(), String> {
+    /// Fills the defaults that depend on feature gates (upstream's `SetDefaults_*` reading
+    /// the gates: kube-scheduler parses `--feature-gates` before it decodes its
+    /// configuration file, so a gate's default shows in `/configz` exactly when it is on).
+    fn default_with_gates(&mut self, _gates: &FeatureGates) {}
+
+    /// Checks values the type system cannot (ranges, non-empty lists), and the fields a
+    /// gate that is off forbids, as upstream validates a configuration under the gates in
+    /// effect.
+    fn validate(&self, _gates: &FeatureGates) -> Result<(), String> {
         Ok(())
     }
 }
@@ -106,8 +113,9 @@ impl DecodedArgs {
 pub struct ArgsCodec {
     /// The args kind, None for plugins without args.
     pub kind: Option<&'static str>,
-    /// Decodes raw args (None: defaults). `apiVersion` and `kind` keys are ignored.
-    pub decode: fn(Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsError>,
+    /// Decodes raw args (None: defaults) under the feature gates in effect. `apiVersion`
+    /// and `kind` keys are ignored.
+    pub decode: fn(Option<&serde_json::Value>, &FeatureGates) -> Result<DecodedArgs, ArgsError>,
 }
 
 impl ArgsCodec {
@@ -142,7 +150,10 @@ fn strip_type_meta(value: Option<&serde_json::Value>) -> serde_json::Value {
     v
 }
 
-fn decode_none(value: Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsError> {
+fn decode_none(
+    value: Option<&serde_json::Value>,
+    _gates: &FeatureGates,
+) -> Result<DecodedArgs, ArgsError> {
     let v = strip_type_meta(value);
     match v.as_object() {
         Some(m) if m.is_empty() => Ok(DecodedArgs::none()),
@@ -154,9 +165,10 @@ fn decode_none(value: Option<&serde_json::Value>) -> Result<DecodedArgs, ArgsErr
 
 fn decode_typed<T: PluginArgs>(
     value: Option<&serde_json::Value>,
+    gates: &FeatureGates,
 ) -> Result<DecodedArgs, ArgsError> {
     let v = strip_type_meta(value);
-    let args: T = serde_path_to_error::deserialize(v).map_err(|e| {
+    let mut args: T = serde_path_to_error::deserialize(v).map_err(|e| {
         // The field where decoding stopped, when it is below the top (`scoringStrategy.type`);
         // for an unknown field, the object holding it (serde names the field itself).
         let mut path = e.path().to_string();
@@ -175,7 +187,8 @@ fn decode_typed<T: PluginArgs>(
             message: format!("decoding {}: {at}{}", T::KIND, e.inner()),
         }
     })?;
-    args.validate().map_err(|e| ArgsError {
+    args.default_with_gates(gates);
+    args.validate(gates).map_err(|e| ArgsError {
         message: format!("invalid {}: {e}", T::KIND),
     })?;
     let mut effective = serde_json::to_value(&args).map_err(|e| ArgsError {

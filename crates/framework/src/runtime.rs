@@ -373,7 +373,7 @@ impl Framework {
                 None => {
                     // Not decoded by the config crate (a spec written by hand): the
                     // plugin's defaults, decoded here, once.
-                    defaults = (desc.args.decode)(None)
+                    defaults = (desc.args.decode)(None, handle.features())
                         .map_err(|e| PluginError(format!("plugin {name}: {e}")))?;
                     &defaults
                 }

@@ -44,7 +44,7 @@ impl Default for LimitArgs {
 
 impl PluginArgs for LimitArgs {
     const KIND: &'static str = "LimitArgs";
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         if self.max_pods < 0 {
             return Err(format!(
                 "maxPods: must not be negative, got {}",
@@ -112,7 +112,8 @@ fn registered_plugins_are_listed_sorted() {
 #[test]
 fn every_registered_plugin_implements_exactly_its_listed_points() {
     for d in registry::plugins() {
-        let args = (d.args.decode)(None).expect("defaults decode");
+        let args = (d.args.decode)(None, &kubesched_framework::FeatureGates::defaults())
+            .expect("defaults decode");
         let plugin = (d.factory)(&args, &Handle::default()).expect("builds");
         assert_eq!(
             kubesched_framework::implemented_points(plugin.as_ref()),
@@ -134,7 +135,8 @@ fn duplicates_are_reported() {
 #[test]
 fn args_default_decode_and_validate() {
     let d = registry::find("Limit").expect("registered");
-    let defaults = (d.args.decode)(None).expect("defaults decode");
+    let defaults = (d.args.decode)(None, &kubesched_framework::FeatureGates::defaults())
+        .expect("defaults decode");
     assert_eq!(
         defaults.get::<LimitArgs>(),
         Some(&LimitArgs { max_pods: 3 })
@@ -144,11 +146,13 @@ fn args_default_decode_and_validate() {
     assert_eq!(eff["kind"], "LimitArgs");
 
     let v = serde_json::json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "LimitArgs", "maxPods": 7});
-    let decoded = (d.args.decode)(Some(&v)).expect("decodes");
+    let decoded =
+        (d.args.decode)(Some(&v), &kubesched_framework::FeatureGates::defaults()).expect("decodes");
     assert_eq!(decoded.get::<LimitArgs>(), Some(&LimitArgs { max_pods: 7 }));
 
     let bad = serde_json::json!({"maxPods": -1});
-    let err = (d.args.decode)(Some(&bad)).expect_err("negative");
+    let err = (d.args.decode)(Some(&bad), &kubesched_framework::FeatureGates::defaults())
+        .expect_err("negative");
     assert!(
         err.message.contains("maxPods: must not be negative"),
         "{}",
@@ -156,19 +160,33 @@ fn args_default_decode_and_validate() {
     );
     let unknown = serde_json::json!({"maxPod": 1});
     assert!(
-        (d.args.decode)(Some(&unknown)).is_err(),
+        (d.args.decode)(
+            Some(&unknown),
+            &kubesched_framework::FeatureGates::defaults()
+        )
+        .is_err(),
         "unknown fields are refused"
     );
 
     let a = registry::find("Always").expect("registered");
-    assert!((a.args.decode)(Some(&serde_json::json!({"x": 1}))).is_err());
-    assert!((a.args.decode)(None).is_ok());
+    assert!(
+        (a.args.decode)(
+            Some(&serde_json::json!({"x": 1})),
+            &kubesched_framework::FeatureGates::defaults()
+        )
+        .is_err()
+    );
+    assert!((a.args.decode)(None, &kubesched_framework::FeatureGates::defaults()).is_ok());
 }
 
 #[test]
 fn factory_builds_with_decoded_args() {
     let d = registry::find("Limit").expect("registered");
-    let args = (d.args.decode)(Some(&serde_json::json!({"maxPods": 0}))).expect("decodes");
+    let args = (d.args.decode)(
+        Some(&serde_json::json!({"maxPods": 0})),
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .expect("decodes");
     let plugin: Arc<dyn Plugin> = (d.factory)(&args, &Handle::default()).expect("builds");
     assert_eq!(plugin.name(), "Limit");
     let node = NodeInfo::default();

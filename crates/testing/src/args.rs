@@ -2,8 +2,8 @@
 //! prints decodes back to itself, a sample set by the test survives encoding and decoding,
 //! and a field the args kind does not have is refused (kube-scheduler decodes strictly).
 
-use kubesched_framework::CONFIG_API_VERSION;
 use kubesched_framework::registry::{self, PluginArgs};
+use kubesched_framework::{CONFIG_API_VERSION, FeatureGates, Version};
 use serde_json::{Value, json};
 
 /// The field no args kind has, used to check strict decoding.
@@ -23,11 +23,26 @@ fn with_unknown_field(mut args: Value) -> Value {
 ///   (what `config defaults` prints is a config that means the same), and an unknown
 ///   field is refused with an error that names it.
 ///
+/// Each check is made under the default gates of every release `--emulated-version`
+/// accepts, since defaults and validation may follow gates.
+///
 /// Panics (it is a test helper) when the plugin is not linked in or a check fails.
 pub fn assert_args_codec(name: &str) {
+    for version in [
+        Version::V1_34,
+        Version::V1_35,
+        Version::V1_36,
+        Version::V1_37,
+    ] {
+        assert_args_codec_at(name, &FeatureGates::defaults_at(version), version);
+    }
+}
+
+fn assert_args_codec_at(name: &str, gates: &FeatureGates, version: Version) {
     let desc = registry::find(name)
         .unwrap_or_else(|| panic!("plugin {name} is not registered in this test binary"));
-    let decode = desc.args.decode;
+    let decode = |args: Option<&Value>| (desc.args.decode)(args, gates);
+    let name = format!("{name} at {version}");
     let Some(kind) = desc.args.kind else {
         let none = decode(None).unwrap_or_else(|e| panic!("{name}: no args refused: {e}"));
         assert!(
@@ -76,7 +91,9 @@ where
     A: PluginArgs + PartialEq + std::fmt::Debug,
 {
     assert_args_codec(name);
-    let decode = registry::find(name).expect("checked above").args.decode;
+    let gates = FeatureGates::defaults();
+    let codec = registry::find(name).expect("checked above").args.decode;
+    let decode = |args: Option<&Value>| codec(args, &gates);
     let mut raw = serde_json::to_value(sample).expect("args encode");
     if let Some(map) = raw.as_object_mut() {
         map.insert("kind".into(), json!(A::KIND));

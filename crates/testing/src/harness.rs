@@ -145,8 +145,10 @@ impl PluginHarness {
     ) -> Result<Self, String> {
         let desc =
             registry::find(name).ok_or_else(|| format!("plugin {name} is not registered"))?;
-        let decoded = (desc.args.decode)(args.as_ref()).map_err(|e| e.to_string())?;
         let handle = handle.build_with_control();
+        // Decoded under the handle's gates, as the config crate decodes under the run's.
+        let decoded = (desc.args.decode)(args.as_ref(), handle.handle().features())
+            .map_err(|e| e.to_string())?;
         let plugin = (desc.factory)(&decoded, handle.handle()).map_err(|e| e.to_string())?;
         Ok(Self {
             plugin,

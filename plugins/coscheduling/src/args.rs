@@ -38,7 +38,7 @@ impl Default for CoschedulingArgs {
 impl kubesched_framework::registry::PluginArgs for CoschedulingArgs {
     const KIND: &'static str = "CoschedulingArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         let mut errors = Vec::new();
         if self.permit_waiting_time_seconds < 0 {
             errors.push(format!(
@@ -75,10 +75,16 @@ mod tests {
         let args: CoschedulingArgs = serde_json::from_value(json).expect("decodes");
         match want {
             Ok(expected) => {
-                assert_eq!(args.validate(), Ok(()));
+                assert_eq!(
+                    args.validate(&kubesched_framework::FeatureGates::defaults()),
+                    Ok(())
+                );
                 assert_eq!(args, expected);
             }
-            Err(message) => assert_eq!(args.validate(), Err(message.to_string())),
+            Err(message) => assert_eq!(
+                args.validate(&kubesched_framework::FeatureGates::defaults()),
+                Err(message.to_string())
+            ),
         }
     }
 

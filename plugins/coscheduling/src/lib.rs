@@ -212,7 +212,7 @@ impl Coscheduling {
         groups: Arc<Store<PodGroup>>,
     ) -> Result<Self, PluginError> {
         use kubesched_framework::registry::PluginArgs;
-        args.validate()
+        args.validate(handle.features())
             .map_err(|e| PluginError(format!("{NAME}: {e}")))?;
         let permit_timeout = match args.permit_waiting_time_seconds {
             0 => Duration::from_secs(DEFAULT_PERMIT_WAITING_TIME_SECONDS as u64),

@@ -47,7 +47,7 @@ impl DefaultPreemptionArgs {
 impl PluginArgs for DefaultPreemptionArgs {
     const KIND: &'static str = "DefaultPreemptionArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         // Same checks and wording as upstream's field errors, aggregated the same way.
         let pct = self.min_candidate_nodes_percentage;
         let abs = self.min_candidate_nodes_absolute;

@@ -110,7 +110,7 @@ impl std::fmt::Debug for DefaultPreemption {
 impl DefaultPreemption {
     /// Builds the plugin; the args are validated again so direct construction is safe.
     pub fn new(args: &DefaultPreemptionArgs, handle: &Handle) -> Result<Self, PluginError> {
-        args.validate().map_err(PluginError)?;
+        args.validate(handle.features()).map_err(PluginError)?;
         Ok(Self {
             args: args.clone(),
             offsets: Mutex::new(fastrand::Rng::with_seed(DEFAULT_OFFSET_SEED)),

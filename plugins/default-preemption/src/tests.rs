@@ -1381,9 +1381,12 @@ fn not_eligible_messages_are_upstreams() {
 
 fn decode(value: Option<serde_json::Value>) -> Result<serde_json::Value, String> {
     let desc = registry::find(NAME).expect("registered");
-    (desc.args.decode)(value.as_ref())
-        .map(|d| d.effective.expect("typed args"))
-        .map_err(|e| e.message)
+    (desc.args.decode)(
+        value.as_ref(),
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .map(|d| d.effective.expect("typed args"))
+    .map_err(|e| e.message)
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use kubesched_framework::FeatureGates;
 use kubesched_framework::duration;
 use kubesched_framework::registry::PluginArgs;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -62,64 +63,64 @@ impl<'de> Deserialize<'de> for ArgDuration {
     }
 }
 
-/// Arguments of the DynamicResources plugin (`pluginConfig[].args`). A field left out
-/// stays `None` (so a field set while its gate is off can be refused, as upstream does);
-/// the args are written with both timeouts' defaults filled in (`filterTimeout: 10s`,
-/// `bindingTimeout: 10m0s`), as v1.37's `/configz` shows them. Upstream fills each in
-/// only while its gate is on; kubesched decodes args before it knows the gates, so a
-/// release emulated with a gate off still shows the default (read back, it is taken as
-/// unset).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// Arguments of the DynamicResources plugin (`pluginConfig[].args`). Decoding fills in
+/// each timeout's default only while its gate is on (`filterTimeout: 10s` with
+/// DRASchedulerFilterTimeout, `bindingTimeout: 10m0s` with DRADeviceBindingConditions and
+/// DRAResourceClaimDeviceStatus), as upstream's defaulting does, so v1.37's `/configz`
+/// shows both and an emulated release with a gate off shows neither; a field set while its
+/// gate is off is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DynamicResourcesArgs {
     /// The longest one Filter call may search a node for devices; `0s` searches without
     /// limit. A search that runs out of time fails the attempt with an error (the pod
     /// backs off and retries), as v1.36 made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub filter_timeout: Option<ArgDuration>,
     /// The longest PreBind waits for the binding conditions of allocated devices (at
     /// least one second; ten minutes when left out), and how long after its allocation
     /// a claim whose conditions are not all true counts as timed out.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub binding_timeout: Option<ArgDuration>,
-}
-
-impl Serialize for DynamicResourcesArgs {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(None)?;
-        let filter = self
-            .filter_timeout
-            .unwrap_or(ArgDuration::of(DEFAULT_FILTER_TIMEOUT));
-        map.serialize_entry("filterTimeout", &filter)?;
-        let binding = self
-            .binding_timeout
-            .unwrap_or(ArgDuration::of(DEFAULT_BINDING_TIMEOUT));
-        map.serialize_entry("bindingTimeout", &binding)?;
-        map.end()
-    }
 }
 
 impl PluginArgs for DynamicResourcesArgs {
     const KIND: &'static str = "DynamicResourcesArgs";
 
-    /// The checks of values, made when a configuration is read (`config validate`
-    /// included); whether a field may be set at all depends on gates, checked by
-    /// [`DynamicResourcesArgs::filter_limit`] when the plugin is built.
-    fn validate(&self) -> Result<(), String> {
-        self.filter_limit(ArgGates {
-            filter_timeout: true,
-            binding_conditions: true,
-        })
-        .map(|_| ())
+    fn default_with_gates(&mut self, gates: &FeatureGates) {
+        let gates = ArgGates::of(gates);
+        if gates.filter_timeout && self.filter_timeout.is_none() {
+            self.filter_timeout = Some(ArgDuration::of(DEFAULT_FILTER_TIMEOUT));
+        }
+        if gates.binding_conditions && self.binding_timeout.is_none() {
+            self.binding_timeout = Some(ArgDuration::of(DEFAULT_BINDING_TIMEOUT));
+        }
+    }
+
+    fn validate(&self, gates: &FeatureGates) -> Result<(), String> {
+        self.filter_limit(ArgGates::of(gates)).map(|_| ())
     }
 }
 
-/// The gates the args depend on, read when the plugin is built.
+/// The gates the args depend on.
 #[derive(Debug, Clone, Copy)]
 pub struct ArgGates {
     /// DRASchedulerFilterTimeout.
     pub filter_timeout: bool,
     /// DRADeviceBindingConditions and DRAResourceClaimDeviceStatus, both on.
     pub binding_conditions: bool,
+}
+
+impl ArgGates {
+    /// The gates' states in `gates`.
+    pub fn of(gates: &FeatureGates) -> Self {
+        let on = |name: &str| gates.enabled_by_name(name).unwrap_or(false);
+        Self {
+            filter_timeout: on("DRASchedulerFilterTimeout"),
+            binding_conditions: on("DRADeviceBindingConditions")
+                && on("DRAResourceClaimDeviceStatus"),
+        }
+    }
 }
 
 impl DynamicResourcesArgs {
@@ -144,12 +145,7 @@ impl DynamicResourcesArgs {
                 Some(t) => limit = Some(t.magnitude),
                 None => limit = Some(DEFAULT_FILTER_TIMEOUT),
             }
-        } else if self
-            .filter_timeout
-            .is_some_and(|t| t != ArgDuration::of(DEFAULT_FILTER_TIMEOUT))
-        {
-            // The written args carry the default (as /configz shows it), and a
-            // configuration may be decoded again from them: only another value was set.
+        } else if self.filter_timeout.is_some() {
             errs.push(
                 "filterTimeout: Forbidden: DRASchedulingFilterTimeout feature gate is disabled"
                     .into(),
@@ -163,11 +159,7 @@ impl DynamicResourcesArgs {
                     "bindingTimeout: Invalid value: \"{t}\": must be at least 1 second"
                 ));
             }
-        } else if self
-            .binding_timeout
-            .is_some_and(|t| t != ArgDuration::of(DEFAULT_BINDING_TIMEOUT))
-        {
-            // As filterTimeout: the default in written args was not set by anyone.
+        } else if self.binding_timeout.is_some() {
             errs.push("bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled".into());
         }
         match errs.len() {

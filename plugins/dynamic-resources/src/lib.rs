@@ -189,11 +189,7 @@ impl DynamicResources {
     pub fn new(args: &DynamicResourcesArgs, handle: &Handle) -> Result<Self, PluginError> {
         let gate = |name: &str| handle.features().enabled_by_name(name).unwrap_or(false);
         let filter_timeout = args
-            .filter_limit(ArgGates {
-                filter_timeout: gate("DRASchedulerFilterTimeout"),
-                binding_conditions: gate("DRADeviceBindingConditions")
-                    && gate("DRAResourceClaimDeviceStatus"),
-            })
+            .filter_limit(ArgGates::of(handle.features()))
             .map_err(|e| PluginError(format!("{NAME}: invalid DynamicResourcesArgs: {e}")))?;
         Ok(Self {
             handle: handle.clone(),

@@ -6,7 +6,7 @@ use kubesched_framework::model::k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceSlice,
 };
 use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kubesched_framework::{Handle, ObjectStore};
+use kubesched_framework::{FeatureGates, Handle, ObjectStore};
 use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_info};
 use serde_json::{Value, json};
 
@@ -855,36 +855,50 @@ fn args_are_validated_as_upstream_does() {
 }
 
 #[test]
-fn args_are_written_with_the_default_timeouts() {
+fn args_are_defaulted_under_the_gates_in_effect() {
+    let desc = kubesched_framework::registry::find(NAME).expect("registered");
+    let effective = |raw: Option<Value>, gates: &FeatureGates| {
+        let mut v = (desc.args.decode)(raw.as_ref(), gates)
+            .map_err(|e| e.message)?
+            .effective
+            .expect("args kind");
+        let m = v.as_object_mut().expect("object");
+        m.remove("apiVersion");
+        m.remove("kind");
+        Ok::<_, String>(v)
+    };
+    let v1_37 = FeatureGates::defaults();
     // v1.37's /configz: both defaults (bindingTimeout's since DRADeviceBindingConditions
-    // went on by default).
-    let written = serde_json::to_value(args(json!({}))).unwrap();
+    // went on by default in 1.36).
     assert_eq!(
-        written,
-        json!({"filterTimeout": "10s", "bindingTimeout": "10m0s"})
+        effective(None, &v1_37),
+        Ok(json!({"filterTimeout": "10s", "bindingTimeout": "10m0s"}))
     );
-    let written = serde_json::to_value(args(
-        json!({"filterTimeout": "1m30s", "bindingTimeout": "10m"}),
-    ))
-    .unwrap();
     assert_eq!(
-        written,
-        json!({"filterTimeout": "1m30s", "bindingTimeout": "10m0s"})
+        effective(
+            Some(json!({"filterTimeout": "1m30s", "bindingTimeout": "10m"})),
+            &v1_37
+        ),
+        Ok(json!({"filterTimeout": "1m30s", "bindingTimeout": "10m0s"}))
     );
-    // Read back, the defaults stay what they were, gates off too.
+    // v1.35: binding conditions were alpha and off, so no bindingTimeout is filled in, and
+    // one that is set is refused (whatever its value, as upstream).
+    let v1_35 = FeatureGates::defaults_at(kubesched_framework::Version::V1_35);
+    assert_eq!(effective(None, &v1_35), Ok(json!({"filterTimeout": "10s"})));
     assert_eq!(
-        args(json!({"filterTimeout": "10s"})).filter_limit(ArgGates {
-            filter_timeout: false,
-            ..ALL_ON
-        }),
+        effective(Some(json!({"bindingTimeout": "10m0s"})), &v1_35),
+        Err("invalid DynamicResourcesArgs: bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled".into())
+    );
+    // The filter timeout's gate off: nothing filled in, no limit.
+    let no_filter_timeout =
+        FeatureGates::parse(["DRASchedulerFilterTimeout=false"]).expect("known gate");
+    assert_eq!(
+        effective(None, &no_filter_timeout),
+        Ok(json!({"bindingTimeout": "10m0s"}))
+    );
+    assert_eq!(
+        args(json!({})).filter_limit(ArgGates::of(&no_filter_timeout)),
         Ok(None)
-    );
-    assert_eq!(
-        args(json!({"filterTimeout": "10s", "bindingTimeout": "10m0s"})).filter_limit(ArgGates {
-            binding_conditions: false,
-            ..ALL_ON
-        }),
-        Ok(Some(std::time::Duration::from_secs(10)))
     );
     assert!(
         serde_json::from_value::<DynamicResourcesArgs>(json!({"filterTimeOut": "1s"})).is_err()

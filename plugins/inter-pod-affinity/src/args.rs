@@ -32,7 +32,7 @@ impl Default for InterPodAffinityArgs {
 impl PluginArgs for InterPodAffinityArgs {
     const KIND: &'static str = "InterPodAffinityArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         let w = self.hard_pod_affinity_weight;
         if !(MIN_HARD_POD_AFFINITY_WEIGHT..=MAX_HARD_POD_AFFINITY_WEIGHT).contains(&w) {
             return Err(format!(

@@ -66,7 +66,7 @@ const TALLY_SLOTS: usize = 8;
 impl InterPodAffinity {
     /// Builds the plugin; args out of range are refused.
     pub fn new(args: &InterPodAffinityArgs, handle: &Handle) -> Result<Self, PluginError> {
-        args.validate().map_err(PluginError)?;
+        args.validate(handle.features()).map_err(PluginError)?;
         Ok(Self {
             args: args.clone(),
             handle: handle.clone(),

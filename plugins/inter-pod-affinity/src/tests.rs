@@ -902,9 +902,12 @@ fn node_hint() {
 
 fn decode(value: Option<serde_json::Value>) -> Result<serde_json::Value, String> {
     let desc = registry::find(NAME).expect("registered");
-    (desc.args.decode)(value.as_ref())
-        .map(|d| d.effective.expect("typed args"))
-        .map_err(|e| e.to_string())
+    (desc.args.decode)(
+        value.as_ref(),
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .map(|d| d.effective.expect("typed args"))
+    .map_err(|e| e.to_string())
 }
 
 #[test]

@@ -97,7 +97,7 @@ impl NodeAffinityArgs {
 impl PluginArgs for NodeAffinityArgs {
     const KIND: &'static str = "NodeAffinityArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         self.compile().map(|_| ())
     }
 }
@@ -865,7 +865,9 @@ mod tests {
 
     #[test]
     fn args_defaults_round_trip_and_validation() {
-        let decode = registry::find(NAME).expect("registered").args.decode;
+        let codec = registry::find(NAME).expect("registered").args.decode;
+        let gates = kubesched_framework::FeatureGates::defaults();
+        let decode = |args: Option<&serde_json::Value>| codec(args, &gates);
         // No args: the defaults, with no addedAffinity.
         let d = decode(None).expect("defaults");
         assert_eq!(

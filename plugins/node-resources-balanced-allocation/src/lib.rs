@@ -92,7 +92,7 @@ impl Default for NodeResourcesBalancedAllocationArgs {
 impl PluginArgs for NodeResourcesBalancedAllocationArgs {
     const KIND: &'static str = "NodeResourcesBalancedAllocationArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         let mut errs = Vec::new();
         for (i, r) in self.resources.iter().enumerate() {
             if self.resources[..i].iter().any(|o| o.name == r.name) {
@@ -128,9 +128,9 @@ impl BalancedAllocation {
     /// Builds the plugin from its args (validated again, as upstream does).
     pub fn new(
         args: &NodeResourcesBalancedAllocationArgs,
-        _handle: &Handle,
+        handle: &Handle,
     ) -> Result<Self, PluginError> {
-        args.validate().map_err(|e| {
+        args.validate(handle.features()).map_err(|e| {
             PluginError(format!(
                 "{NAME}: invalid {}: {e}",
                 NodeResourcesBalancedAllocationArgs::KIND

@@ -7,8 +7,11 @@ use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_infos};
 use serde_json::json;
 
 fn decode(v: Option<serde_json::Value>) -> Result<NodeResourcesBalancedAllocationArgs, String> {
-    let decoded = (ArgsCodec::of::<NodeResourcesBalancedAllocationArgs>().decode)(v.as_ref())
-        .map_err(|e| e.to_string())?;
+    let decoded = (ArgsCodec::of::<NodeResourcesBalancedAllocationArgs>().decode)(
+        v.as_ref(),
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .map_err(|e| e.to_string())?;
     Ok(decoded
         .get::<NodeResourcesBalancedAllocationArgs>()
         .expect("typed")
@@ -231,8 +234,11 @@ resources:
     .expect("decodes");
     assert_eq!(args, NodeResourcesBalancedAllocationArgs::default());
 
-    let decoded =
-        (ArgsCodec::of::<NodeResourcesBalancedAllocationArgs>().decode)(None).expect("decodes");
+    let decoded = (ArgsCodec::of::<NodeResourcesBalancedAllocationArgs>().decode)(
+        None,
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .expect("decodes");
     insta::assert_yaml_snapshot!(decoded.effective);
 }
 

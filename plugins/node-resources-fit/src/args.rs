@@ -180,7 +180,7 @@ pub struct NodeResourcesFitArgs {
 impl PluginArgs for NodeResourcesFitArgs {
     const KIND: &'static str = "NodeResourcesFitArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         let mut errs = Vec::new();
         for (i, res) in self.ignored_resources.iter().enumerate() {
             let field = format!("ignoredResources[{i}]");
@@ -356,8 +356,11 @@ mod tests {
     use serde_json::json;
 
     fn decode(v: Option<serde_json::Value>) -> Result<NodeResourcesFitArgs, String> {
-        let decoded = (ArgsCodec::of::<NodeResourcesFitArgs>().decode)(v.as_ref())
-            .map_err(|e| e.to_string())?;
+        let decoded = (ArgsCodec::of::<NodeResourcesFitArgs>().decode)(
+            v.as_ref(),
+            &kubesched_framework::FeatureGates::defaults(),
+        )
+        .map_err(|e| e.to_string())?;
         Ok(decoded
             .get::<NodeResourcesFitArgs>()
             .expect("typed args")
@@ -445,7 +448,11 @@ scoringStrategy:
 
     #[test]
     fn effective_args_of_the_defaults() {
-        let decoded = (ArgsCodec::of::<NodeResourcesFitArgs>().decode)(None).expect("decodes");
+        let decoded = (ArgsCodec::of::<NodeResourcesFitArgs>().decode)(
+            None,
+            &kubesched_framework::FeatureGates::defaults(),
+        )
+        .expect("decodes");
         insta::assert_yaml_snapshot!(decoded.effective);
     }
 

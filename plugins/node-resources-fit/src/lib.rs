@@ -236,7 +236,7 @@ pub struct NodeResourcesFit {
 impl NodeResourcesFit {
     /// Builds the plugin from its args (validated again, as upstream does).
     pub fn new(args: &NodeResourcesFitArgs, handle: &Handle) -> Result<Self, PluginError> {
-        args.validate().map_err(|e| {
+        args.validate(handle.features()).map_err(|e| {
             PluginError(format!(
                 "{NAME}: invalid {}: {e}",
                 NodeResourcesFitArgs::KIND

@@ -8,8 +8,11 @@ use kubesched_testing::{NodeBuilder, PluginHarness, PodBuilder, node_info, node_
 use serde_json::json;
 
 fn plugin(args: serde_json::Value) -> NodeResourcesFit {
-    let decoded = (registry::ArgsCodec::of::<NodeResourcesFitArgs>().decode)(Some(&args))
-        .expect("valid args");
+    let decoded = (registry::ArgsCodec::of::<NodeResourcesFitArgs>().decode)(
+        Some(&args),
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .expect("valid args");
     NodeResourcesFit::new(
         decoded.get::<NodeResourcesFitArgs>().expect("typed"),
         &Handle::default(),
@@ -1105,7 +1108,7 @@ fn dra_backed_extended_resources_score_by_the_nodes_devices() {
             "type": "LeastAllocated",
             "resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 1}],
         },
-    })))
+    })), &kubesched_framework::FeatureGates::defaults())
     .expect("valid args");
     let handle = Handle::builder()
         .objects(gpu_class_store())

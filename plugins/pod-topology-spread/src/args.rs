@@ -75,7 +75,7 @@ fn is_qualified_name(v: &str) -> bool {
 impl PluginArgs for PodTopologySpreadArgs {
     const KIND: &'static str = "PodTopologySpreadArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         let mut errs: Vec<String> = Vec::new();
         if self.defaulting_type == DefaultingType::System && !self.default_constraints.is_empty() {
             errs.push(

@@ -84,7 +84,7 @@ pub struct PodTopologySpread {
 impl PodTopologySpread {
     /// Builds the plugin; invalid args are refused.
     pub fn new(args: &PodTopologySpreadArgs, handle: &Handle) -> Result<Self, PluginError> {
-        args.validate().map_err(PluginError)?;
+        args.validate(handle.features()).map_err(PluginError)?;
         let system_defaulted = args.defaulting_type == DefaultingType::System;
         let api_defaults = if system_defaulted {
             system_default_constraints()

@@ -1064,7 +1064,7 @@ fn node_hint() {
 
 fn decode(value: serde_json::Value) -> Result<serde_json::Value, String> {
     let desc = registry::find(NAME).expect("registered");
-    (desc.args.decode)(Some(&value))
+    (desc.args.decode)(Some(&value), &kubesched_framework::FeatureGates::defaults())
         .map(|d| d.effective.expect("typed args"))
         .map_err(|e| e.to_string())
 }
@@ -1072,7 +1072,8 @@ fn decode(value: serde_json::Value) -> Result<serde_json::Value, String> {
 #[test]
 fn args_defaults_round_trip_and_validation() {
     let desc = registry::find(NAME).expect("registered");
-    let defaults = (desc.args.decode)(None).expect("defaults");
+    let defaults =
+        (desc.args.decode)(None, &kubesched_framework::FeatureGates::defaults()).expect("defaults");
     assert_eq!(
         defaults.effective,
         Some(serde_json::json!({

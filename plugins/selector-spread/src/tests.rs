@@ -276,8 +276,14 @@ fn registered_at_score_points_only() {
     let desc = kubesched_framework::registry::find(NAME).expect("registered");
     let points: Vec<&str> = desc.extension_points().iter().map(|p| p.as_str()).collect();
     assert_eq!(points, ["PreScore", "Score"]);
-    assert!((desc.args.decode)(None).is_ok());
-    assert!((desc.args.decode)(Some(&serde_json::json!({"x": 1}))).is_err());
+    assert!((desc.args.decode)(None, &kubesched_framework::FeatureGates::defaults()).is_ok());
+    assert!(
+        (desc.args.decode)(
+            Some(&serde_json::json!({"x": 1})),
+            &kubesched_framework::FeatureGates::defaults()
+        )
+        .is_err()
+    );
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! shape of the StorageCapacityScoring feature.
 
 use kubesched_framework::registry::PluginArgs;
+use kubesched_framework::{Feature, FeatureGates};
 use serde::{Deserialize, Serialize};
 
 /// Default `bindTimeoutSeconds`.
@@ -25,8 +26,8 @@ pub struct VolumeBindingArgs {
     pub bind_timeout_seconds: i64,
     /// The scoring function of StorageCapacityScoring: score (0..=10) by how much of the
     /// storage the pod's volumes would use on a node (0..=100 %), linear between points.
-    /// With the gate off (the default through v1.36) a shape is refused when the plugin is built;
-    /// with it on an absent shape is [`default_shape`].
+    /// With the gate off (the default through v1.36) a shape is refused; with it on an
+    /// absent or empty shape is decoded as [`default_shape`] (and shown so by `/configz`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<Vec<UtilizationShapePoint>>,
 }
@@ -96,8 +97,7 @@ fn joined(mut errs: Vec<String>) -> Result<(), String> {
 }
 
 impl VolumeBindingArgs {
-    /// The checks that depend on StorageCapacityScoring, made when the plugin is built (the
-    /// gates are not known when a configuration is decoded): with the gate off a shape is
+    /// The checks that depend on StorageCapacityScoring: with the gate off a shape is
     /// refused with upstream's message; with it on the shape must be valid. Returns the
     /// shape to score with (the default when none is set), None with the gate off.
     pub fn scoring_shape(
@@ -105,6 +105,16 @@ impl VolumeBindingArgs {
         storage_capacity_scoring: bool,
     ) -> Result<Option<Vec<UtilizationShapePoint>>, String> {
         let mut errs = Vec::new();
+        let shape = self.checked_shape(storage_capacity_scoring, &mut errs);
+        joined(errs).map(|()| shape)
+    }
+
+    /// The shape to score with (see [`Self::scoring_shape`]), its problems pushed to `errs`.
+    fn checked_shape(
+        &self,
+        storage_capacity_scoring: bool,
+        errs: &mut Vec<String>,
+    ) -> Option<Vec<UtilizationShapePoint>> {
         if !storage_capacity_scoring {
             if let Some(shape) = &self.shape {
                 errs.push(format!(
@@ -112,15 +122,15 @@ impl VolumeBindingArgs {
                     go_shape(shape)
                 ));
             }
-            return joined(errs).map(|()| None);
+            return None;
         }
         // Upstream defaults an empty shape as an absent one.
         let shape = match &self.shape {
             Some(s) if !s.is_empty() => s.clone(),
             _ => default_shape(),
         };
-        validate_shape(&shape, &mut errs);
-        joined(errs).map(|()| Some(shape))
+        validate_shape(&shape, errs);
+        Some(shape)
     }
 }
 
@@ -141,7 +151,18 @@ fn go_shape(shape: &[UtilizationShapePoint]) -> String {
 impl PluginArgs for VolumeBindingArgs {
     const KIND: &'static str = "VolumeBindingArgs";
 
-    fn validate(&self) -> Result<(), String> {
+    /// Upstream's `SetDefaults_VolumeBindingArgs`: with StorageCapacityScoring on, an
+    /// absent or empty shape becomes the default one.
+    fn default_with_gates(&mut self, gates: &FeatureGates) {
+        if gates.enabled(Feature::StorageCapacityScoring)
+            && self.shape.as_ref().is_none_or(|s| s.is_empty())
+        {
+            self.shape = Some(default_shape());
+        }
+    }
+
+    /// Upstream's `ValidateVolumeBindingArgsWithOptions` under the gates in effect.
+    fn validate(&self, gates: &FeatureGates) -> Result<(), String> {
         let mut errs = Vec::new();
         if self.bind_timeout_seconds < 0 {
             errs.push(format!(
@@ -149,11 +170,7 @@ impl PluginArgs for VolumeBindingArgs {
                 self.bind_timeout_seconds
             ));
         }
-        // A shape's points are checked here (whatever the gate); whether a shape may be set
-        // at all depends on StorageCapacityScoring, checked by `scoring_shape`.
-        if let Some(shape) = self.shape.as_deref().filter(|s| !s.is_empty()) {
-            validate_shape(shape, &mut errs);
-        }
+        self.checked_shape(gates.enabled(Feature::StorageCapacityScoring), &mut errs);
         joined(errs)
     }
 }

@@ -102,8 +102,8 @@ impl std::fmt::Debug for VolumeBinding {
 impl VolumeBinding {
     /// Builds the plugin from its args, over the handle's object store and client.
     pub fn new(args: &VolumeBindingArgs, handle: &Handle) -> Result<Self, PluginError> {
-        kubesched_framework::registry::PluginArgs::validate(args)
-            .map_err(|e| PluginError(format!("{NAME}: {e}")))?;
+        kubesched_framework::registry::PluginArgs::validate(args, handle.features())
+            .map_err(|e| PluginError(format!("{NAME}: invalid VolumeBindingArgs: {e}")))?;
         let shape = args
             .scoring_shape(handle.features().enabled(Feature::StorageCapacityScoring))
             .map_err(|e| PluginError(format!("{NAME}: invalid VolumeBindingArgs: {e}")))?;

@@ -16,7 +16,8 @@ use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::
 };
 use kubesched_framework::registry::{self, PluginArgs};
 use kubesched_framework::{
-    ClientError, ClusterClient, Event, HandleControl, ObjectStore, PodStatusUpdate, Snapshot,
+    ClientError, ClusterClient, Event, FeatureGates, HandleControl, ObjectStore, PodStatusUpdate,
+    Snapshot,
 };
 use kubesched_testing::{
     NodeBuilder, PluginHarness, PluginRun, PodBuilder, PvBuilder, PvcBuilder, StorageClassBuilder,
@@ -1790,34 +1791,69 @@ fn registered_events_match_upstream() {
 fn args_default_round_trip_and_validation() {
     let desc = registry::find(NAME).expect("registered");
     assert_eq!(desc.args.kind, Some("VolumeBindingArgs"));
-    let decoded = (desc.args.decode)(None).expect("defaults");
+    // v1.37 (StorageCapacityScoring on): the default shape is filled in, as `/configz`
+    // shows it; v1.34 (gate off): no shape.
+    let v1_37 = FeatureGates::defaults();
+    let v1_34 = FeatureGates::defaults_at(kubesched_framework::Version::V1_34);
+    let defaulted = VolumeBindingArgs {
+        shape: Some(default_shape()),
+        ..VolumeBindingArgs::default()
+    };
+    let decoded = (desc.args.decode)(None, &v1_37).expect("defaults");
+    assert_eq!(decoded.get::<VolumeBindingArgs>(), Some(&defaulted));
     assert_eq!(
-        decoded.get::<VolumeBindingArgs>(),
+        decoded.effective,
+        Some(serde_json::json!({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "VolumeBindingArgs",
+            "bindTimeoutSeconds": 600,
+            "shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]
+        }))
+    );
+    let old = (desc.args.decode)(None, &v1_34).expect("defaults");
+    assert_eq!(
+        old.get::<VolumeBindingArgs>(),
         Some(&VolumeBindingArgs::default())
     );
     assert_eq!(
-        decoded.effective,
+        old.effective,
         Some(serde_json::json!({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "VolumeBindingArgs",
             "bindTimeoutSeconds": 600
         }))
     );
-    // Round trip through the effective form.
-    let again = (desc.args.decode)(decoded.effective.as_ref()).expect("round trip");
+    // Round trip through the effective form, under the gates it was written with; v1.37's
+    // form is refused by v1.34, as upstream refuses a shape with the gate off.
+    let again = (desc.args.decode)(decoded.effective.as_ref(), &v1_37).expect("round trip");
+    assert_eq!(again.get::<VolumeBindingArgs>(), Some(&defaulted));
+    let again = (desc.args.decode)(old.effective.as_ref(), &v1_34).expect("round trip");
     assert_eq!(
         again.get::<VolumeBindingArgs>(),
         Some(&VolumeBindingArgs::default())
     );
-    let set =
-        (desc.args.decode)(Some(&serde_json::json!({"bindTimeoutSeconds": 30}))).expect("valid");
+    assert!(
+        (desc.args.decode)(decoded.effective.as_ref(), &v1_34)
+            .expect_err("shape with the gate off")
+            .message
+            .ends_with("unsupported when StorageCapacityScoring feature is disabled")
+    );
+    let set = (desc.args.decode)(
+        Some(&serde_json::json!({"bindTimeoutSeconds": 30})),
+        &kubesched_framework::FeatureGates::defaults(),
+    )
+    .expect("valid");
     assert_eq!(
         set.get::<VolumeBindingArgs>()
             .map(|a| a.bind_timeout_seconds),
         Some(30)
     );
     // Validation, with upstream's words.
-    let bad = |v: serde_json::Value| (desc.args.decode)(Some(&v)).expect_err("invalid").message;
+    let bad = |v: serde_json::Value| {
+        (desc.args.decode)(Some(&v), &kubesched_framework::FeatureGates::defaults())
+            .expect_err("invalid")
+            .message
+    };
     assert_eq!(
         bad(serde_json::json!({"bindTimeoutSeconds": -1})),
         "invalid VolumeBindingArgs: bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, should not be a negative value"
@@ -1831,14 +1867,17 @@ fn args_default_round_trip_and_validation() {
         "invalid VolumeBindingArgs: [shape[1].utilization: Invalid value: 50: utilization values must be sorted in increasing order, shape[1].score: Invalid value: 11: not in valid range [0, 10]]"
     );
     assert!(
-        (desc.args.decode)(Some(&serde_json::json!({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]})))
+        (desc.args.decode)(Some(&serde_json::json!({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]})), &kubesched_framework::FeatureGates::defaults())
             .is_ok()
     );
     assert!(
         bad(serde_json::json!({"bindTimeout": 1}))
             .starts_with("decoding VolumeBindingArgs: unknown field `bindTimeout`")
     );
-    assert_eq!(VolumeBindingArgs::default().validate(), Ok(()));
+    assert_eq!(
+        VolumeBindingArgs::default().validate(&FeatureGates::defaults()),
+        Ok(())
+    );
 }
 
 #[test]

@@ -318,7 +318,7 @@ impl Default for FitArgs {
 
 impl PluginArgs for FitArgs {
     const KIND: &'static str = "NodeResourcesFitArgs";
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         for (i, r) in self.scoring_strategy.resources.iter().enumerate() {
             if !(1..=100).contains(&r.weight) {
                 return Err(format!(
@@ -355,7 +355,7 @@ impl Default for InterPodAffinityArgs {
 
 impl PluginArgs for InterPodAffinityArgs {
     const KIND: &'static str = "InterPodAffinityArgs";
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _gates: &kubesched_framework::FeatureGates) -> Result<(), String> {
         if !(0..=100).contains(&self.hard_pod_affinity_weight) {
             return Err("hardPodAffinityWeight: not in valid range [0-100]".into());
         }
