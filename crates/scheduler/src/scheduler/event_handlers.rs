@@ -116,8 +116,9 @@ impl Scheduler {
         let Some(info) = self.compiled_pods.compile(&pod) else {
             return;
         };
-        let group_member = self.handle.features().enabled(Feature::GenericWorkload)
-            && kubesched_framework::workload::pod_group_name(&info).is_some();
+        let workloads = self.handle.features().enabled(Feature::GenericWorkload);
+        let group_member =
+            workloads && kubesched_framework::workload::pod_group_name(&info).is_some();
         let assigned = pod.is_assigned();
         if assigned {
             if let Err(e) = self.cache.add_pod(info.clone()) {
@@ -127,10 +128,12 @@ impl Scheduler {
         } else if self.responsible_for(&info) {
             self.queue.add(info.clone());
         }
-        if !assigned && self.responsible_for(&info) {
+        if !assigned && workloads && self.responsible_for(&info) {
             // v1.37 (#135905): a new unscheduled pod is an UnscheduledPod/Add event for the
             // pods in unschedulablePods (it may complete a gang); only plugins registered
             // for UnscheduledPod (or the broad Pod) hear it, and never the pod itself.
+            // Upstream sends it only with gang scheduling on (GangScheduling until v1.36,
+            // GenericWorkload since): otherwise a new pod wakes nobody, as in v1.34.
             self.queue.move_all_to_active_or_backoff_except(
                 ClusterEvent::new(EventResource::UnscheduledPod, ActionType::ADD),
                 None,
