@@ -314,7 +314,10 @@ fn lib_rs(p: &NewPlugin) -> String {
              }}\n\n\
              impl kubesched_framework::registry::PluginArgs for {name}Args {{\n\
              \x20   const KIND: &'static str = \"{name}Args\";\n\n\
-             \x20   fn validate(&self) -> Result<(), String> {{\n\
+             \x20   fn validate(\n\
+             \x20       &self,\n\
+             \x20       _gates: &kubesched_framework::features::FeatureGates,\n\
+             \x20   ) -> Result<(), String> {{\n\
              \x20       if self.max_pods_per_node <= 0 {{\n\
              \x20           return Err(format!(\n\
              \x20               \"maxPodsPerNode: Invalid value: {{}}: must be greater than 0\",\n\
@@ -485,7 +488,7 @@ fn tests_rs(p: &NewPlugin) -> String {
              \x20       assert_eq!(args, {name}Args::default());\n\
              \x20       let bad = {name}Args {{ max_pods_per_node: 0 }};\n\
              \x20       assert_eq!(\n\
-             \x20           bad.validate(),\n\
+             \x20           bad.validate(&kubesched_framework::features::FeatureGates::defaults()),\n\
              \x20           Err(\"maxPodsPerNode: Invalid value: 0: must be greater than 0\".to_string())\n\
              \x20       );\n\
              \x20   }}\n\n"
