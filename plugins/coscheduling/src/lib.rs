@@ -485,6 +485,44 @@ impl Coscheduling {
         });
     }
 
+    /// Refuses the group at PreFilter for its backoff. In a cluster, its pods are
+    /// activated when the backoff ends: the refused ones wait in unschedulablePods, and
+    /// no cluster event says that time has passed (a simulation's clock jumps to the
+    /// unschedulable-pods flush instead, and its background work must end).
+    fn back_off(&self, full: &str) {
+        let now = self.now();
+        {
+            let mut book = self.book();
+            if book.backed_off.get(full).is_some_and(|until| *until > now) {
+                return;
+            }
+            book.backed_off
+                .insert(full.to_string(), now + self.group_backoff);
+        }
+        tracing::debug!(podgroup = %full, backoff = ?self.group_backoff, "PostFilter rejects the group and backs it off");
+        if self.handle.clock().is_virtual() || !self.handle.can_spawn() {
+            return;
+        }
+        let Some((namespace, name)) = full.split_once('/') else {
+            return;
+        };
+        let (handle, backoff) = (self.handle.clone(), self.group_backoff);
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        self.handle.spawn_background(async move {
+            tokio::time::sleep(backoff).await;
+            let waiting: Vec<String> = handle
+                .live_pods()
+                .with_label(&namespace, POD_GROUP_LABEL, &name)
+                .iter()
+                .filter(|p| p.node_name.is_none())
+                .map(|p| p.uid.clone())
+                .collect();
+            if !waiting.is_empty() {
+                handle.activate(&waiting);
+            }
+        });
+    }
+
     fn mark_failure(&self, group: &str) {
         let wall = self.handle.clock().wall_now();
         let mut book = self.book();
@@ -752,10 +790,26 @@ impl PreEnqueuePlugin for Coscheduling {
 impl PreFilterPlugin for Coscheduling {
     fn pre_filter(
         &self,
-        _state: &mut CycleState,
+        state: &mut CycleState,
         pod: &PodInfo,
         _nodes: &[Arc<NodeInfo>],
     ) -> (Option<PreFilterResult>, Status) {
+        let (result, status) = self.check_group(pod);
+        if status.is_rejected() {
+            state.write(RefusedAtPreFilter);
+        }
+        (result, status)
+    }
+}
+
+/// Written to the cycle state when this plugin's PreFilter refused the pod: the group was
+/// not tried, so its PostFilter must not back the group off for it.
+#[derive(Debug, Clone, Copy)]
+struct RefusedAtPreFilter;
+
+impl Coscheduling {
+    /// PreFilter's checks: the group's backoff, its quorum, gated siblings, minResources.
+    fn check_group(&self, pod: &PodInfo) -> (Option<PreFilterResult>, Status) {
         let Some((full, Some(group))) = self.group_of(pod) else {
             return (None, Status::success());
         };
@@ -822,7 +876,7 @@ impl PostFilterPlugin for Coscheduling {
     async fn post_filter(
         &self,
         _framework: &Framework,
-        _state: &CycleState,
+        state: &CycleState,
         pod: &Arc<PodInfo>,
         _statuses: &NodeToStatus,
     ) -> (Option<PostFilterResult>, Status) {
@@ -852,11 +906,13 @@ impl PostFilterPlugin for Coscheduling {
         }
         self.reject_waiting(&full, REJECTED_IN_POST_FILTER);
         // As upstream, only a whole group is backed off: one still short of pods was
-        // refused for that, and must come back as soon as they exist.
-        if members.len() as i64 >= i64::from(min) {
-            let until = self.now() + self.group_backoff;
-            tracing::debug!(podgroup = %full, backoff = ?self.group_backoff, "PostFilter rejects the group and backs it off");
-            self.book().backed_off.insert(full.clone(), until);
+        // refused for that, and must come back as soon as they exist. Unlike upstream,
+        // a pod this plugin's PreFilter refused does not back the group off (the group
+        // was not tried: its quorum may have been reached since the check, and a refusal
+        // for the backoff itself would push the backoff on with every sibling it turns
+        // away), nor does a group already backed off have its backoff extended.
+        if members.len() as i64 >= i64::from(min) && state.read::<RefusedAtPreFilter>().is_none() {
+            self.back_off(&full);
         }
         self.mark_failure(&full);
         (

@@ -113,6 +113,11 @@ impl Fixture {
     }
 
     fn post_filter(&self, pod: &Arc<PodInfo>) -> Status {
+        self.post_filter_after(&CycleState::new(), pod)
+    }
+
+    /// PostFilter in the cycle whose state the earlier points wrote.
+    fn post_filter_after(&self, state: &CycleState, pod: &Arc<PodInfo>) -> Status {
         let fw = Framework::from_instances(
             kubesched_framework::ProfileSpec::default(),
             self.handle.clone(),
@@ -121,8 +126,8 @@ impl Fixture {
             Default::default(),
         )
         .expect("an empty profile");
-        let (state, statuses) = (CycleState::new(), NodeToStatus::default());
-        let run = self.plugin.post_filter(&fw, &state, pod, &statuses);
+        let statuses = NodeToStatus::default();
+        let run = self.plugin.post_filter(&fw, state, pod, &statuses);
         futures_lite(run).1
     }
 }
@@ -517,6 +522,109 @@ fn a_group_short_of_pods_is_not_denied() {
     f.post_filter(&pods[1]);
     let third = f.gang_extra("gang", 2);
     assert!(f.pre_filter(&third).is_success());
+}
+
+#[test]
+fn a_pod_refused_at_pre_filter_does_not_back_its_group_off() {
+    // Two of three pods: PreFilter refuses the second for want of a sibling; the third
+    // appears before that cycle's PostFilter runs. The group was never tried, so it is
+    // not backed off: the third pod's arrival is enough to try it.
+    let f = fixture(CoschedulingArgs::default());
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 2);
+    let mut state = CycleState::new();
+    let (_, refused) = f.plugin.pre_filter(&mut state, &pods[1], &[]);
+    assert_eq!(refused.code(), Code::UnschedulableAndUnresolvable);
+    let third = f.gang_extra("gang", 2);
+    assert_eq!(
+        f.post_filter_after(&state, &pods[1]).message(),
+        group_rejected("default/gang", "gang-1")
+    );
+    assert!(f.pre_filter(&third).is_success(), "not backed off");
+}
+
+#[test]
+fn a_pod_refused_for_the_backoff_does_not_extend_it() {
+    let f = fixture(CoschedulingArgs {
+        pod_group_backoff_seconds: 5,
+        ..Default::default()
+    });
+    f.add_group(group("gang", 3));
+    let pods = f.gang("gang", 3);
+    f.post_filter(&pods[2]);
+    f.clock.advance(Duration::from_secs(3));
+    // A sibling retried meanwhile is refused for the backoff and fails its cycle.
+    let mut state = CycleState::new();
+    let (_, refused) = f.plugin.pre_filter(&mut state, &pods[0], &[]);
+    assert_eq!(refused.message(), failed_recently("default/gang"));
+    f.post_filter_after(&state, &pods[0]);
+    f.clock.advance(Duration::from_secs(2));
+    assert!(
+        f.pre_filter(&pods[0]).is_success(),
+        "the backoff ends 5 s after the group failed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_a_cluster_the_group_is_activated_when_its_backoff_ends() {
+    // The pods refused for the backoff wait in unschedulablePods and no cluster event
+    // marks its end: the plugin brings the group's pending pods back itself.
+    let pods = Arc::new(Pods::default());
+    let (sent, mut activations) = tokio::sync::mpsc::unbounded_channel();
+    let handle = Handle::builder()
+        .live_pods(pods.clone())
+        .runtime(tokio::runtime::Handle::current())
+        .build_with_control();
+    handle.set_activator(Arc::new(Sender(sent)));
+    let groups = Arc::new(Store::<PodGroup>::default());
+    groups.upsert(group("gang", 3));
+    let args = CoschedulingArgs {
+        pod_group_backoff_seconds: 7,
+        ..Default::default()
+    };
+    let plugin = Coscheduling::with_groups(&args, &handle, groups).expect("valid args");
+    let members: Vec<Arc<PodInfo>> = (0..3)
+        .map(|i| member(&format!("gang-{i}"), "gang").info())
+        .chain([member("gang-bound", "gang").node("n1").info()])
+        .collect();
+    pods.0.lock().extend(members.iter().cloned());
+    let fw = Framework::from_instances(
+        kubesched_framework::ProfileSpec::default(),
+        handle.clone(),
+        Arc::new(kubesched_framework::metrics::NoMetrics),
+        Default::default(),
+        Default::default(),
+    )
+    .expect("an empty profile");
+    let failed_at = tokio::time::Instant::now();
+    let (_, status) = plugin
+        .post_filter(
+            &fw,
+            &CycleState::new(),
+            &members[2],
+            &NodeToStatus::default(),
+        )
+        .await;
+    assert_eq!(status.message(), group_rejected("default/gang", "gang-2"));
+    // Paused time: the timeout passes at once when nothing else is due.
+    let mut woken = tokio::time::timeout(Duration::from_secs(60), activations.recv())
+        .await
+        .expect("an activation when the backoff ends")
+        .expect("an activation");
+    assert!(
+        failed_at.elapsed() >= Duration::from_secs(7),
+        "not before the end"
+    );
+    woken.sort();
+    assert_eq!(woken, ["gang-0", "gang-1", "gang-2"], "the bound pod stays");
+}
+
+struct Sender(tokio::sync::mpsc::UnboundedSender<Vec<String>>);
+
+impl kubesched_framework::PodActivator for Sender {
+    fn activate(&self, uids: &[String]) {
+        let _ = self.0.send(uids.to_vec());
+    }
 }
 
 #[test]
