@@ -184,6 +184,16 @@ pub const PLUGIN_ACCESS: &[PluginAccess] = &[
         ],
     },
     PluginAccess {
+        plugin: "TopologyPlacement",
+        rules: &[
+            Rule {
+                api_group: "scheduling.k8s.io",
+                resource: "podgroups",
+                verbs: &["get", "list", "watch"],
+            },
+        ],
+    },
+    PluginAccess {
         plugin: "VolumeBinding",
         rules: &[
             Rule {

@@ -45,7 +45,8 @@ const fn gated(name: &'static str, gate: Feature) -> DefaultPlugin {
 /// gates add (SchedulingGates first; DynamicResources just before DefaultPreemption, since
 /// DynamicResourceAllocation is on by default; NodeDeclaredFeatures appended after the
 /// list, under its gate, as v1.37's `applyFeatureGates` adds it before DynamicResources is
-/// inserted; GangScheduling appended last under GenericWorkload).
+/// inserted; GangScheduling appended under GenericWorkload, then TopologyPlacement and
+/// PodGroupPodsCount under TopologyAwareWorkloadScheduling).
 pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
     plugin("SchedulingGates", None),
     plugin("PrioritySort", None),
@@ -68,6 +69,14 @@ pub const DEFAULT_PLUGINS: &[DefaultPlugin] = &[
     plugin("DefaultBinder", None),
     gated("NodeDeclaredFeatures", Feature::NodeDeclaredFeatures),
     gated("GangScheduling", Feature::GenericWorkload),
+    gated(
+        "TopologyPlacement",
+        Feature::TopologyAwareWorkloadScheduling,
+    ),
+    gated(
+        "PodGroupPodsCount",
+        Feature::TopologyAwareWorkloadScheduling,
+    ),
 ];
 
 /// Plugins upstream removed; configurations naming them are refused as upstream does.
@@ -78,8 +87,9 @@ pub const REMOVED_PLUGINS: &[&str] = &[
     "GCEPDLimits",
 ];
 
-/// Every plugin of upstream kube-scheduler v1.34's in-tree registry, and NodeDeclaredFeatures
-/// and GangScheduling (registered upstream from v1.35).
+/// Every plugin of upstream kube-scheduler v1.34's in-tree registry, NodeDeclaredFeatures
+/// and GangScheduling (registered upstream from v1.35), and TopologyPlacement and
+/// PodGroupPodsCount (from v1.36).
 pub const UPSTREAM_PLUGINS: &[&str] = &[
     "DefaultBinder",
     "DefaultPreemption",
@@ -95,10 +105,12 @@ pub const UPSTREAM_PLUGINS: &[&str] = &[
     "NodeResourcesFit",
     "NodeUnschedulable",
     "NodeVolumeLimits",
+    "PodGroupPodsCount",
     "PodTopologySpread",
     "PrioritySort",
     "SchedulingGates",
     "TaintToleration",
+    "TopologyPlacement",
     "VolumeBinding",
     "VolumeRestrictions",
     "VolumeZone",
@@ -290,7 +302,8 @@ fn check_user_plugins(
                 }
                 let weighs = matches!(
                     key,
-                    SetKey::MultiPoint | SetKey::Point(ExtensionPoint::Score)
+                    SetKey::MultiPoint
+                        | SetKey::Point(ExtensionPoint::Score | ExtensionPoint::PlacementScore)
                 );
                 if let (true, Some(w)) = (weighs, e.weight) {
                     // 0 is upstream's "unset" (it becomes 1), so it is accepted too.
@@ -639,6 +652,7 @@ fn expand(
     let empty = MergedSet::default();
     let multi = merged.get(&SetKey::MultiPoint).unwrap_or(&empty);
     let weights = score_weights(merged);
+    let placement_weights = placement_score_weights(merged);
     let mut reported: HashSet<String> = HashSet::new();
     let mut out = BTreeMap::new();
     for point in ExtensionPoint::CONFIGURABLE {
@@ -722,6 +736,8 @@ fn expand(
             .map(|n| {
                 if point == ExtensionPoint::Score {
                     PluginRef::weighted(n, weights.get(n).copied().unwrap_or(1))
+                } else if point == ExtensionPoint::PlacementScore {
+                    PluginRef::weighted(n, placement_weights.get(n).copied().unwrap_or(1))
                 } else {
                     PluginRef::new(n)
                 }
@@ -741,6 +757,24 @@ fn score_weights(merged: &BTreeMap<SetKey, MergedSet>) -> HashMap<String, i64> {
         let Some(set) = merged.get(&key) else {
             continue;
         };
+        for m in &set.enabled {
+            weights
+                .entry(m.entry.name.clone())
+                .or_insert_with(|| match m.entry.weight {
+                    Some(w) if w != 0 => i64::from(w),
+                    _ => 1,
+                });
+        }
+    }
+    weights
+}
+
+/// The PlacementScore weights: each plugin's entry at `placementScore` (an unset or zero
+/// weight is 1, as upstream's defaults give both placement scorers weight 1).
+/// multiPoint's weights are Score weights and do not carry over.
+fn placement_score_weights(merged: &BTreeMap<SetKey, MergedSet>) -> HashMap<String, i64> {
+    let mut weights = HashMap::new();
+    if let Some(set) = merged.get(&SetKey::Point(ExtensionPoint::PlacementScore)) {
         for m in &set.enabled {
             weights
                 .entry(m.entry.name.clone())

@@ -258,6 +258,12 @@ pub struct Plugins {
     /// PostBind.
     #[serde(default, skip_serializing_if = "PluginSet::is_empty")]
     pub post_bind: PluginSet,
+    /// PlacementGenerate (TopologyAwareWorkloadScheduling).
+    #[serde(default, skip_serializing_if = "PluginSet::is_empty")]
+    pub placement_generate: PluginSet,
+    /// PlacementScore (TopologyAwareWorkloadScheduling), with weights.
+    #[serde(default, skip_serializing_if = "PluginSet::is_empty")]
+    pub placement_score: PluginSet,
     /// Plugins enabled at every point they implement.
     #[serde(default, skip_serializing_if = "PluginSet::is_empty")]
     pub multi_point: PluginSet,
@@ -310,6 +316,8 @@ impl Plugins {
                 P::PreBind => &self.pre_bind,
                 P::Bind => &self.bind,
                 P::PostBind => &self.post_bind,
+                P::PlacementGenerate => &self.placement_generate,
+                P::PlacementScore => &self.placement_score,
                 // Not configurable: no file names it, so it is always the empty set.
                 P::EnqueueExtensions => &EMPTY_SET,
             },
@@ -334,6 +342,8 @@ impl Plugins {
                 P::PreBind => &mut self.pre_bind,
                 P::Bind => &mut self.bind,
                 P::PostBind => &mut self.post_bind,
+                P::PlacementGenerate => &mut self.placement_generate,
+                P::PlacementScore => &mut self.placement_score,
                 P::EnqueueExtensions => return None,
             },
         })

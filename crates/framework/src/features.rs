@@ -213,6 +213,10 @@ pub enum Feature {
     /// Tolerations may use the numeric operators `Gt` and `Lt` against a taint's value
     /// (KEP-5471, alpha from v1.35).
     TaintTolerationComparisonOperators,
+    /// The pod-group cycle tries a group in candidate placements (TopologyPlacement: one
+    /// per domain of the PodGroup's `spec.schedulingConstraints.topology[0].key`) and keeps
+    /// the best by PlacementScore (KEP-5732; alpha and off from v1.36; needs GenericWorkload).
+    TopologyAwareWorkloadScheduling,
     /// NodeVolumeLimits keeps pods off nodes whose CSINode lacks a driver that asks for it
     /// (`CSIDriver.spec.preventPodSchedulingIfMissing`; KEP-5030, alpha 1.35, beta and on
     /// from v1.37).
@@ -233,6 +237,7 @@ impl Feature {
             Self::SchedulerQueueingHints => "SchedulerQueueingHints",
             Self::StorageCapacityScoring => "StorageCapacityScoring",
             Self::TaintTolerationComparisonOperators => "TaintTolerationComparisonOperators",
+            Self::TopologyAwareWorkloadScheduling => "TopologyAwareWorkloadScheduling",
             Self::VolumeLimitScaling => "VolumeLimitScaling",
         }
     }
@@ -407,7 +412,10 @@ pub const FEATURES: &[FeatureDef] = &[
         "TaintTolerationComparisonOperators",
         &[at(35, false, Alpha)],
     )),
-    def("TopologyAwareWorkloadScheduling", &[at(36, false, Alpha)]),
+    honoured(def(
+        "TopologyAwareWorkloadScheduling",
+        &[at(36, false, Alpha)],
+    )),
     def("VolumeAttributesClass", &[at(34, true, Ga), ga_locked(36)]),
     honoured(def(
         "VolumeLimitScaling",

@@ -72,7 +72,8 @@ pub use plugin::*;
 pub use remedy::{NodeRemedy, Remedy};
 pub use runtime::{
     DYNAMIC_RESOURCES, DYNAMIC_RESOURCES_MISSING, FilterTimings, Framework, MAX_PERMIT_TIMEOUT,
-    PluginRef, PluginScores, PreFilterOutcome, ProfileSpec, ScoreTable, implemented_points,
+    PlacementScoreTable, PluginRef, PluginScores, PreFilterOutcome, ProfileSpec, ScoreTable,
+    implemented_points,
 };
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};

@@ -85,13 +85,17 @@ pub enum ExtensionPoint {
     PreBind,
     Bind,
     PostBind,
+    /// A pod-group cycle's candidate placements (TopologyAwareWorkloadScheduling).
+    PlacementGenerate,
+    /// A pod-group cycle's scores of its feasible placements (TopologyAwareWorkloadScheduling).
+    PlacementScore,
     /// Not an extension point of the config file: the plugin registers cluster events.
     EnqueueExtensions,
 }
 
 impl ExtensionPoint {
     /// Every point that a profile configures, in upstream's order.
-    pub const CONFIGURABLE: [ExtensionPoint; 12] = [
+    pub const CONFIGURABLE: [ExtensionPoint; 14] = [
         Self::QueueSort,
         Self::PreEnqueue,
         Self::PreFilter,
@@ -104,6 +108,8 @@ impl ExtensionPoint {
         Self::PreBind,
         Self::Bind,
         Self::PostBind,
+        Self::PlacementGenerate,
+        Self::PlacementScore,
     ];
 
     /// The name, as in config files and metrics.
@@ -121,6 +127,8 @@ impl ExtensionPoint {
             Self::PreBind => "PreBind",
             Self::Bind => "Bind",
             Self::PostBind => "PostBind",
+            Self::PlacementGenerate => "PlacementGenerate",
+            Self::PlacementScore => "PlacementScore",
             Self::EnqueueExtensions => "EnqueueExtensions",
         }
     }
@@ -140,6 +148,8 @@ impl ExtensionPoint {
             Self::PreBind => "preBind",
             Self::Bind => "bind",
             Self::PostBind => "postBind",
+            Self::PlacementGenerate => "placementGenerate",
+            Self::PlacementScore => "placementScore",
             Self::EnqueueExtensions => "enqueueExtensions",
         }
     }
@@ -155,7 +165,7 @@ impl PointSet {
     pub const EMPTY: Self = Self(0);
 
     /// Every point, [`ExtensionPoint::EnqueueExtensions`] included, in order.
-    pub const ALL: [ExtensionPoint; 13] = [
+    pub const ALL: [ExtensionPoint; 15] = [
         ExtensionPoint::QueueSort,
         ExtensionPoint::PreEnqueue,
         ExtensionPoint::PreFilter,
@@ -168,6 +178,8 @@ impl PointSet {
         ExtensionPoint::PreBind,
         ExtensionPoint::Bind,
         ExtensionPoint::PostBind,
+        ExtensionPoint::PlacementGenerate,
+        ExtensionPoint::PlacementScore,
         ExtensionPoint::EnqueueExtensions,
     ];
 
@@ -273,6 +285,14 @@ pub trait Plugin: Send + Sync + 'static {
     }
     /// The plugin as a group-cycle PlacementFeasible plugin (GenericWorkload), if it is one.
     fn as_placement_feasible(&self) -> Option<&dyn crate::workload::PlacementFeasiblePlugin> {
+        None
+    }
+    /// The PlacementGenerate side (TopologyAwareWorkloadScheduling), if implemented.
+    fn as_placement_generate(&self) -> Option<&dyn crate::workload::PlacementGeneratePlugin> {
+        None
+    }
+    /// The PlacementScore side (TopologyAwareWorkloadScheduling), if implemented.
+    fn as_placement_score(&self) -> Option<&dyn crate::workload::PlacementScorePlugin> {
         None
     }
 }

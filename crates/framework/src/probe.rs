@@ -17,7 +17,7 @@
 use std::marker::PhantomData;
 
 use crate::plugin::*;
-use crate::workload::PlacementFeasiblePlugin;
+use crate::workload::{PlacementFeasiblePlugin, PlacementGeneratePlugin, PlacementScorePlugin};
 
 /// The compile-time probe of plugin type `T`. See the module docs.
 pub struct Probe<T>(PhantomData<fn() -> T>);
@@ -88,6 +88,8 @@ probes! {
     EnqueueExtensions => enqueue_extensions_side, has_enqueue_extensions, ImplementedEnqueueExtensions, MissingEnqueueExtensions;
     PodEventsPlugin => pod_events_side, has_pod_events, ImplementedPodEvents, MissingPodEvents;
     PlacementFeasiblePlugin => placement_feasible_side, has_placement_feasible, ImplementedPlacementFeasible, MissingPlacementFeasible;
+    PlacementGeneratePlugin => placement_generate_side, has_placement_generate, ImplementedPlacementGenerate, MissingPlacementGenerate;
+    PlacementScorePlugin => placement_score_side, has_placement_score, ImplementedPlacementScore, MissingPlacementScore;
 }
 
 /// The extension points plugin type `$t` implements, read from its trait impls, as a
@@ -119,6 +121,14 @@ macro_rules! __kubesched_points_of {
             ($crate::ExtensionPoint::PreBind, (&probe).has_pre_bind()),
             ($crate::ExtensionPoint::Bind, (&probe).has_bind()),
             ($crate::ExtensionPoint::PostBind, (&probe).has_post_bind()),
+            (
+                $crate::ExtensionPoint::PlacementGenerate,
+                (&probe).has_placement_generate(),
+            ),
+            (
+                $crate::ExtensionPoint::PlacementScore,
+                (&probe).has_placement_score(),
+            ),
             (
                 $crate::ExtensionPoint::EnqueueExtensions,
                 (&probe).has_enqueue_extensions(),
@@ -248,6 +258,18 @@ macro_rules! impl_plugin {
             ) -> ::std::option::Option<&dyn $crate::workload::PlacementFeasiblePlugin> {
                 use $crate::__private::probe::*;
                 (&Probe::<Self>::new()).placement_feasible_side(self)
+            }
+            fn as_placement_generate(
+                &self,
+            ) -> ::std::option::Option<&dyn $crate::workload::PlacementGeneratePlugin> {
+                use $crate::__private::probe::*;
+                (&Probe::<Self>::new()).placement_generate_side(self)
+            }
+            fn as_placement_score(
+                &self,
+            ) -> ::std::option::Option<&dyn $crate::workload::PlacementScorePlugin> {
+                use $crate::__private::probe::*;
+                (&Probe::<Self>::new()).placement_score_side(self)
             }
         }
     };

@@ -124,6 +124,16 @@ pub struct ScoreTable {
     pub totals: Vec<i64>,
 }
 
+/// Scores of every PlacementScore plugin over a group's feasible placements (aligned with
+/// the placements).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PlacementScoreTable {
+    /// Per plugin, in profile order.
+    pub plugins: Vec<PluginScores>,
+    /// Σ weight × normalised score, per placement.
+    pub totals: Vec<i64>,
+}
+
 /// Outcome of PreFilter.
 #[derive(Debug, Clone)]
 pub struct PreFilterOutcome {
@@ -191,6 +201,10 @@ pub struct Framework {
     pod_event_observers: PluginList,
     /// The instances with a PlacementFeasible side (GenericWorkload's group cycle).
     placement_feasible: PluginList,
+    /// PlacementGenerate plugins, in order (TopologyAwareWorkloadScheduling).
+    placement_generate: PluginList,
+    /// PlacementScore plugins with their weights (TopologyAwareWorkloadScheduling).
+    placement_score: Vec<(Arc<dyn Plugin>, i64)>,
     effective_args: BTreeMap<String, serde_json::Value>,
     queue_sort: Option<Arc<dyn Plugin>>,
     pre_enqueue: PluginList,
@@ -232,6 +246,8 @@ fn implements(p: &dyn Plugin, point: ExtensionPoint) -> bool {
         ExtensionPoint::PreBind => p.as_pre_bind().is_some(),
         ExtensionPoint::Bind => p.as_bind().is_some(),
         ExtensionPoint::PostBind => p.as_post_bind().is_some(),
+        ExtensionPoint::PlacementGenerate => p.as_placement_generate().is_some(),
+        ExtensionPoint::PlacementScore => p.as_placement_score().is_some(),
         ExtensionPoint::EnqueueExtensions => p.as_enqueue_extensions().is_some(),
     }
 }
@@ -453,6 +469,20 @@ impl Framework {
             total += w * MAX_NODE_SCORE;
             score.push((p, w));
         }
+        let mut placement_score = Vec::new();
+        for (p, r) in list(ExtensionPoint::PlacementScore)?
+            .into_iter()
+            .zip(spec.at(ExtensionPoint::PlacementScore))
+        {
+            if r.weight < 0 {
+                return Err(PluginError(format!(
+                    "placement score plugin {:?} has a negative weight {}",
+                    r.name, r.weight
+                )));
+            }
+            placement_score.push((p, r.weight.max(1)));
+        }
+        let placement_generate = list(ExtensionPoint::PlacementGenerate)?;
         let filter = list(ExtensionPoint::Filter)?;
         Ok(Self {
             profile_name: spec.scheduler_name.clone(),
@@ -480,6 +510,8 @@ impl Framework {
                 .filter(|p| p.as_placement_feasible().is_some())
                 .cloned()
                 .collect(),
+            placement_generate,
+            placement_score,
             instances,
             effective_args,
             handle,
@@ -562,6 +594,92 @@ impl Framework {
             return plugin_failure("PlacementFeasible", p.name(), s);
         }
         wait.unwrap_or_else(Status::success)
+    }
+
+    /// Whether the profile has PlacementGenerate plugins (without them a group cycle under
+    /// TopologyAwareWorkloadScheduling tries one placement of every node).
+    pub fn has_placement_generate_plugins(&self) -> bool {
+        !self.placement_generate.is_empty()
+    }
+
+    /// Runs the PlacementGenerate plugins of a group cycle: starting from `parent`, each
+    /// plugin in order splits every placement the ones before it produced (so the result is
+    /// the intersections of their placements; empty ones are dropped). A plugin's
+    /// rejection ends it with that status and the plugin named, an error as
+    /// `running PlacementGenerate plugin "X": …`.
+    pub fn run_placement_generate_plugins(
+        &self,
+        state: &mut CycleState,
+        group: &crate::workload::PodGroupInfo,
+        parent: crate::workload::Placement,
+    ) -> Result<Vec<crate::workload::Placement>, Status> {
+        let mut current = vec![parent];
+        for p in &self.placement_generate {
+            let Some(pg) = p.as_placement_generate() else {
+                continue;
+            };
+            let mut next = Vec::new();
+            for placement in &current {
+                let generated = pg
+                    .generate_placements(state, group, placement)
+                    .map_err(|s| plugin_failure("PlacementGenerate", p.name(), s))?;
+                next.extend(generated.into_iter().filter(|g| !g.nodes.is_empty()));
+            }
+            current = next;
+        }
+        Ok(current)
+    }
+
+    /// Runs the PlacementScore plugins over a group's feasible placements (aligned with
+    /// `assignments` and `states`): each plugin scores every placement, normalises the
+    /// scores when it does, and the weighted sums are returned per placement with each
+    /// plugin's part. A failure is `running PlacementScore plugin "X": …`; a normalised score
+    /// outside 0..=100 is upstream's invalid-score error.
+    pub fn run_placement_score_plugins(
+        &self,
+        group: &crate::workload::PodGroupInfo,
+        assignments: &[crate::workload::PodGroupAssignments],
+        states: &[crate::workload::PlacementCycleState],
+    ) -> Result<PlacementScoreTable, Status> {
+        let mut table = PlacementScoreTable {
+            plugins: Vec::with_capacity(self.placement_score.len()),
+            totals: vec![0; assignments.len()],
+        };
+        for (p, weight) in &self.placement_score {
+            let Some(ps) = p.as_placement_score() else {
+                continue;
+            };
+            let raw = assignments
+                .iter()
+                .zip(states)
+                .map(|(a, st)| ps.score_placement(st, group, a))
+                .collect::<Result<Vec<i64>, Status>>()
+                .map_err(|s| plugin_error("PlacementScore", p.name(), &s))?;
+            let mut normalized = raw.clone();
+            if ps.has_normalize_placement_score() {
+                let s = ps.normalize_placement_scores(group, &mut normalized);
+                if !s.is_success() {
+                    return Err(plugin_error("Normalize on PlacementScore", p.name(), &s));
+                }
+            }
+            for (i, v) in normalized.iter().enumerate() {
+                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(v) {
+                    return Err(Status::error(format!(
+                        "plugin {:?} returns an invalid score {v}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        p.name()
+                    ))
+                    .with_plugin(p.name()));
+                }
+                table.totals[i] = table.totals[i].saturating_add(v.saturating_mul(*weight));
+            }
+            table.plugins.push(PluginScores {
+                plugin: p.name().to_string(),
+                weight: *weight,
+                raw,
+                normalized,
+            });
+        }
+        Ok(table)
     }
 
     /// A plugin instance by name.

@@ -130,6 +130,23 @@ impl Snapshot {
         true
     }
 
+    /// The snapshot narrowed to the nodes named in `keep` (a pod-group cycle's placement):
+    /// those nodes in the same order with their own lists; the claims in use stay those of
+    /// the whole cluster, since a claim a pod elsewhere uses is in use wherever the group
+    /// goes.
+    pub fn restricted_to(&self, keep: &std::collections::HashSet<String>) -> Self {
+        let mut s = Self::new(
+            self.node_infos
+                .iter()
+                .filter(|n| keep.contains(n.name()))
+                .cloned()
+                .collect(),
+        );
+        s.used_pvcs = self.used_pvcs.clone();
+        s.generation = self.generation;
+        s
+    }
+
     /// Every node, in the order they are tried.
     pub fn list(&self) -> &[Arc<NodeInfo>] {
         &self.node_infos

@@ -1,15 +1,22 @@
 //! Workload-aware (gang) scheduling, behind the `GenericWorkload` gate (beta, off in
 //! v1.37): the `scheduling.k8s.io/v1beta1` kinds, how a pod names its group
 //! (`spec.schedulingGroup.podGroupName`), a PodGroup's scheduling policy read and checked
-//! once, and the group-level extension point the pod-group scheduling cycle runs
+//! once, and the group-level extension points the pod-group scheduling cycle runs
 //! ([`PlacementFeasiblePlugin`]) with its per-placement state ([`PlacementCycleState`]).
 //!
-//! Nothing here schedules: the scheduler crate runs the cycle, plugins (GangScheduling)
-//! implement the point. With the gate off nothing reads these types.
+//! With TopologyAwareWorkloadScheduling (alpha, off in v1.37) the cycle also tries the
+//! group in several candidate [`Placement`]s (subsets of the nodes):
+//! [`PlacementGeneratePlugin`]s propose them, the members are placed within each one in
+//! turn, and [`PlacementScorePlugin`]s rank the feasible ones ([`PodGroupAssignments`]);
+//! the best is kept.
+//!
+//! Nothing here schedules: the scheduler crate runs the cycle, plugins (GangScheduling,
+//! TopologyPlacement, PodGroupPodsCount, NodeResourcesFit) implement the points. With the
+//! gates off nothing reads these types.
 
 use std::sync::Arc;
 
-use kubesched_model::PodInfo;
+use kubesched_model::{NodeInfo, PodInfo};
 
 use crate::{CycleState, Status};
 
@@ -189,6 +196,9 @@ pub struct PodGroupInfo {
     pub policy: SchedulingPolicy,
     /// The unscheduled members of this cycle.
     pub pods: Vec<Arc<PodInfo>>,
+    /// The members placed before this cycle (bound, or assumed and binding), each with
+    /// the node it is on in `node_name`.
+    pub scheduled: Vec<Arc<PodInfo>>,
 }
 
 impl PodGroupInfo {
@@ -219,7 +229,9 @@ pub struct PodGroupScheduledCount(pub usize);
 
 /// State of one placement of a group cycle (upstream's placement cycle state): plugins keep
 /// what they learn while the members of one placement are evaluated. A new one per
-/// placement; kubesched evaluates one implicit placement (all nodes) per cycle.
+/// placement: one implicit placement (all nodes) per cycle, or, with
+/// TopologyAwareWorkloadScheduling, one per generated [`Placement`], handed back to the
+/// PlacementScore plugins with that placement's [`PodGroupAssignments`].
 #[derive(Default, Clone)]
 pub struct PlacementCycleState {
     state: CycleState,
@@ -260,6 +272,95 @@ pub trait PlacementFeasiblePlugin: Send + Sync {
         group: &PodGroupInfo,
         progress: PlacementProgress,
     ) -> Status;
+}
+
+/// A candidate placement of a group cycle: a named subset of the cluster's nodes (e.g.
+/// the nodes of one zone) the members are tried on, every other node left out.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// Its name (TopologyPlacement: the topology domain, e.g. `zone-a`).
+    pub name: String,
+    /// Its nodes, in the cluster's order.
+    pub nodes: Vec<Arc<NodeInfo>>,
+}
+
+impl Placement {
+    /// A placement of `nodes`.
+    pub fn new(name: impl Into<String>, nodes: Vec<Arc<NodeInfo>>) -> Self {
+        Self {
+            name: name.into(),
+            nodes,
+        }
+    }
+
+    /// Whether the node named `name` is in the placement.
+    pub fn contains(&self, name: &str) -> bool {
+        self.nodes.iter().any(|n| n.name() == name)
+    }
+}
+
+/// Proposes candidate placements for a group (TopologyAwareWorkloadScheduling). Enabled
+/// at `placementGenerate` (multiPoint enables it where it is implemented). The cycle
+/// starts from one parent placement of every node; each plugin, in profile order, splits
+/// every placement the ones before it made, so the candidates of two plugins are the
+/// intersections of theirs.
+///
+/// Answers: the placements (none: the group cannot be placed now), or a non-success
+/// status that ends the cycle with it (Unschedulable, or Error).
+pub trait PlacementGeneratePlugin: Send + Sync {
+    /// The candidate placements of `group` within `parent`. `state` lives for the whole
+    /// group cycle.
+    fn generate_placements(
+        &self,
+        state: &mut CycleState,
+        group: &PodGroupInfo,
+        parent: &Placement,
+    ) -> Result<Vec<Placement>, Status>;
+}
+
+/// One member the cycle placed within a placement, and where.
+#[derive(Debug, Clone)]
+pub struct ProposedAssignment {
+    /// The member.
+    pub pod: Arc<PodInfo>,
+    /// The node it would go to.
+    pub node_name: String,
+}
+
+/// A feasible placement and what the cycle did with the group in it, as PlacementScore
+/// plugins see it.
+#[derive(Debug, Clone)]
+pub struct PodGroupAssignments {
+    /// The placement.
+    pub placement: Arc<Placement>,
+    /// The members of this cycle placed within it, in the order placed.
+    pub proposed: Vec<ProposedAssignment>,
+}
+
+/// Ranks a group's feasible placements (TopologyAwareWorkloadScheduling): called only when
+/// more than one placement is feasible. Enabled at `placementScore` with a weight (0
+/// means 1). Scores are normalised by the plugin when it implements
+/// [`normalize_placement_scores`](Self::normalize_placement_scores), must then lie in
+/// 0..=100, and are summed with the weights; the highest total wins, ties broken at random.
+pub trait PlacementScorePlugin: Send + Sync {
+    /// The score of one feasible placement; an error ends the cycle.
+    fn score_placement(
+        &self,
+        state: &PlacementCycleState,
+        group: &PodGroupInfo,
+        assignments: &PodGroupAssignments,
+    ) -> Result<i64, Status>;
+
+    /// Whether the plugin normalises its scores.
+    fn has_normalize_placement_score(&self) -> bool {
+        false
+    }
+
+    /// Normalises the scores of every feasible placement at once (aligned with the
+    /// placements); a non-success status ends the cycle.
+    fn normalize_placement_scores(&self, _group: &PodGroupInfo, _scores: &mut [i64]) -> Status {
+        Status::success()
+    }
 }
 
 #[cfg(test)]

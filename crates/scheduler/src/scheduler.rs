@@ -145,6 +145,9 @@ pub struct Scheduler {
     observer: Mutex<Option<Arc<dyn AttemptObserver>>>,
     /// The explanation of the attempt in progress, completed after PostFilter.
     explaining: Mutex<Option<Explanation>>,
+    /// The nodes of the placement a pod-group cycle is trying (TopologyAwareWorkloadScheduling):
+    /// while set, each member's Filter and Score see only these nodes.
+    placement: Mutex<Option<Arc<std::collections::HashSet<String>>>>,
     pod_lister: Mutex<Option<Arc<dyn PodLister>>>,
     in_flight_bindings: Arc<AtomicUsize>,
     compiled_pods: Arc<CompiledPods>,
@@ -207,6 +210,7 @@ impl Scheduler {
             rng: Mutex::new(rng),
             observer: Mutex::new(None),
             explaining: Mutex::new(None),
+            placement: Mutex::new(None),
             pod_lister: Mutex::new(None),
             in_flight_bindings: Arc::new(AtomicUsize::new(0)),
             compiled_pods,
@@ -449,6 +453,27 @@ impl Scheduler {
         pod: &Arc<PodInfo>,
     ) -> Result<ScheduleResult, CycleError> {
         self.update_snapshot().map_err(CycleError::Internal)?;
+        let placement = self.placement.lock().clone();
+        let Some(keep) = placement else {
+            return self.schedule_pod_on_snapshot(fw, state, pod);
+        };
+        // Within a placement the cycle, plugins included, sees only its nodes, as upstream's
+        // snapshot does after AssumePlacement; the whole snapshot comes back afterwards, so
+        // the next update starts from it.
+        let full = self.handle.snapshot();
+        self.handle
+            .set_snapshot(Arc::new(full.restricted_to(&keep)));
+        let out = self.schedule_pod_on_snapshot(fw, state, pod);
+        self.handle.set_snapshot(full);
+        out
+    }
+
+    fn schedule_pod_on_snapshot(
+        &self,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        pod: &Arc<PodInfo>,
+    ) -> Result<ScheduleResult, CycleError> {
         let snapshot = self.handle.snapshot();
         if snapshot.num_nodes() == 0 {
             return Err(CycleError::NoNodes);

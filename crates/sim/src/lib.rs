@@ -31,8 +31,9 @@ pub use load::{
     load_text, resolve_priority, unreadable_paths,
 };
 pub use report::{
-    Attempt, AttemptResult, EventRef, PodGroupResult, PodResult, PodState, REPORT_API_VERSION,
-    REPORT_KIND, ReportEvent, ReportType, SimReport, Summary, TableOptions, percentile,
+    Attempt, AttemptResult, EventRef, PlacementResult, PodGroupResult, PodResult, PodState,
+    REPORT_API_VERSION, REPORT_KIND, ReportEvent, ReportType, SimReport, Summary, TableOptions,
+    percentile,
 };
 pub use runner::{EXPLAIN_ALL, Progress, SimError, Simulation, SimulationOptions};
 pub use whatif::{

@@ -255,6 +255,26 @@ pub struct PodGroupResult {
     pub message: Option<String>,
     /// Group cycles run.
     pub cycles: u32,
+    /// With TopologyAwareWorkloadScheduling: the placement the last cycle chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    /// With TopologyAwareWorkloadScheduling: the placements the last cycle tried, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<PlacementResult>,
+}
+
+/// One placement a pod group's last cycle tried (TopologyAwareWorkloadScheduling).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlacementResult {
+    /// Its name (TopologyPlacement: the topology domain).
+    pub name: String,
+    /// Its nodes.
+    pub nodes: usize,
+    /// Whether the group fit in it.
+    pub feasible: bool,
+    /// Its weighted PlacementScore total, when several placements were feasible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<i64>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -518,7 +538,10 @@ impl SimReport {
         for g in &self.pod_groups {
             let key = shown(&format!("{}/{}", g.namespace, g.name)).into_owned();
             let state = if g.placed {
-                "placed".to_string()
+                match &g.placement {
+                    Some(p) => format!("placed in {}", shown(p)),
+                    None => "placed".to_string(),
+                }
             } else {
                 format!(
                     "not placed: {}",

@@ -22,8 +22,8 @@ use crate::load::{
     InputProblem, InvalidPod, Manifests, apply_other, needs_priority, resolve_priority,
 };
 use crate::report::{
-    Attempt, AttemptResult, EventRef, PodGroupResult, PodResult, PodState, ReportEvent, ReportType,
-    SimReport, Summary, percentile,
+    Attempt, AttemptResult, EventRef, PlacementResult, PodGroupResult, PodResult, PodState,
+    ReportEvent, ReportType, SimReport, Summary, percentile,
 };
 use crate::workload::{
     CreateNodes, CreatePods, CsiNodeTemplate, DeletePods, Expect, Op, Workload, generated_node,
@@ -1278,6 +1278,18 @@ impl Simulation {
                     placed: o.placed,
                     message: o.message.clone(),
                     cycles: *cycles,
+                    placement: o.placements.as_ref().and_then(|p| p.chosen.clone()),
+                    placements: o
+                        .placements
+                        .iter()
+                        .flat_map(|p| &p.tried)
+                        .map(|t| PlacementResult {
+                            name: t.name.clone(),
+                            nodes: t.nodes,
+                            feasible: t.feasible,
+                            score: t.score,
+                        })
+                        .collect(),
                 }
             })
             .collect()

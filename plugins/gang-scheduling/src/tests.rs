@@ -192,6 +192,7 @@ fn placement_feasible_table() {
         pod_group: Arc::new(pod_group("g", false, Some(3))),
         policy,
         pods: Vec::new(),
+        scheduled: Vec::new(),
     };
     let gang = info(SchedulingPolicy::Gang { min_count: 3 });
     let basic = info(SchedulingPolicy::Basic);

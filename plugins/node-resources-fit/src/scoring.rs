@@ -1,12 +1,19 @@
 //! Score: the three strategies over the configured resources, with upstream's integer
 //! arithmetic. Per node it only reads sums the `NodeInfo` keeps, and allocates nothing.
+//! PlacementScore (TopologyAwareWorkloadScheduling): a pod group's candidate placement
+//! scored as one big node, always MostAllocated, with the configured resource weights.
 
 use std::collections::BTreeSet;
 
-use kubesched_framework::MAX_NODE_SCORE;
+use std::sync::Arc;
+
 use kubesched_framework::dra_devices::DraExtendedDevices;
 use kubesched_framework::model::resource::{CpuMemoryRequests, ScoredResource};
 use kubesched_framework::model::{NodeInfo, PodInfo};
+use kubesched_framework::workload::{
+    PlacementCycleState, PlacementScorePlugin, PodGroupAssignments, PodGroupInfo,
+};
+use kubesched_framework::{MAX_NODE_SCORE, Status};
 
 use crate::args::{MAX_CUSTOM_PRIORITY_SCORE, ResourceSpec, ScoringStrategy, ScoringStrategyType};
 
@@ -137,6 +144,61 @@ impl Scorer {
     }
 }
 
+impl Scorer {
+    /// A placement's score for the members a pod-group cycle put in it (`group_requests`:
+    /// their summed requests, aligned with the resources): the placement's nodes taken as
+    /// one (allocatable and requested summed over them, the members' requests added), scored
+    /// MostAllocated whatever the configured strategy, weighted by the configured
+    /// resources. A resource no node of the placement has is left out.
+    pub(crate) fn placement_score(&self, nodes: &[Arc<NodeInfo>], group_requests: &[i64]) -> i64 {
+        let mut score = 0i64;
+        let mut weight_sum = 0i64;
+        for ((spec, kind), &group_request) in
+            self.resources.iter().zip(&self.kinds).zip(group_requests)
+        {
+            let mut allocatable = 0i64;
+            let mut requested = group_request;
+            for node in nodes {
+                let (a, r) =
+                    kind.allocatable_and_requested(node, CpuMemoryRequests::NonZero, group_request);
+                if a > 0 {
+                    allocatable = allocatable.saturating_add(a);
+                    requested = requested.saturating_add(r - group_request);
+                }
+            }
+            if allocatable == 0 {
+                continue;
+            }
+            score += most_requested_score(requested, allocatable) * spec.weight;
+            weight_sum += spec.weight;
+        }
+        if weight_sum == 0 {
+            0
+        } else {
+            score / weight_sum
+        }
+    }
+}
+
+impl PlacementScorePlugin for crate::NodeResourcesFit {
+    fn score_placement(
+        &self,
+        _state: &PlacementCycleState,
+        _group: &PodGroupInfo,
+        assignments: &PodGroupAssignments,
+    ) -> Result<i64, Status> {
+        let mut requests = vec![0i64; self.scorer.resources.len()];
+        for a in &assignments.proposed {
+            for (sum, r) in requests.iter_mut().zip(self.scorer.pod_requests(&a.pod)) {
+                *sum = sum.saturating_add(r);
+            }
+        }
+        Ok(self
+            .scorer
+            .placement_score(&assignments.placement.nodes, &requests))
+    }
+}
+
 /// Free capacity on a 0..=100 scale.
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
@@ -223,5 +285,87 @@ mod tests {
         let linear = shape(&[(0, 0), (100, 100)]);
         assert_eq!(ratio_score(&linear, 1, 3), 33);
         assert_eq!(ratio_score(&linear, 7, 5), 100, "over capacity is full");
+    }
+
+    /// (name, nodes' cpu/memory allocatable and requests, the members' summed cpu and
+    /// memory, cpu weight, want): the placement as one node, MostAllocated.
+    #[test]
+    fn placement_scores_table() {
+        use kubesched_testing::{NodeBuilder, PodBuilder, node_info};
+        type NodeRow = (
+            &'static str,
+            &'static str,
+            &'static [(&'static str, &'static str)],
+        );
+        let node = |(cpu, mem, used): NodeRow| {
+            let pods: Vec<_> = used
+                .iter()
+                .enumerate()
+                .map(|(i, (c, m))| {
+                    PodBuilder::new(&format!("used-{i}"))
+                        .container(&[("cpu", c), ("memory", m)])
+                        .node("n")
+                        .info()
+                })
+                .collect();
+            node_info(
+                NodeBuilder::new("n").capacity(&[("cpu", cpu), ("memory", mem), ("pods", "110")]),
+                &pods,
+            )
+        };
+        type Row = (&'static str, Vec<NodeRow>, [i64; 2], i64, i64);
+        let gi = 1024 * 1024 * 1024;
+        let rows: Vec<Row> = vec![
+            (
+                "empty placement of two nodes, members take a quarter of each resource",
+                vec![("4", "8Gi", &[]), ("4", "8Gi", &[])],
+                [2000, 4 * gi],
+                1,
+                25,
+            ),
+            (
+                "what the nodes already run counts",
+                vec![("4", "8Gi", &[("2", "4Gi")]), ("4", "8Gi", &[])],
+                [2000, 4 * gi],
+                1,
+                50,
+            ),
+            (
+                "a smaller placement is fuller",
+                vec![("4", "8Gi", &[])],
+                [2000, 4 * gi],
+                1,
+                50,
+            ),
+            (
+                "over capacity counts as full",
+                vec![("1", "1Gi", &[])],
+                [2000, 4 * gi],
+                1,
+                100,
+            ),
+            (
+                "resource weights: cpu 3, memory 1",
+                vec![("4", "8Gi", &[])],
+                [4000, 0],
+                3,
+                // cpu 100 × 3, memory (nothing asked, nothing running) 0 × 1, over 4.
+                75,
+            ),
+        ];
+        for (name, nodes, group, cpu_weight, want) in rows {
+            let mut strategy = ScoringStrategy {
+                kind: ScoringStrategyType::LeastAllocated,
+                ..Default::default()
+            };
+            for r in &mut strategy.resources {
+                if r.name == "cpu" {
+                    r.weight = cpu_weight;
+                }
+            }
+            let scorer = Scorer::new(&strategy);
+            let nodes: Vec<_> = nodes.into_iter().map(node).collect();
+            assert_eq!(scorer.placement_score(&nodes, &group), want, "{name}");
+        }
     }
 }

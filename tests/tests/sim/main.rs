@@ -21,5 +21,6 @@ mod plugin_kinds;
 mod preemption_report;
 mod scenarios;
 mod scheduling_loop;
+mod topology_placement;
 mod volume_binding;
 mod what_if;

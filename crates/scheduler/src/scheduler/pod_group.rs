@@ -7,20 +7,30 @@
 //! back to the queue with the group's reason (or its own, when it fit nowhere). A group
 //! that can is bound whole. With the gate off this module is never entered.
 //!
+//! With TopologyAwareWorkloadScheduling on as well, the cycle first asks the profile's
+//! PlacementGenerate plugins for candidate placements (TopologyPlacement: one per topology
+//! domain), tries the group within each one (every member's Filter and Score see only the
+//! placement's nodes; everything a placement held is undone before the next), and when more
+//! than one is feasible lets the PlacementScore plugins pick the best (highest weighted sum,
+//! ties at random). The chosen placement's members are then assumed and reserved again, as
+//! upstream's cycle assumes them for binding after the search.
+//!
 //! kubesched assumes members in the cache (undone on failure) where upstream assumes them
 //! in its snapshot only; the cycle is synchronous, so nothing outside it sees the
 //! difference.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use kubesched_framework::model::PodInfo;
 use kubesched_framework::workload::{
-    POD_GROUP_INITIALLY_SCHEDULED, PlacementCycleState, PlacementProgress, PodGroup, PodGroupInfo,
-    PodGroupScheduledCount, REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
-    pod_group_name, scheduling_policy, validate_members,
+    POD_GROUP_INITIALLY_SCHEDULED, Placement, PlacementCycleState, PlacementProgress, PodGroup,
+    PodGroupAssignments, PodGroupInfo, PodGroupScheduledCount, ProposedAssignment,
+    REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, pod_group_name,
+    scheduling_policy, validate_members,
 };
-use kubesched_framework::{Code, CycleState, Framework, QueuedPodInfo, Status};
+use kubesched_framework::{Code, CycleState, Feature, Framework, QueuedPodInfo, Status};
 
 use super::{
     CLEAR_NOMINATION, CycleError, PLUGIN_METRICS_SAMPLE_PERCENT, Scheduler, rejection_diagnosis,
@@ -31,6 +41,12 @@ use crate::metrics::AttemptResult;
 
 /// The reason a group cycle that placed no member ends with (upstream's words).
 pub const NO_PODS_SCHEDULABLE: &str = "no pods were schedulable";
+
+/// The reason of a group no generated placement can hold (upstream's words): the number
+/// of placements tried and the first one's reason.
+pub fn no_placement_available(placements: usize, first: &str) -> String {
+    format!("0/{placements} placements are available, first placement status: {first}")
+}
 
 /// How one pod-group cycle ended, as observers (the simulator's report) see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +66,32 @@ pub struct PodGroupOutcome {
     pub placed: bool,
     /// The group's reason when it was not placed.
     pub message: Option<String>,
+    /// With TopologyAwareWorkloadScheduling: the placements tried, in order, and the one
+    /// chosen (None when the group was not placed).
+    pub placements: Option<PlacementsOutcome>,
+}
+
+/// The placements one group cycle tried (TopologyAwareWorkloadScheduling).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlacementsOutcome {
+    /// Each placement generated, in the order tried, with whether the group was feasible
+    /// in it and, when several were, its total PlacementScore.
+    pub tried: Vec<PlacementTried>,
+    /// The name of the placement the group was placed in.
+    pub chosen: Option<String>,
+}
+
+/// One placement a group cycle tried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementTried {
+    /// Its name (TopologyPlacement: the domain).
+    pub name: String,
+    /// How many nodes it has.
+    pub nodes: usize,
+    /// Whether the group could be placed in it.
+    pub feasible: bool,
+    /// Its weighted PlacementScore total, when several placements were feasible.
+    pub score: Option<i64>,
 }
 
 /// One member's result in a group cycle.
@@ -120,12 +162,18 @@ impl Scheduler {
         let known = self.compiled_pods_in_group(&namespace, &name);
         let mut already = 0;
         let mut others = Vec::new();
+        let mut scheduled = Vec::new();
         for p in &known {
             if p.uid == first.pod_info.uid {
                 continue;
             }
-            if p.node_name.is_some() || self.cache.is_assumed_pod(&p.uid) {
+            if p.node_name.is_some() {
                 already += 1;
+                scheduled.push(p.clone());
+            } else if self.cache.is_assumed_pod(&p.uid) {
+                already += 1;
+                // The cache's copy carries the node it was assumed on.
+                scheduled.extend(self.cache.get_pod(&p.uid));
             } else if !p.terminating {
                 others.push(p.uid.clone());
             }
@@ -158,6 +206,7 @@ impl Scheduler {
                 pod_group: pg.clone(),
                 policy,
                 pods: queued.iter().map(|q| q.pod_info.clone()).collect(),
+                scheduled: scheduled.clone(),
             };
             tracing::warn!(pod_group = %info.key(), message = %status.message(), "error scheduling pod group");
             for qpi in queued {
@@ -209,14 +258,25 @@ impl Scheduler {
             pod_group: pg.clone(),
             policy,
             pods: members.iter().map(|m| m.pod_info.clone()).collect(),
+            scheduled,
         };
         tracing::debug!(pod_group = %info.key(), members = members.len(), "attempting to schedule pod group");
 
-        let (results, status) = self.pod_group_algorithm(&fw, &info, &members, already);
+        let topology_aware = self
+            .handle
+            .features()
+            .enabled(Feature::TopologyAwareWorkloadScheduling);
+        let (results, status, placements) = if topology_aware {
+            let (r, s, p) = self.pod_group_placement_algorithm(&fw, &info, &members, already);
+            (r, s, Some(p))
+        } else {
+            let (r, s) = self.pod_group_algorithm(&fw, &info, &members, already);
+            (r, s, None)
+        };
         self.metrics.algorithm(start.elapsed());
         self.metrics.pod_group_algorithm(start.elapsed());
         self.submit_pod_group(
-            fw, info, members, results, status, already, start, pod_cycle,
+            fw, info, members, results, status, placements, already, start, pod_cycle,
         );
         self.refresh_cache_gauges();
     }
@@ -237,6 +297,24 @@ impl Scheduler {
         members: &[QueuedPodInfo],
         already: usize,
     ) -> (Vec<Member>, Status) {
+        let (mut results, status, _) = self.try_members(fw, info, members, already);
+        if !status.is_success() {
+            // Nothing of the group is held.
+            undo_members(self, fw, &mut results);
+        }
+        (results, status)
+    }
+
+    /// The members tried in order within the current placement (all nodes unless one is
+    /// set), each with the earlier ones assumed and reserved, PlacementFeasible asked
+    /// before the first and after each; the members placed stay held whatever the verdict.
+    fn try_members(
+        &self,
+        fw: &Arc<Framework>,
+        info: &PodGroupInfo,
+        members: &[QueuedPodInfo],
+        already: usize,
+    ) -> (Vec<Member>, Status, PlacementCycleState) {
         let mut results: Vec<Member> = members.iter().map(|_| Member::NotTried).collect();
         let mut placement = PlacementCycleState::new();
         let mut progress = PlacementProgress {
@@ -279,23 +357,168 @@ impl Scheduler {
             Code::Error => verdict,
             _ => carry_plugin(Status::unschedulable(verdict.message()), &verdict),
         };
-        if !status.is_success() {
-            // Nothing of the group is held: undo the placed members, the last one first.
-            for result in results.iter_mut().rev() {
-                if let Member::Placed {
-                    state,
-                    assumed,
-                    host,
-                } = result
-                {
-                    fw.run_reserve_plugins_unreserve(state, assumed, host);
-                    if let Err(e) = self.cache.forget_pod(&assumed.uid) {
-                        tracing::warn!(pod = %assumed.key(), error = %e, "forgetting a pod of an unschedulable pod group");
-                    }
+        (results, status, placement)
+    }
+
+    /// TopologyAwareWorkloadScheduling's cycle: the PlacementGenerate plugins' candidates
+    /// (one placement of every node when the profile has none), the group tried within
+    /// each, the best feasible one chosen by PlacementScore and its members held again.
+    fn pod_group_placement_algorithm(
+        &self,
+        fw: &Arc<Framework>,
+        info: &PodGroupInfo,
+        members: &[QueuedPodInfo],
+        already: usize,
+    ) -> (Vec<Member>, Status, PlacementsOutcome) {
+        let not_tried = || members.iter().map(|_| Member::NotTried).collect::<Vec<_>>();
+        let mut outcome = PlacementsOutcome::default();
+        if let Err(status) = self.update_snapshot() {
+            return (not_tried(), status, outcome);
+        }
+        let all = Placement::new("", self.handle.snapshot().list().to_vec());
+        let mut group_state = CycleState::new();
+        let placements = match fw.run_placement_generate_plugins(&mut group_state, info, all) {
+            Ok(p) => p,
+            Err(status) => return (not_tried(), status, outcome),
+        };
+        tracing::debug!(pod_group = %info.key(), placements = placements.len(), "generated placements");
+        let total = placements.len();
+        let mut first_failure: Option<(Vec<Member>, Status)> = None;
+        let mut feasible: Vec<(Arc<Placement>, Vec<Member>, PlacementCycleState)> = Vec::new();
+        for placement in placements {
+            tracing::trace!(pod_group = %info.key(), placement = %placement.name, "trying placement");
+            let keep: HashSet<String> = placement
+                .nodes
+                .iter()
+                .map(|n| n.name().to_string())
+                .collect();
+            *self.placement.lock() = Some(Arc::new(keep));
+            let (mut results, status, state) = self.try_members(fw, info, members, already);
+            *self.placement.lock() = None;
+            // Each placement starts from the cluster as it was: nothing of this one is held.
+            undo_members(self, fw, &mut results);
+            outcome.tried.push(PlacementTried {
+                name: placement.name.clone(),
+                nodes: placement.nodes.len(),
+                feasible: status.is_success(),
+                score: None,
+            });
+            if status.is_error() {
+                return (results, status, outcome);
+            }
+            if status.is_success() {
+                feasible.push((Arc::new(placement), results, state));
+            } else if first_failure.is_none() {
+                first_failure = Some((results, status));
+            }
+        }
+        if feasible.is_empty() {
+            let (results, first) = first_failure.unwrap_or_else(|| {
+                (
+                    not_tried(),
+                    Status::unschedulable("no placements were generated"),
+                )
+            });
+            let status = carry_plugin(
+                Status::unschedulable(no_placement_available(total, &first.message())),
+                &first,
+            );
+            return (results, status, outcome);
+        }
+        let best = if feasible.len() == 1 {
+            0
+        } else {
+            let assignments: Vec<PodGroupAssignments> = feasible
+                .iter()
+                .map(|(placement, results, _)| PodGroupAssignments {
+                    placement: placement.clone(),
+                    proposed: results
+                        .iter()
+                        .filter_map(|r| match r {
+                            Member::Placed { assumed, host, .. } => Some(ProposedAssignment {
+                                pod: assumed.clone(),
+                                node_name: host.clone(),
+                            }),
+                            _ => None,
+                        })
+                        .collect(),
+                })
+                .collect();
+            let states: Vec<PlacementCycleState> =
+                feasible.iter().map(|(_, _, st)| st.clone()).collect();
+            if let Err(status) = self.update_snapshot() {
+                return (not_tried(), status, outcome);
+            }
+            let table = match fw.run_placement_score_plugins(info, &assignments, &states) {
+                Ok(t) => t,
+                Err(status) => return (not_tried(), status, outcome),
+            };
+            for ((placement, _, _), total) in feasible.iter().zip(&table.totals) {
+                if let Some(t) = outcome.tried.iter_mut().find(|t| t.name == placement.name) {
+                    t.score = Some(*total);
+                }
+                tracing::trace!(pod_group = %info.key(), placement = %placement.name, score = total, "scored placement");
+            }
+            self.pick_best(&table.totals)
+        };
+        let (placement, mut results, _) = feasible.swap_remove(best);
+        tracing::debug!(pod_group = %info.key(), placement = %placement.name, "chose placement");
+        outcome.chosen = Some(placement.name.clone());
+        self.hold_again(fw, &mut results);
+        (results, Status::success(), outcome)
+    }
+
+    /// The index of the highest total; ties broken uniformly at random by the scheduler's
+    /// seeded RNG (upstream draws a random number per placement for the same effect).
+    fn pick_best(&self, totals: &[i64]) -> usize {
+        let mut rng = self.rng.lock();
+        let mut best = 0;
+        let mut ties = 0u64;
+        for (i, &t) in totals.iter().enumerate() {
+            if i == 0 || t > totals[best] {
+                best = i;
+                ties = 1;
+            } else if t == totals[best] {
+                ties += 1;
+                if rng.u64(0..ties) == 0 {
+                    best = i;
                 }
             }
         }
-        (results, status)
+        best
+    }
+
+    /// Assumes and reserves the chosen placement's members again on their nodes, in
+    /// order; a member whose Reserve now fails is undone and fails alone (upstream rejects
+    /// such a member and lets the others go on).
+    fn hold_again(&self, fw: &Arc<Framework>, results: &mut [Member]) {
+        for result in results.iter_mut() {
+            let Member::Placed {
+                state,
+                assumed,
+                host,
+            } = result
+            else {
+                continue;
+            };
+            if let Err(e) = self.cache.assume_pod(assumed.clone()) {
+                *result = Member::Failed {
+                    status: Status::error(format!("assuming pod: {e}")),
+                    diagnosis: None,
+                };
+                continue;
+            }
+            let reserve = fw.run_reserve_plugins_reserve(state, assumed, host);
+            if !reserve.is_success() {
+                fw.run_reserve_plugins_unreserve(state, assumed, host);
+                let _ = self.cache.forget_pod(&assumed.uid);
+                let diagnosis = rejection_diagnosis(host, &reserve);
+                *result = Member::Failed {
+                    status: rejection_status(reserve, host),
+                    diagnosis,
+                };
+            }
+        }
     }
 
     /// Filter and Score for one member against the current cluster (earlier members
@@ -374,6 +597,7 @@ impl Scheduler {
         members: Vec<QueuedPodInfo>,
         results: Vec<Member>,
         status: Status,
+        placements: Option<PlacementsOutcome>,
         already: usize,
         start: Instant,
         pod_cycle: u64,
@@ -391,6 +615,7 @@ impl Scheduler {
             members: Vec::with_capacity(members.len()),
             placed: status.is_success(),
             message: (!status.is_success()).then(|| status.message()),
+            placements,
         };
         // Members scheduled so far, as each placed member's Permit is told: the ones placed
         // before this cycle, then one more per member placed in it, in the order placed.
@@ -527,6 +752,24 @@ impl Scheduler {
         };
         if !self.handle.spawn_background(write) {
             tracing::debug!(pod_group = %info.key(), "no runtime to write the PodGroup's status");
+        }
+    }
+}
+
+/// Undoes every member a try placed (unreserve, then forget), the last one first; their
+/// results keep the node and state, for a placement chosen later.
+fn undo_members(sched: &Scheduler, fw: &Arc<Framework>, results: &mut [Member]) {
+    for result in results.iter_mut().rev() {
+        if let Member::Placed {
+            state,
+            assumed,
+            host,
+        } = result
+        {
+            fw.run_reserve_plugins_unreserve(state, assumed, host);
+            if let Err(e) = sched.cache.forget_pod(&assumed.uid) {
+                tracing::warn!(pod = %assumed.key(), error = %e, "forgetting a pod of a pod group placement");
+            }
         }
     }
 }
