@@ -104,9 +104,18 @@ pub struct Explanation {
     /// Which attempt of the pod this is (1 for the first), when the observer counts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
-    /// Every node, in the order they are tried.
+    /// Every node, in the order they are tried (the examined ones only, when the
+    /// observer asked for `ExplanationScope::Examined`).
     pub nodes: Vec<NodeExplanation>,
+    /// Nodes the attempt did not examine, having found enough feasible ones
+    /// (percentageOfNodesToScore): left out of `nodes`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unexamined: usize,
     /// What preemption considered when no node fit: candidates, victims, the choice.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemption: Option<PreemptionExplanation>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

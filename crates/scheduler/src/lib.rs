@@ -24,7 +24,7 @@ pub use changes::{ClusterChange, is_assigned, is_terminal, node_update_actions};
 pub use explain::{Explanation, ExtenderExplanation, NodeExplanation, PluginScoreExplanation};
 pub use fit_error::{Diagnosis, FitError, NO_NODES_AVAILABLE};
 pub use scheduler::{
-    AttemptObserver, AttemptOutcome, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
+    AttemptObserver, AttemptOutcome, ExplanationScope, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
     MIN_FEASIBLE_NODES_TO_FIND, NO_PODS_SCHEDULABLE, PodGroupOutcome, PodLister, Scheduler,
     SchedulerOptions, num_feasible_nodes_to_find, plugin_reading_field, truncate_message,
 };

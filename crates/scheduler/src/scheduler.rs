@@ -1,7 +1,7 @@
 //! The scheduler: the scheduling cycle and the binding cycle (upstream's schedule_one.go);
 //! the event handlers that feed it are in `scheduler/event_handlers.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -107,9 +107,9 @@ pub trait PodLister: Send + Sync {
 pub trait AttemptObserver: Send + Sync {
     /// One attempt of `pod` ended with `outcome`, `latency` after it was popped.
     fn attempt(&self, pod: &PodInfo, outcome: &AttemptOutcome, latency: Duration);
-    /// Whether a full per-node explanation should be computed for this pod.
-    fn wants_explanation(&self, _pod: &PodInfo) -> bool {
-        false
+    /// Whether this pod's attempts are explained, and how much of them.
+    fn explanation_scope(&self, _pod: &PodInfo) -> Option<ExplanationScope> {
+        None
     }
     /// The explanation of one attempt, when asked for (after PostFilter, so it includes
     /// what preemption considered).
@@ -117,6 +117,33 @@ pub trait AttemptObserver: Send + Sync {
     /// One pod-group cycle ended (GenericWorkload); its members' attempts are reported
     /// one by one as well.
     fn pod_group_attempt(&self, _outcome: &PodGroupOutcome) {}
+}
+
+/// How much of an attempt an [`AttemptObserver`] wants explained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExplanationScope {
+    /// Every node's Filter verdict and every feasible node's scores, computed again for
+    /// the explanation past where the attempt stopped (what `--explain` shows).
+    AllNodes,
+    /// What the attempt itself computed: the verdicts of the nodes it examined and the
+    /// scores it gave, the nodes past the point where enough feasible ones were found
+    /// counted, not shown. It costs little over the attempt, so a run can explain every
+    /// pod. An attempt that finds no node, or one with extenders (which the attempt keeps
+    /// no traces of), is explained whole.
+    Examined,
+}
+
+/// What the attempt's Filter pass saw, kept for an [`ExplanationScope::Examined`]
+/// explanation.
+#[derive(Default)]
+struct ExaminedNodes {
+    /// Nodes Filter rejected, with why.
+    rejected: Vec<(Arc<NodeInfo>, Status)>,
+    /// The nodes PreFilter narrowed the pass to, and the status of the others.
+    narrowed: Option<(BTreeSet<String>, Status)>,
+    /// Whether the attempt took the node an earlier preemption nominated without a pass
+    /// over the others (then it is explained whole: the others were never looked at).
+    nominated_only: bool,
 }
 
 struct ScheduleResult {
@@ -478,13 +505,27 @@ impl Scheduler {
         if snapshot.num_nodes() == 0 {
             return Err(CycleError::NoNodes);
         }
-        let explain = self
+        let scope = self
             .observer
             .lock()
             .as_ref()
-            .is_some_and(|o| o.wants_explanation(pod));
-        let (feasible, diagnosis) = self.find_nodes_that_fit(fw, state, pod, &snapshot)?;
-        if explain {
+            .and_then(|o| o.explanation_scope(pod));
+        let scope = match scope {
+            Some(ExplanationScope::Examined) if !self.handle.extenders().is_empty() => {
+                Some(ExplanationScope::AllNodes)
+            }
+            other => other,
+        };
+        let mut examined = (scope == Some(ExplanationScope::Examined)).then(ExaminedNodes::default);
+        let (feasible, diagnosis) =
+            self.find_nodes_that_fit(fw, state, pod, &snapshot, examined.as_mut())?;
+        if examined
+            .as_ref()
+            .is_some_and(|e| e.nominated_only || feasible.is_empty())
+        {
+            examined = None;
+            self.explain(fw, state, pod, &snapshot, &diagnosis);
+        } else if scope == Some(ExplanationScope::AllNodes) {
             self.explain(fw, state, pod, &snapshot, &diagnosis);
         }
         if feasible.is_empty() {
@@ -494,11 +535,40 @@ impl Scheduler {
             })));
         }
         if feasible.len() == 1 {
+            if let Some(examined) = examined {
+                // The attempt does not score a lone feasible node; its explanation does,
+                // on a copy of the cycle state, as a whole one would.
+                let mut score_state = state.clone();
+                let table = self
+                    .prioritize(fw, &mut score_state, pod, &feasible, true)
+                    .ok()
+                    .and_then(|(_, table)| table);
+                self.explain_examined(
+                    fw,
+                    state,
+                    pod,
+                    &snapshot,
+                    &feasible,
+                    examined,
+                    table.as_ref(),
+                );
+            }
             return Ok(ScheduleResult {
                 suggested_host: feasible[0].name().to_string(),
             });
         }
-        let totals = self.prioritize(fw, state, pod, &feasible)?;
+        let (totals, table) = self.prioritize(fw, state, pod, &feasible, examined.is_some())?;
+        if let Some(examined) = examined {
+            self.explain_examined(
+                fw,
+                state,
+                pod,
+                &snapshot,
+                &feasible,
+                examined,
+                table.as_ref(),
+            );
+        }
         let host = self.select_host(&feasible, &totals);
         Ok(ScheduleResult {
             suggested_host: host,
@@ -511,24 +581,29 @@ impl Scheduler {
         state: &mut CycleState,
         pod: &Arc<PodInfo>,
         nodes: &[Arc<NodeInfo>],
-    ) -> Result<Vec<i64>, CycleError> {
+        keep_table: bool,
+    ) -> Result<(Vec<i64>, Option<ScoreTable>), CycleError> {
         let exts = self.handle.extenders();
         if !fw.has_score_plugins() && exts.is_empty() {
-            return Ok(vec![1; nodes.len()]);
+            return Ok((vec![1; nodes.len()], None));
         }
         let s = fw.run_pre_score_plugins(state, pod, nodes);
         if !s.is_success() {
             return Err(CycleError::Internal(s));
         }
-        let table: ScoreTable = fw
+        let mut table: ScoreTable = fw
             .run_score_plugins(state, pod, nodes)
             .map_err(CycleError::Internal)?;
-        let mut totals = table.totals;
+        let mut totals = if keep_table {
+            table.totals.clone()
+        } else {
+            std::mem::take(&mut table.totals)
+        };
         if !exts.is_empty() {
             let scores = extenders::prioritize(exts, pod, nodes, &self.metrics);
             extenders::add_to_totals(&scores, &mut totals);
         }
-        Ok(totals)
+        Ok((totals, keep_table.then_some(table)))
     }
 
     /// The highest total; ties broken uniformly at random (reservoir sampling over the
@@ -559,6 +634,7 @@ impl Scheduler {
         state: &mut CycleState,
         pod: &Arc<PodInfo>,
         snapshot: &Arc<Snapshot>,
+        mut examined: Option<&mut ExaminedNodes>,
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), CycleError> {
         let all = snapshot.list();
         let mut diagnosis = Diagnosis::default();
@@ -607,6 +683,9 @@ impl Scheduler {
                     pass.feasible
                 };
                 if !feasible.is_empty() {
+                    if let Some(examined) = examined {
+                        examined.nominated_only = true;
+                    }
                     return Ok((feasible, diagnosis));
                 }
             }
@@ -627,10 +706,14 @@ impl Scheduler {
                     .iter()
                     .map(String::as_str)
                     .collect();
-                diagnosis.node_to_status.absent = Some(Status::unresolvable(format!(
+                let absent = Status::unresolvable(format!(
                     "node(s) didn't satisfy plugin(s) [{}]",
                     plugins.join(" ")
-                )));
+                ));
+                if let Some(examined) = examined.as_deref_mut() {
+                    examined.narrowed = Some((names.clone(), absent.clone()));
+                }
+                diagnosis.node_to_status.absent = Some(absent);
                 &narrowed
             }
         };
@@ -638,6 +721,12 @@ impl Scheduler {
         let (feasible, rejected) =
             self.filter_nodes(fw, state, pod, &mut diagnosis, nodes, start)?;
         fw.record_filter_evaluations(state, feasible.len(), rejected.iter().map(|(_, s)| s));
+        if let Some(examined) = examined {
+            examined.rejected = rejected
+                .iter()
+                .map(|(i, status)| (nodes[*i].clone(), status.clone()))
+                .collect();
+        }
         let processed = feasible.len() + rejected.len();
         if !all.is_empty() {
             self.next_start_node_index
@@ -829,23 +918,7 @@ impl Scheduler {
                 .then(|| fw.run_score_plugins(&score_state, pod, &feasible).ok())
                 .flatten();
             if let Some(table) = &table {
-                for (i, node) in feasible.iter().enumerate() {
-                    let Some(e) = position.get(node.name()).map(|&k| &mut nodes[k]) else {
-                        continue;
-                    };
-                    e.total_score = Some(table.totals[i]);
-                    e.scores = table
-                        .plugins
-                        .iter()
-                        .map(|p| PluginScoreExplanation {
-                            plugin: p.plugin.clone(),
-                            raw: p.raw[i],
-                            normalized: p.normalized[i],
-                            weight: p.weight,
-                            weighted: p.normalized[i] * p.weight,
-                        })
-                        .collect();
-                }
+                explain_scores(&mut nodes, &position, &feasible, table);
                 if !exts.is_empty() {
                     let scores = extenders::prioritize(exts, pod, &feasible, &self.metrics);
                     explain_extender_scores(&mut nodes, &position, &feasible, &scores);
@@ -858,6 +931,68 @@ impl Scheduler {
             profile: fw.profile_name().to_string(),
             attempt: None,
             nodes,
+            unexamined: 0,
+            preemption: None,
+        });
+    }
+
+    /// An [`ExplanationScope::Examined`] explanation of an attempt that found `feasible`:
+    /// the nodes in snapshot order, each with the verdict the attempt's Filter pass gave
+    /// and the scores it gave (`table`, aligned with `feasible`, when it scored).
+    #[allow(clippy::too_many_arguments)]
+    fn explain_examined(
+        &self,
+        fw: &Arc<Framework>,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        snapshot: &Arc<Snapshot>,
+        feasible: &[Arc<NodeInfo>],
+        examined: ExaminedNodes,
+        table: Option<&ScoreTable>,
+    ) {
+        let mut verdicts: HashMap<&str, Option<&Status>> =
+            HashMap::with_capacity(feasible.len() + examined.rejected.len());
+        for node in feasible {
+            verdicts.insert(node.name(), None);
+        }
+        for (node, status) in &examined.rejected {
+            verdicts.insert(node.name(), Some(status));
+        }
+        let success = Status::success();
+        let mut nodes = Vec::with_capacity(verdicts.len());
+        let mut unexamined = 0;
+        for node in snapshot.list() {
+            let status = match verdicts.get(node.name()) {
+                Some(Some(status)) => *status,
+                Some(None) => &success,
+                None => match &examined.narrowed {
+                    Some((names, absent)) if !names.contains(node.name()) => absent,
+                    _ => {
+                        unexamined += 1;
+                        continue;
+                    }
+                },
+            };
+            let mut explained = NodeExplanation::from_status(node.name(), status);
+            if status.is_rejected() && verdicts.contains_key(node.name()) {
+                explained.remedies = fw.filter_remedies(state, pod, node);
+            }
+            nodes.push(explained);
+        }
+        if let Some(table) = table {
+            let position: HashMap<String, usize> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.node.clone(), i))
+                .collect();
+            explain_scores(&mut nodes, &position, feasible, table);
+        }
+        *self.explaining.lock() = Some(Explanation {
+            pod: pod.key(),
+            profile: fw.profile_name().to_string(),
+            attempt: None,
+            nodes,
+            unexamined,
             preemption: None,
         });
     }
@@ -1235,6 +1370,32 @@ impl Scheduler {
 
 /// Each extender's filter verdict on the nodes it was sent, in the order extenders ran.
 /// `sent` are the nodes the Filter plugins accepted.
+/// Fills in the scores of `feasible` (aligned with `table`) on their explanations.
+fn explain_scores(
+    nodes: &mut [NodeExplanation],
+    position: &HashMap<String, usize>,
+    feasible: &[Arc<NodeInfo>],
+    table: &ScoreTable,
+) {
+    for (i, node) in feasible.iter().enumerate() {
+        let Some(e) = position.get(node.name()).map(|&k| &mut nodes[k]) else {
+            continue;
+        };
+        e.total_score = Some(table.totals[i]);
+        e.scores = table
+            .plugins
+            .iter()
+            .map(|p| PluginScoreExplanation {
+                plugin: p.plugin.clone(),
+                raw: p.raw[i],
+                normalized: p.normalized[i],
+                weight: p.weight,
+                weighted: p.normalized[i] * p.weight,
+            })
+            .collect();
+    }
+}
+
 fn explain_extender_filter(
     nodes: &mut [NodeExplanation],
     position: &HashMap<String, usize>,

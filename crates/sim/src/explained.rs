@@ -46,6 +46,8 @@ pub struct AttemptSection {
     pub profile: String,
     /// Feasible nodes.
     pub feasible: usize,
+    /// Nodes the attempt did not examine, having found enough feasible ones.
+    pub unexamined: usize,
     /// The best scored feasible nodes, best first (at most [`TOP_FEASIBLE`], plus the node
     /// the pod was bound to when it is not among them).
     pub top: Vec<NodeExplanation>,
@@ -102,6 +104,7 @@ pub(crate) fn attempt_section(
         attempt: e.attempt,
         profile: e.profile.clone(),
         feasible: feasible.len(),
+        unexamined: e.unexamined,
         top,
         chosen: None,
         rejected: groups,

@@ -1213,6 +1213,14 @@ fn push_attempt(out: &mut String, a: &AttemptSection) {
             a.feasible - a.top.len()
         );
     }
+    if a.unexamined > 0 {
+        let _ = write!(
+            out,
+            "<tr><td colspan=\"4\" class=\"muted\">{} node{} not examined: the attempt stopped once it had found enough feasible nodes (percentageOfNodesToScore)</td></tr>",
+            a.unexamined,
+            if a.unexamined == 1 { "" } else { "s" }
+        );
+    }
     for g in &a.rejected {
         let more = if g.nodes > g.examples.len() {
             ", …"

@@ -11,8 +11,8 @@ use kubesched_framework::clock::FakeClock;
 use kubesched_framework::events::{ActionType, EventObject, EventResource};
 use kubesched_framework::model::{PodInfo, PodObject};
 use kubesched_scheduler::{
-    AttemptObserver, AttemptOutcome, ClusterChange, Explanation, PodGroupOutcome, Scheduler,
-    SchedulerParts, build_scheduler,
+    AttemptObserver, AttemptOutcome, ClusterChange, Explanation, ExplanationScope, PodGroupOutcome,
+    Scheduler, SchedulerParts, build_scheduler,
 };
 use parking_lot::Mutex;
 
@@ -194,8 +194,17 @@ impl AttemptObserver for Recorder {
         }
     }
 
-    fn wants_explanation(&self, pod: &PodInfo) -> bool {
-        self.wants_whole(pod) || self.condensed.lock().is_some()
+    fn explanation_scope(&self, pod: &PodInfo) -> Option<ExplanationScope> {
+        if self.wants_whole(pod) {
+            Some(ExplanationScope::AllNodes)
+        } else {
+            // The report explains every pod: what each attempt computed is enough, and
+            // costs little over the run.
+            self.condensed
+                .lock()
+                .is_some()
+                .then_some(ExplanationScope::Examined)
+        }
     }
 
     fn explanation(&self, pod: &PodInfo, mut explanation: Explanation) {

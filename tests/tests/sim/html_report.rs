@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kubesched_sim::html::{ReportData, measured_phase, render, title};
+use kubesched_sim::html::{AttemptSection, ReportData, measured_phase, render, title};
 use kubesched_sim::{EXPLAIN_ALL, Workload, load_paths};
 // Links every in-tree plugin into this test binary.
 use kubesched_tests as _;
@@ -815,5 +815,51 @@ fn the_charts_draw_the_json_reports_numbers() {
             (before, "big".to_string())
         },
         &kubesched_config::default_config(),
+    );
+}
+
+/// On a cluster large enough that an attempt stops once it has found enough feasible
+/// nodes (percentageOfNodesToScore), the report explains what the attempt examined and
+/// counts the rest, instead of running Filter again over every node.
+#[test]
+fn a_large_cluster_is_explained_as_far_as_each_attempt_looked() {
+    let (nodes, pods) = (400, 30);
+    let workload = big_workload(nodes, pods);
+    let data = kubesched_tests::with_simulation(
+        &kubesched_config::default_config(),
+        0,
+        None,
+        async |mut sim| {
+            sim.condense_explanations();
+            let first = measured_phase(&workload).expect("measured ops");
+            sim.run_workload_ops(&workload, 0..first)
+                .await
+                .expect("setup");
+            let before = sim.node_usage();
+            sim.run_workload_ops(&workload, first..workload.ops.len())
+                .await
+                .expect("run");
+            let explained = sim.take_explained();
+            let mut report = sim.report();
+            report.drop_timing();
+            let title = title(&[], Some(&PathBuf::from("big.yaml")));
+            ReportData::with_explained(&title, &report, &explained, &before, &sim.node_usage())
+        },
+    );
+    let attempts: Vec<&AttemptSection> = data.sections.iter().flat_map(|s| &s.attempts).collect();
+    assert!(!attempts.is_empty(), "explained");
+    for a in &attempts {
+        let rejected: usize = a.rejected.iter().map(|g| g.nodes).sum();
+        assert_eq!(a.feasible + rejected + a.unexamined, nodes, "{a:?}");
+        // 400 nodes at the adaptive percentage (50 - 400/125 = 47 %): 188 to find.
+        assert_eq!(a.feasible, 188, "{a:?}");
+        assert!(a.top.iter().all(|n| n.total_score.is_some()), "scored");
+    }
+    let html = render(&data);
+    assert!(
+        html.contains(
+            "212 nodes not examined: the attempt stopped once it had found enough feasible nodes"
+        ),
+        "the page says what it left out"
     );
 }
