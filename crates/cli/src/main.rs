@@ -826,6 +826,27 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         Some(text) => kubesched_sim::load_after(Some((CLUSTER_SOURCE, text)), &args.paths),
         None => load_paths(&args.paths),
     };
+    let workload = match &args.workload {
+        Some(path) => match Workload::from_file(path) {
+            Ok(w) => Some(w),
+            Err(e) => return fail_with(EXIT_INPUT, &e.to_string()),
+        },
+        None => None,
+    };
+    // A workload's featureGates hold unless --feature-gates sets the same gate.
+    let mut gates = gates;
+    for (name, on) in workload.iter().flat_map(|w| &w.feature_gates) {
+        if gates.is_set(name) {
+            continue;
+        }
+        gates = match gates.with_name(name, *on) {
+            Ok(g) => g,
+            Err(e) => {
+                let file = args.workload.as_deref().unwrap_or(Path::new("")).display();
+                return fail_with(EXIT_INPUT, &format!("{file}: featureGates: {e}"));
+            }
+        };
+    }
     // A configuration found among the manifests is used unless --config names one.
     let loaded = match (&args.config, &manifests.config) {
         (Some(path), _) => kubesched_config::load_file_with_gates(path, &gates),
@@ -855,13 +876,6 @@ fn simulate(mut args: SimulateArgs, gates: FeatureGates) -> ExitCode {
         }
         return what_if(args, loaded, manifests, problems);
     }
-    let workload = match &args.workload {
-        Some(path) => match Workload::from_file(path) {
-            Ok(w) => Some(w),
-            Err(e) => return fail_with(EXIT_INPUT, &e.to_string()),
-        },
-        None => None,
-    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -1417,7 +1431,6 @@ fn scheduler_perf_bench(args: &BenchArgs, file: &Path) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string()),
     };
-    let defaults = FeatureGates::defaults();
     let options = bench::BenchOptions {
         seed: args.seed,
         scale: args.scale,
@@ -1428,18 +1441,8 @@ fn scheduler_perf_bench(args: &BenchArgs, file: &Path) -> ExitCode {
         .iter()
         .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
     {
-        let off_default: Vec<String> = case
-            .feature_gates
-            .iter()
-            .filter(|(gate, on)| defaults.enabled_by_name(gate) != Some(**on))
-            .map(|(gate, on)| format!("{gate}={on}"))
-            .collect();
         let outcome = match &case.workload {
             Err(why) => Err(why.clone()),
-            Ok(_) if !off_default.is_empty() => Err(format!(
-                "needs feature gates {} (bench runs with v1.37's defaults)",
-                off_default.join(",")
-            )),
             Ok(w) => bench::run_workload_blocking(w, options).map_err(|e| {
                 failed = true;
                 e.to_string()
@@ -1540,16 +1543,27 @@ fn bench(args: BenchArgs) -> ExitCode {
         scale: args.scale,
     };
     if let Some(file) = &args.single {
-        let loaded = match &args.config {
-            Some(path) => match kubesched_config::load_file(path) {
-                Ok(c) => c,
-                Err(e) => return fail(&e.to_string()),
-            },
-            None => kubesched_config::default_config(),
+        let workload = match Workload::from_file(file) {
+            Ok(w) => w,
+            Err(e) => return fail(&e.to_string()),
         };
-        let result = Workload::from_file(file)
-            .map_err(bench::BenchError::from)
-            .and_then(|w| bench::run_workload_blocking_with(&w, options, &loaded));
+        // The workload's own featureGates hold for the configuration it is run with.
+        let loaded = match &args.config {
+            Some(path) => bench::workload_gates(&workload, &FeatureGates::defaults())
+                .map_err(|e| e.to_string())
+                .and_then(|gates| {
+                    let mut loaded = kubesched_config::load_file_with_gates(path, &gates)
+                        .map_err(|e| e.to_string())?;
+                    loaded.feature_gates = gates;
+                    Ok(loaded)
+                }),
+            None => bench::default_config_for(&workload).map_err(|e| e.to_string()),
+        };
+        let loaded = match loaded {
+            Ok(c) => c,
+            Err(e) => return fail(&e),
+        };
+        let result = bench::run_workload_blocking_with(&workload, options, &loaded);
         return match result {
             Ok(r) => {
                 print(&format!("{}\n", bench::to_json(&[r])));

@@ -198,3 +198,78 @@ fn bench_runs_upstream_scheduler_perf_files_unchanged() {
     );
     assert!(text.contains("Not run:\n- Churn/5Nodes: "), "{text}");
 }
+
+/// Upstream's podgroup suites as upstream writes them: a feature gate per test case,
+/// PodGroups created from a Go template by index, pods naming their group through
+/// `DivideInt`, the pod count as groups times `countMultiplierParam`.
+const UPSTREAM_GANG_CONFIG: &str = r#"
+- name: Gangs
+  featureGates:
+    GenericWorkload: true
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $initNodes
+  - opcode: createNamespaces
+    prefix: gang-ns
+    count: 1
+  - opcode: createPodGroups
+    countParam: $groups
+    namespace: gang-ns-0
+    templatePath: templates/podgroup.yaml
+    templateParams:
+      minCount: $minCount
+  - opcode: waitForPodGroups
+    countParam: $groups
+    namespace: gang-ns-0
+  - opcode: createPods
+    countParam: $groups
+    countMultiplierParam: $podsPerGroup
+    namespace: gang-ns-0
+    podTemplatePath: templates/gang-pod.yaml
+    collectMetrics: true
+    templateParams:
+      podsPerGroup: $podsPerGroup
+  workloads:
+  - name: 4Nodes_3Gangs
+    params: {initNodes: 4, groups: 3, podsPerGroup: 3, minCount: 3}
+  - name: 4Nodes_2GangsShortOfMinCount
+    params: {initNodes: 4, groups: 2, podsPerGroup: 3, minCount: 4}
+"#;
+
+#[test]
+fn bench_runs_upstream_pod_group_suites_with_their_gates() {
+    let dir = std::env::temp_dir().join(format!("kubesched-perf-gang-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("templates")).expect("tmp");
+    std::fs::write(dir.join("performance-config.yaml"), UPSTREAM_GANG_CONFIG).expect("write");
+    std::fs::write(
+        dir.join("templates/podgroup.yaml"),
+        "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata:\n  name: gang-{{.Index}}\nspec:\n  schedulingPolicy:\n    gang:\n      minCount: {{.minCount}}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("templates/gang-pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: member-{{.Index}}\nspec:\n  schedulingGroup:\n    podGroupName: gang-{{DivideInt .Index .podsPerGroup}}\n  containers:\n  - image: registry.k8s.io/pause:3.10.1\n    name: pause\n    resources:\n      requests: {cpu: 100m, memory: 100Mi}\n",
+    )
+    .expect("write");
+    let out = kubesched()
+        .args(["bench", "--scheduler-perf"])
+        .arg(dir.join("performance-config.yaml"))
+        .args(["--output", "json"])
+        .output()
+        .expect("run kubesched");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = rows.as_array().expect("a list");
+    assert_eq!(rows.len(), 2, "{rows:#?}\n{stderr}");
+    assert_eq!(rows[0]["name"], "Gangs/4Nodes_3Gangs");
+    assert_eq!(rows[0]["result"]["measured_pods"], 9, "{:#}", rows[0]);
+    // A gang one pod short of its minCount holds nothing: no measured pod is scheduled,
+    // which only happens when the test case's GenericWorkload gate is in effect.
+    assert_eq!(
+        rows[1]["notRun"],
+        "workload Gangs/4Nodes_2GangsShortOfMinCount: only 0 of 6 measured pods were scheduled",
+        "{:#}",
+        rows[1]
+    );
+    assert!(!out.status.success(), "a workload that fails fails the run");
+}

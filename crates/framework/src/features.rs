@@ -616,6 +616,21 @@ impl FeatureGates {
         Ok(self)
     }
 
+    /// Whether the named gate was set (by the flag or [`Self::with`]), not left at its
+    /// default.
+    pub fn is_set(&self, name: &str) -> bool {
+        self.spec(name)
+            .is_ok_and(|spec| self.set.contains_key(spec.name))
+    }
+
+    /// Sets a gate by name (a workload file's `featureGates`), with the flag's rules: an
+    /// unknown, not-yet-added or locked gate is refused.
+    pub fn with_name(mut self, name: &str, enabled: bool) -> Result<Self, FeatureGateError> {
+        let spec = self.check(name, enabled)?;
+        self.set.insert(spec.name, enabled);
+        Ok(self)
+    }
+
     /// Every gate of the release in effect with its value, sorted by name (for `/configz`
     /// and `kubesched config defaults`).
     pub fn effective(&self) -> BTreeMap<&'static str, bool> {

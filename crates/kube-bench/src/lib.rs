@@ -219,6 +219,12 @@ fn check_supported(workload: &Workload) -> Result<(), KubeBenchError> {
             {
                 return Err(unsupported(i, "createPods with volume templates"));
             }
+            Op::CreatePods(c) if c.pod_groups.is_some() || c.indexed_template.is_some() => {
+                return Err(unsupported(
+                    i,
+                    "createPods with pod groups or per-pod templates",
+                ));
+            }
             Op::AdvanceClock(_) => {
                 return Err(unsupported(
                     i,

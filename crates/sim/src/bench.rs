@@ -169,6 +169,47 @@ pub enum BenchError {
     /// The scale factor is out of range.
     #[error("scale must be in (0, 1], got {0}")]
     Scale(f64),
+    /// The workload's `featureGates` cannot be set.
+    #[error("workload {workload}: featureGates: {source}")]
+    FeatureGates {
+        /// The workload.
+        workload: String,
+        /// Why.
+        source: kubesched_framework::FeatureGateError,
+    },
+}
+
+/// The feature gates a workload runs under: `base` with the workload's `featureGates` set
+/// on top (the same rules as `--feature-gates`).
+pub fn workload_gates(
+    workload: &Workload,
+    base: &kubesched_framework::FeatureGates,
+) -> Result<kubesched_framework::FeatureGates, BenchError> {
+    let mut gates = base.clone();
+    for (name, on) in &workload.feature_gates {
+        gates = gates
+            .with_name(name, *on)
+            .map_err(|source| BenchError::FeatureGates {
+                workload: workload.name.clone(),
+                source,
+            })?;
+    }
+    Ok(gates)
+}
+
+/// The default configuration a workload runs with on its own: the default profile under
+/// the release's gates and the workload's `featureGates` (GenericWorkload adds
+/// GangScheduling to the default plugins, as upstream's defaulting does).
+pub fn default_config_for(
+    workload: &Workload,
+) -> Result<kubesched_config::LoadedConfig, BenchError> {
+    if workload.feature_gates.is_empty() {
+        return Ok(kubesched_config::default_config());
+    }
+    let gates = workload_gates(workload, &kubesched_framework::FeatureGates::defaults())?;
+    let mut loaded = kubesched_config::default_config_with_gates(&gates);
+    loaded.feature_gates = gates;
+    Ok(loaded)
 }
 
 /// A workload file of the suite.
@@ -272,6 +313,11 @@ pub fn scale_workload(workload: &Workload, factor: f64) -> Workload {
             Op::CreatePods(mut c) => {
                 c.count = scale_count(c.count, factor);
                 c.schedule_every = scale_count(c.schedule_every, factor);
+                // Groups shrink with the pods, so a scaled gang can still be placed whole.
+                if let Some(g) = &mut c.pod_groups {
+                    g.size = scale_count(g.size, factor);
+                    g.min_count = g.min_count.map(|m| scale_count(m as usize, factor) as u32);
+                }
                 Op::CreatePods(c)
             }
             Op::DeletePods(mut d) => {
@@ -363,7 +409,7 @@ pub async fn run_workload(
 ) -> Result<BenchResult, BenchError> {
     // The default profile as this binary has it; upstream default plugins it lacks are
     // recorded in the result rather than hidden.
-    run_workload_with(workload, options, &kubesched_config::default_config()).await
+    run_workload_with(workload, options, &default_config_for(workload)?).await
 }
 
 /// [`run_workload`] with the scheduler configuration `loaded` instead of the default
@@ -445,7 +491,7 @@ pub fn run_workload_blocking(
     workload: &Workload,
     options: BenchOptions,
 ) -> Result<BenchResult, BenchError> {
-    run_workload_blocking_with(workload, options, &kubesched_config::default_config())
+    run_workload_blocking_with(workload, options, &default_config_for(workload)?)
 }
 
 /// [`run_workload_blocking`] with the scheduler configuration `loaded`.

@@ -13,6 +13,7 @@ mod claims;
 mod cluster;
 mod explained;
 mod gate;
+pub mod go_template;
 pub mod html;
 mod load;
 mod outcomes;
@@ -42,6 +43,6 @@ pub use whatif::{
     WhatIf, add_nodes, consolidate, drain, explain_pod, scale_workload,
 };
 pub use workload::{
-    CreateNodes, CreatePods, Op, Workload, WorkloadError, generated_node, node_template,
-    pod_template,
+    CreateNodes, CreatePods, IndexedTemplate, Op, PodGroupPolicy, PodGroupSplit, Workload,
+    WorkloadError, generated_node, node_template, pod_template,
 };

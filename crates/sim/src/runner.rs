@@ -916,12 +916,43 @@ impl Simulation {
             .unwrap_or_else(|| "pod".into());
         let ns = c.namespace.clone().unwrap_or_else(|| "default".into());
         let volumes = volume_templates(c).map_err(|(f, m)| format!("{f}: {m}"))?;
+        // Pods whose text depends on their index are rendered before the clock starts, so
+        // a measured op times scheduling, not template expansion.
+        let rendered = match &c.indexed_template {
+            Some(t) => Some(
+                (0..c.count)
+                    .map(|n| t.pod(n, c.count))
+                    .collect::<Result<Vec<_>, String>>()?,
+            ),
+            None => None,
+        };
+        // The op's pod groups exist before any of its pods, as a job controller makes them.
+        if let Some(groups) = &c.pod_groups {
+            let objects: Vec<serde_json::Value> = (0..groups.groups(c.count))
+                .map(|g| groups.object(g, &ns))
+                .collect();
+            self.op_create_objects(&objects, file)?;
+        }
         let start = Instant::now();
+        let mut rendered = rendered.map(Vec::into_iter);
         for n in 0..c.count {
-            let mut pod = template.clone();
-            pod.metadata.name = Some(format!("{prefix}-{n}"));
+            let mut pod = match rendered.as_mut().and_then(Iterator::next) {
+                Some(pod) => pod,
+                None => template.clone(),
+            };
+            let name = match &pod.metadata.name {
+                Some(name) if c.indexed_template.is_some() => name.clone(),
+                _ => format!("{prefix}-{n}"),
+            };
+            if let Some(groups) = &c.pod_groups {
+                let spec = pod.spec.get_or_insert_with(Default::default);
+                spec.scheduling_group = Some(api::PodSchedulingGroup {
+                    pod_group_name: Some(groups.name(n / groups.size.max(1))),
+                });
+            }
+            pod.metadata.uid = Some(format!("{ns}/{name}"));
+            pod.metadata.name = Some(name);
             pod.metadata.namespace = Some(ns.clone());
-            pod.metadata.uid = Some(format!("{ns}/{prefix}-{n}"));
             if let Some((pv, pvc)) = &volumes {
                 self.add_bound_volume(&mut pod, pv, pvc);
             }

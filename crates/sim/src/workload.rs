@@ -31,6 +31,10 @@ pub struct Workload {
     /// What it exercises.
     #[serde(default)]
     pub description: Option<String>,
+    /// Feature gates the workload needs (e.g. `GenericWorkload: true` for gangs), set on
+    /// top of the release's defaults when the workload runs on its own (bench, simulate).
+    #[serde(default)]
+    pub feature_gates: BTreeMap<String, bool>,
     /// The operations, run in order.
     pub ops: Vec<Op>,
 }
@@ -120,6 +124,109 @@ pub struct CreatePods {
     /// claim is named after its pod.
     #[serde(default)]
     pub persistent_volume_claim_template: Option<serde_json::Value>,
+    /// Puts the pods in pod groups of `size` (upstream's workload-aware scheduling): the
+    /// op first creates the `scheduling.k8s.io/v1beta1` PodGroups `<prefix>-<g>`, then pod
+    /// `n` names `<prefix>-<n / size>` in `spec.schedulingGroup.podGroupName`.
+    #[serde(default)]
+    pub pod_groups: Option<PodGroupSplit>,
+    /// Pods rendered one by one from a template whose text depends on the pod's index
+    /// (upstream scheduler_perf's Go templates); set by the scheduler_perf reader, not by
+    /// workload files. A rendered pod keeps the name it was given.
+    #[serde(skip)]
+    pub indexed_template: Option<IndexedTemplate>,
+}
+
+/// `createPods.podGroups`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodGroupSplit {
+    /// Pods per group.
+    pub size: usize,
+    /// The groups' name prefix (`gang` by default).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// `gang` (all or nothing, `minCount` = `size` unless `minCount` says otherwise) or
+    /// `basic` (each pod on its own).
+    #[serde(default)]
+    pub policy: PodGroupPolicy,
+    /// The gang's `minCount` (default: `size`).
+    #[serde(default)]
+    pub min_count: Option<u32>,
+    /// A node label whose domains each group must fit in
+    /// (`spec.schedulingConstraints.topology[0].key`, TopologyAwareWorkloadScheduling).
+    #[serde(default)]
+    pub topology_key: Option<String>,
+}
+
+/// A generated PodGroup's scheduling policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PodGroupPolicy {
+    /// `gang: {minCount}`.
+    #[default]
+    Gang,
+    /// `basic: {}`.
+    Basic,
+}
+
+impl PodGroupSplit {
+    /// The groups `count` pods fill (the last one may be smaller).
+    pub fn groups(&self, count: usize) -> usize {
+        count.div_ceil(self.size.max(1))
+    }
+
+    /// The name of group `g`.
+    pub fn name(&self, g: usize) -> String {
+        format!("{}-{g}", self.prefix.as_deref().unwrap_or("gang"))
+    }
+
+    /// The PodGroup object of group `g` in `namespace`.
+    pub fn object(&self, g: usize, namespace: &str) -> serde_json::Value {
+        let policy = match self.policy {
+            PodGroupPolicy::Gang => serde_json::json!({"gang": {
+                "minCount": self.min_count.unwrap_or(self.size as u32)
+            }}),
+            PodGroupPolicy::Basic => serde_json::json!({"basic": {}}),
+        };
+        let mut spec = serde_json::json!({"schedulingPolicy": policy});
+        if let Some(key) = &self.topology_key {
+            spec["schedulingConstraints"] = serde_json::json!({"topology": [{"key": key}]});
+        }
+        serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": self.name(g), "namespace": namespace},
+            "spec": spec,
+        })
+    }
+}
+
+/// A pod template rendered for each pod's index (see [`CreatePods::indexed_template`]).
+#[derive(Debug, Clone)]
+pub struct IndexedTemplate {
+    /// Where the template came from (for errors).
+    pub source: String,
+    /// The parsed template.
+    pub template: std::sync::Arc<crate::go_template::GoTemplate>,
+    /// The values it reads besides `Index` and `Count`.
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+impl IndexedTemplate {
+    /// The pod of index `index` out of `count`.
+    pub fn pod(&self, index: usize, count: usize) -> Result<api::Pod, String> {
+        let mut env = self.params.clone();
+        env.insert("Index".into(), index.into());
+        env.insert("Count".into(), count.into());
+        let text = self
+            .template
+            .render(&env)
+            .map_err(|e| format!("template {}: {e}", self.source))?;
+        let value: serde_json::Value = serde_saphyr::from_str(&text)
+            .map_err(|e| format!("template {} (index {index}): {e}", self.source))?;
+        pod_template(Some(&value))
+            .map_err(|m| format!("template {} (index {index}){m}: invalid Pod", self.source))
+    }
 }
 
 /// `deletePods`.
@@ -236,6 +343,18 @@ impl Workload {
                     })?;
                     volume_templates(c)
                         .map_err(|(field, m)| invalid(format!("ops[{i}].createPods.{field}"), m))?;
+                    if c.pod_groups.as_ref().is_some_and(|g| g.size == 0) {
+                        return Err(invalid(
+                            format!("ops[{i}].createPods.podGroups.size"),
+                            "must be at least 1".into(),
+                        ));
+                    }
+                    if c.pod_groups.as_ref().and_then(|g| g.min_count) == Some(0) {
+                        return Err(invalid(
+                            format!("ops[{i}].createPods.podGroups.minCount"),
+                            "must be at least 1".into(),
+                        ));
+                    }
                 }
                 _ => {}
             }

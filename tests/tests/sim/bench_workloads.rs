@@ -9,7 +9,9 @@ use kubesched_sim::bench::{self, BenchOptions, BenchWorkload};
 // Links every in-tree plugin, as the binary has them.
 use kubesched_tests as _;
 
-const FAMILIES: [&str; 14] = [
+const FAMILIES: [&str; 17] = [
+    "GangScheduling",
+    "GangSchedulingLargeGroups",
     "MixedSchedulingBasePod",
     "PreemptionBasic",
     "PreferredTopologySpreading",
@@ -22,6 +24,7 @@ const FAMILIES: [&str; 14] = [
     "SchedulingPodAntiAffinity",
     "SchedulingSecrets",
     "SchedulingWithResourceClaimTemplateStructured",
+    "TopologyAwareScheduling",
     "TopologySpreading",
     "Unschedulable",
 ];
@@ -72,7 +75,7 @@ fn shape(w: &BenchWorkload) -> serde_json::Value {
         match v {
             serde_json::Value::Object(map) => {
                 for (k, v) in map.iter_mut() {
-                    if matches!(k.as_str(), "count" | "scheduled" | "unschedulable") {
+                    if matches!(k.as_str(), "count" | "scheduled" | "unschedulable" | "size") {
                         *v = serde_json::Value::Null;
                     } else {
                         blank(v);

@@ -2,27 +2,36 @@
 //! test/integration/scheduler_perf), read unchanged and turned into kubesched workloads, so
 //! a test case defined upstream runs here and its result sits beside upstream's threshold.
 //!
-//! A file is a list of test cases: `name`, `defaultPodTemplatePath`, `workloadTemplate`
-//! (the ops, with `countParam: $name` taken from each workload's `params`) and
-//! `workloads` (`name`, `labels`, `params`, `threshold`, `featureGates`). Template paths
-//! are relative to the file, as upstream reads them. The ops kubesched runs:
+//! A file is a list of test cases: `name`, `defaultPodTemplatePath`, `featureGates`,
+//! `workloadTemplate` (the ops, with `countParam: $name` taken from each workload's
+//! `params`) and `workloads` (`name`, `labels`, `params`, `threshold`, `featureGates`; the
+//! test case's and workload's gates are the translated workload's `featureGates`). Template
+//! paths are relative to the file, as upstream reads them, and every template is expanded
+//! as a Go template (the subset in [`crate::go_template`]: `.Index`, `.Count`, the op's
+//! `templateParams`, scheduler_perf's arithmetic functions). The ops kubesched runs:
 //! `createNodes` (count, `nodeTemplatePath`, `labelNodePrepareStrategy`),
-//! `createNamespaces` (`prefix`, count), `createPods` (count, `namespace` or upstream's
-//! `namespace-<op index>`, `podTemplatePath`, `collectMetrics` → measured,
-//! `persistentVolumeTemplatePath`, `persistentVolumeClaimTemplatePath`),
-//! `createAny` (one object from `templatePath`), `deletePods` (`namespace`,
-//! `labelSelector`), `barrier` and `sleep`. A test case using anything else (Go templating
-//! in a template, `steadyState`, `churn`, explicit metric windows, the allocatable and
-//! unique-label node strategies…) is not run and its reason is given, so an upstream file
-//! always loads and shows what it could not run.
+//! `createNamespaces` (`prefix`, count), `createPods` (count, `countMultiplierParam`,
+//! `namespace` or upstream's `namespace-<op index>`, `podTemplatePath` rendered per pod
+//! when it reads `.Index`, `collectMetrics` → measured, `persistentVolumeTemplatePath`,
+//! `persistentVolumeClaimTemplatePath`), `createAny` and `createPodGroups` (count objects
+//! from `templatePath`, each with its `.Index`), `waitForPodGroups` (nothing to wait for in
+//! memory), `deletePods` (`namespace`, `labelSelector`), `barrier` and `sleep`. A test case
+//! using anything else (`steadyState`, signature batches, `churn`, explicit metric windows,
+//! the allocatable and unique-label node strategies, template actions beyond the subset…)
+//! is not run and its reason is given, so an upstream file always loads and shows what it
+//! could not run.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use std::sync::Arc;
 
+use serde_json::{Map, Value, json};
+
+use crate::go_template::GoTemplate;
 use crate::workload::{
-    AdvanceClock, Barrier, CreateNodes, CreatePods, DeletePods, Op, Workload, WorkloadError,
+    AdvanceClock, Barrier, CreateNodes, CreatePods, DeletePods, IndexedTemplate, Op, Workload,
+    WorkloadError,
 };
 
 /// One upstream workload, translated (or why not).
@@ -93,7 +102,11 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Vec<PerfCase>, Worklo
                 params: &w["params"],
                 default_pod_template: case["defaultPodTemplatePath"].as_str(),
             }
-            .workload(&name, template);
+            .workload(&name, template)
+            .map(|mut workload| {
+                workload.feature_gates = feature_gates.clone();
+                workload
+            });
             out.push(PerfCase {
                 name,
                 labels: w["labels"]
@@ -174,35 +187,109 @@ impl Translation<'_> {
             api_version: None,
             name: name.to_string(),
             description: Some("upstream scheduler_perf test case".into()),
+            feature_gates: BTreeMap::new(),
             ops: out,
         })
     }
 
-    fn count(&self, op: &Value) -> Result<usize, String> {
-        if let Some(param) = op["countParam"].as_str() {
-            let key = param.strip_prefix('$').unwrap_or(param);
-            return self.params[key]
-                .as_u64()
-                .map(|n| n as usize)
-                .ok_or_else(|| format!("parameter {param} is not defined"));
+    fn param(&self, reference: &str) -> Result<&Value, String> {
+        let key = reference.strip_prefix('$').unwrap_or(reference);
+        let value = &self.params[key];
+        if value.is_null() {
+            return Err(format!("parameter {reference} is not defined"));
         }
-        op["count"]
-            .as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| "no count or countParam".to_string())
+        Ok(value)
     }
 
-    fn template(&self, path: &str) -> Result<Value, String> {
+    fn count(&self, op: &Value) -> Result<usize, String> {
+        let base = if let Some(param) = op["countParam"].as_str() {
+            self.param(param)?
+                .as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("parameter {param} is not a count"))?
+        } else {
+            op["count"]
+                .as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| "no count or countParam".to_string())?
+        };
+        // Upstream's countMultiplierParam: pods per group times groups.
+        match op["countMultiplierParam"].as_str() {
+            Some(param) => {
+                let factor = self
+                    .param(param)?
+                    .as_u64()
+                    .ok_or_else(|| format!("parameter {param} is not a count"))?;
+                Ok(base * factor as usize)
+            }
+            None => Ok(base),
+        }
+    }
+
+    /// The op's `templateParams`, `$name` values taken from the workload's params.
+    fn template_params(&self, op: &Value) -> Result<Map<String, Value>, String> {
+        let mut out = Map::new();
+        if let Some(params) = op["templateParams"].as_object() {
+            for (k, v) in params {
+                let value = match v.as_str() {
+                    Some(r) if r.starts_with('$') => self.param(r)?.clone(),
+                    _ => v.clone(),
+                };
+                out.insert(k.clone(), value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A template file parsed as a Go template (upstream expands every object template).
+    fn go_template(&self, path: &str) -> Result<(String, GoTemplate), String> {
         let full: PathBuf = self.dir.join(path);
         let text = std::fs::read_to_string(&full)
             .map_err(|e| format!("template {}: {e}", full.display()))?;
-        if text.contains("{{") {
-            return Err(format!(
-                "template {} uses Go templating, which kubesched does not expand",
-                full.display()
-            ));
-        }
-        serde_saphyr::from_str(&text).map_err(|e| format!("template {}: {e}", full.display()))
+        let parsed =
+            GoTemplate::parse(&text).map_err(|e| format!("template {}: {e}", full.display()))?;
+        Ok((full.display().to_string(), parsed))
+    }
+
+    /// A template rendered once with `env` (its text must not depend on an object's index).
+    fn rendered(&self, path: &str, env: &Map<String, Value>) -> Result<Value, String> {
+        let (source, parsed) = self.go_template(path)?;
+        let text = parsed
+            .render(env)
+            .map_err(|e| format!("template {source}: {e}"))?;
+        serde_saphyr::from_str(&text).map_err(|e| format!("template {source}: {e}"))
+    }
+
+    fn template(&self, path: &str) -> Result<Value, String> {
+        self.rendered(path, &Map::new())
+    }
+
+    /// `count` objects from one template, each rendered with its `Index` (and `Count`), in
+    /// `namespace` when given: createAny and createPodGroups.
+    fn objects(
+        &self,
+        path: &str,
+        count: usize,
+        namespace: Option<&str>,
+        params: &Map<String, Value>,
+    ) -> Result<Vec<Value>, String> {
+        let (source, parsed) = self.go_template(path)?;
+        (0..count)
+            .map(|index| {
+                let mut env = params.clone();
+                env.insert("Index".into(), index.into());
+                env.insert("Count".into(), count.into());
+                let text = parsed
+                    .render(&env)
+                    .map_err(|e| format!("template {source}: {e}"))?;
+                let mut object: Value = serde_saphyr::from_str(&text)
+                    .map_err(|e| format!("template {source} (index {index}): {e}"))?;
+                if let Some(ns) = namespace {
+                    object["metadata"]["namespace"] = ns.into();
+                }
+                Ok(object)
+            })
+            .collect()
     }
 
     fn optional_template(&self, op: &Value, field: &str) -> Result<Option<Value>, String> {
@@ -239,10 +326,27 @@ impl Translation<'_> {
                     }
                     cycle_labels.insert(key.to_string(), values);
                 }
+                let params = self.template_params(op)?;
+                let count = self.count(op)?;
+                // A node template that reads `.Index` (its name, zone or rack by position)
+                // gives each node its own object, named as the template names it.
+                if let Some(path) = op["nodeTemplatePath"].as_str()
+                    && self.go_template(path)?.1.reads("Index")
+                {
+                    if !cycle_labels.is_empty() {
+                        return refuse("labelNodePrepareStrategy with a per-node template");
+                    }
+                    let mut nodes = self.objects(path, count, None, &params)?;
+                    for node in &mut nodes {
+                        node["apiVersion"] = "v1".into();
+                        node["kind"] = "Node".into();
+                    }
+                    return Ok(vec![Op::CreateObjects(nodes)]);
+                }
                 Ok(vec![Op::CreateNodes(CreateNodes {
-                    count: self.count(op)?,
-                    template: Some(match self.optional_template(op, "nodeTemplatePath")? {
-                        Some(t) => t,
+                    count,
+                    template: Some(match op["nodeTemplatePath"].as_str() {
+                        Some(p) => self.rendered(p, &params)?,
                         None => default_node(),
                     }),
                     zones: Vec::new(),
@@ -264,15 +368,37 @@ impl Translation<'_> {
                 )])
             }
             "createPods" => {
-                if op["steadyState"].as_bool() == Some(true) {
+                if op["steadyState"].as_bool() == Some(true) || !op["steadyStateParam"].is_null() {
                     return refuse("steadyState");
                 }
-                let template = match op["podTemplatePath"].as_str().or(self.default_pod_template) {
-                    Some(p) => self.template(p)?,
-                    None => default_pod(),
-                };
+                if !op["signatureBatchSize"].is_null() || !op["signatureBatchSizeParam"].is_null() {
+                    return refuse("signatureBatchSize");
+                }
+                let params = self.template_params(op)?;
+                let count = self.count(op)?;
+                let (template, indexed_template) =
+                    match op["podTemplatePath"].as_str().or(self.default_pod_template) {
+                        Some(p) => {
+                            let (source, parsed) = self.go_template(p)?;
+                            if parsed.reads("Index") || parsed.reads("Count") {
+                                let indexed = IndexedTemplate {
+                                    source,
+                                    template: Arc::new(parsed),
+                                    params,
+                                };
+                                // The first pod stands for the template (checked now).
+                                let first = indexed.pod(0, count.max(1))?;
+                                let first = serde_json::to_value(first)
+                                    .map_err(|e| format!("template {p}: {e}"))?;
+                                (first, Some(indexed))
+                            } else {
+                                (self.rendered(p, &params)?, None)
+                            }
+                        }
+                        None => (default_pod(), None),
+                    };
                 Ok(vec![Op::CreatePods(CreatePods {
-                    count: self.count(op)?,
+                    count,
                     namespace: Some(
                         op["namespace"]
                             .as_str()
@@ -286,8 +412,27 @@ impl Translation<'_> {
                         .optional_template(op, "persistentVolumeTemplatePath")?,
                     persistent_volume_claim_template: self
                         .optional_template(op, "persistentVolumeClaimTemplatePath")?,
+                    pod_groups: None,
+                    indexed_template,
                 })])
             }
+            "createPodGroups" => {
+                let path = op["templatePath"]
+                    .as_str()
+                    .ok_or("createPodGroups: no templatePath")?;
+                let namespace = op["namespace"]
+                    .as_str()
+                    .ok_or("createPodGroups: no namespace")?;
+                let count = self.count(op)?;
+                let params = self.template_params(op)?;
+                Ok(vec![Op::CreateObjects(self.objects(
+                    path,
+                    count,
+                    Some(namespace),
+                    &params,
+                )?)])
+            }
+            "waitForPodGroups" => Ok(Vec::new()),
             "createAny" => {
                 let path = op["templatePath"]
                     .as_str()
@@ -297,16 +442,13 @@ impl Translation<'_> {
                 } else {
                     self.count(op)?
                 };
-                if count != 1 {
-                    return refuse(
-                        "createAny of several objects (their names come from Go templating)",
-                    );
-                }
-                let mut object = self.template(path)?;
-                if let Some(ns) = op["namespace"].as_str() {
-                    object["metadata"]["namespace"] = ns.into();
-                }
-                Ok(vec![Op::CreateObjects(vec![object])])
+                let params = self.template_params(op)?;
+                Ok(vec![Op::CreateObjects(self.objects(
+                    path,
+                    count,
+                    op["namespace"].as_str(),
+                    &params,
+                )?)])
             }
             "deletePods" => {
                 let namespace = op["namespace"].as_str().ok_or("deletePods: no namespace")?;
@@ -449,5 +591,50 @@ mod tests {
             "workloadTemplate[0]: parameter $n is not defined"
         );
         assert!(parse("name: not a list", "f.yaml", Path::new(".")).is_err());
+    }
+
+    #[test]
+    fn pod_groups_and_indexed_pods_are_rendered_from_go_templates() {
+        let dir = std::env::temp_dir().join(format!("kubesched-perf-pg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        std::fs::write(
+            dir.join("pg.yaml"),
+            "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata:\n  name: g-{{.Index}}\nspec:\n  schedulingPolicy:\n    gang:\n      minCount: {{.size}}\n",
+        )
+        .expect("write");
+        std::fs::write(
+            dir.join("pod.yaml"),
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p-{{.Index}}\nspec:\n  schedulingGroup:\n    podGroupName: g-{{DivideInt .Index .size}}\n  containers:\n  - name: c\n    image: i\n",
+        )
+        .expect("write");
+        let config = "- name: G\n  featureGates: {GenericWorkload: true}\n  workloadTemplate:\n  - opcode: createPodGroups\n    countParam: $groups\n    namespace: ns\n    templatePath: pg.yaml\n    templateParams: {size: $size}\n  - opcode: createPods\n    countParam: $groups\n    countMultiplierParam: $size\n    namespace: ns\n    podTemplatePath: pod.yaml\n    collectMetrics: true\n    templateParams: {size: $size}\n  workloads:\n  - name: w\n    params: {groups: 2, size: 3}\n    featureGates: {TopologyAwareWorkloadScheduling: true}\n";
+        let cases = parse(config, "f.yaml", &dir).expect("parses");
+        let w = cases[0].workload.as_ref().expect("runs");
+        assert_eq!(
+            w.feature_gates,
+            BTreeMap::from([
+                ("GenericWorkload".to_string(), true),
+                ("TopologyAwareWorkloadScheduling".to_string(), true)
+            ])
+        );
+        let [Op::CreateObjects(groups), Op::CreatePods(pods)] = w.ops.as_slice() else {
+            panic!("{:?}", w.ops);
+        };
+        let names: Vec<&str> = groups
+            .iter()
+            .filter_map(|g| g["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["g-0", "g-1"]);
+        assert_eq!(groups[1]["metadata"]["namespace"], "ns");
+        assert_eq!(groups[1]["spec"]["schedulingPolicy"]["gang"]["minCount"], 3);
+        assert_eq!(pods.count, 6);
+        let indexed = pods.indexed_template.as_ref().expect("per pod");
+        let pod = indexed.pod(4, 6).expect("renders");
+        assert_eq!(pod.metadata.name.as_deref(), Some("p-4"));
+        let group = pod
+            .spec
+            .and_then(|s| s.scheduling_group)
+            .and_then(|g| g.pod_group_name);
+        assert_eq!(group.as_deref(), Some("g-1"));
     }
 }
