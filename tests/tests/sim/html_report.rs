@@ -194,30 +194,7 @@ ops:
 #[test]
 fn a_big_run_gives_a_small_page_with_before_bars() {
     let (nodes, pods) = (150, 1500);
-    let workload = big_workload(nodes, pods);
-    let path = PathBuf::from("big.yaml");
-    let data = kubesched_tests::with_simulation(
-        &kubesched_config::default_config(),
-        0,
-        Some(EXPLAIN_ALL),
-        async |mut sim| {
-            // As `simulate --workload --report` does: "before" when the measured pods begin.
-            let first = measured_phase(&workload).expect("measured ops");
-            sim.run_workload_ops(&workload, 0..first)
-                .await
-                .expect("setup");
-            let before = sim.node_usage();
-            sim.run_workload_ops(&workload, first..workload.ops.len())
-                .await
-                .expect("run");
-            ReportData::new(
-                &title(&[], Some(&path)),
-                &sim.report(),
-                &before,
-                &sim.node_usage(),
-            )
-        },
-    );
+    let data = big_run_data(nodes, pods);
     assert_eq!(data.title, "kubesched simulate --workload big.yaml");
     assert_eq!(data.summary.nodes, nodes);
     let cpu = &data.utilisation[0];
@@ -265,7 +242,13 @@ fn chromium() -> Option<PathBuf> {
         .filter(|p| p.exists())
 }
 
-fn screenshot(browser: &Path, page: &Path, png: &Path, profile: &Path) -> Result<(), String> {
+fn screenshot(
+    browser: &Path,
+    page: &Path,
+    png: &Path,
+    profile: &Path,
+    height: usize,
+) -> Result<(), String> {
     let mut child = Command::new(browser)
         .args([
             "--headless",
@@ -277,8 +260,8 @@ fn screenshot(browser: &Path, page: &Path, png: &Path, profile: &Path) -> Result
             "--disable-component-update",
             "--disable-sync",
             "--hide-scrollbars",
-            "--window-size=1200,1500",
         ])
+        .arg(format!("--window-size=1200,{height}"))
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", png.display()))
         .arg(format!("file://{}", page.display()))
@@ -312,10 +295,62 @@ fn headless_screenshot_shows_the_charts() {
     };
     let dir = std::env::temp_dir().join(format!("kubesched-report-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let page = dir.join("report.html");
-    let png = dir.join("report.png");
-    std::fs::write(&page, render(&example_data())).expect("page written");
-    screenshot(&browser, &page, &png, &dir.join("profile")).expect("screenshot");
+    assert_charts_drawn(&browser, &dir, "cluster", 1500, &render(&example_data()));
+    // A big run's page (bands of use, a table of the most used nodes, capped explanations)
+    // is drawn as well; its reasons come further down.
+    assert_charts_drawn(
+        &browser,
+        &dir,
+        "big",
+        3000,
+        &render(&big_run_data(150, 1500)),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The report data of [`big_workload`], "before" taken when its measured pods begin, as
+/// `simulate --workload --report` does.
+fn big_run_data(nodes: usize, pods: usize) -> ReportData {
+    let workload = big_workload(nodes, pods);
+    let path = PathBuf::from("big.yaml");
+    kubesched_tests::with_simulation(
+        &kubesched_config::default_config(),
+        0,
+        Some(EXPLAIN_ALL),
+        async |mut sim| {
+            sim.condense_explanations();
+            let first = measured_phase(&workload).expect("measured ops");
+            sim.run_workload_ops(&workload, 0..first)
+                .await
+                .expect("setup");
+            let before = sim.node_usage();
+            sim.run_workload_ops(&workload, first..workload.ops.len())
+                .await
+                .expect("run");
+            ReportData::new(
+                &title(&[], Some(&path)),
+                &sim.report(),
+                &before,
+                &sim.node_usage(),
+            )
+        },
+    )
+}
+
+/// Screenshots `html` in headless Chromium and checks the picture: not blank, with the
+/// utilisation bars' blue and the reasons' red in it.
+fn assert_charts_drawn(browser: &Path, dir: &Path, name: &str, height: usize, html: &str) {
+    let page = dir.join(format!("{name}.html"));
+    let png = dir.join(format!("{name}.png"));
+    std::fs::write(&page, html).expect("page written");
+    screenshot(
+        browser,
+        &page,
+        &png,
+        &dir.join(format!("profile-{name}")),
+        height,
+    )
+    .expect("screenshot");
 
     let decoder = png::Decoder::new(std::io::BufReader::new(
         std::fs::File::open(&png).expect("png"),
@@ -324,7 +359,7 @@ fn headless_screenshot_shows_the_charts() {
     let mut buf = vec![0; reader.output_buffer_size()];
     let frame = reader.next_frame(&mut buf).expect("a frame");
     let (w, h) = (frame.width as usize, frame.height as usize);
-    assert_eq!((w, h), (1200, 1500));
+    assert_eq!((w, h), (1200, height), "{name}");
     let channels = frame.color_type.samples();
     let pixels = &buf[..frame.buffer_size()];
     let mut not_white = 0usize;
@@ -346,17 +381,16 @@ fn headless_screenshot_shows_the_charts() {
     let total = w * h;
     assert!(
         not_white * 20 > total,
-        "mostly blank: {not_white} of {total}"
+        "{name}: mostly blank: {not_white} of {total}"
     );
     assert!(
         after_bars > 2000,
-        "utilisation bars not drawn: {after_bars} pixels"
+        "{name}: utilisation bars not drawn: {after_bars} pixels"
     );
     assert!(
         reason_bars > 2000,
-        "reason bars not drawn: {reason_bars} pixels"
+        "{name}: reason bars not drawn: {reason_bars} pixels"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The report data of an example folder twice: from a run that keeps every explanation
