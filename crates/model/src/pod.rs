@@ -447,6 +447,43 @@ impl PodInfo {
         })
     }
 
+    /// The compiled form of `next`, a later object of the same pod, made from this one
+    /// without compiling the pod again when the two differ only where a binding or a
+    /// status update writes: `spec.nodeName` and the status. Everything else the compiled
+    /// form reads (the rest of the spec, labels, creation and deletion times) must be
+    /// equal, or None is returned and the caller compiles `next` itself. A binding is an
+    /// update of every scheduled pod, and compiling it again was a fixed cost per pod.
+    pub fn updated_to(&self, next: &PodObject) -> Option<PodInfo> {
+        let (old, new) = (self.pod.read(), next.read());
+        let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
+            return None;
+        };
+        let same_meta = old.metadata.uid == new.metadata.uid
+            && old.metadata.name == new.metadata.name
+            && old.metadata.namespace == new.metadata.namespace
+            && old.metadata.labels == new.metadata.labels
+            && old.metadata.creation_timestamp == new.metadata.creation_timestamp
+            && old.metadata.deletion_timestamp == new.metadata.deletion_timestamp;
+        if !same_meta || !same_spec_but_node_name(old_spec, new_spec) {
+            return None;
+        }
+        // A node name, once set, is never taken back: such an object is not an update.
+        if self.node_name.is_some() && new_spec.node_name != old_spec.node_name {
+            return None;
+        }
+        let mut info = self.clone();
+        info.pod = next.clone();
+        info.node_name = new_spec.node_name.clone().filter(|n| !n.is_empty());
+        let status = new.status.as_ref();
+        info.nominated_node_name = status
+            .and_then(|s| s.nominated_node_name.clone())
+            .filter(|n| !n.is_empty());
+        info.start_time_nanos = status
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.as_nanosecond());
+        Some(info)
+    }
+
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -711,6 +748,99 @@ fn claim_names(spec: &api::PodSpec) -> Vec<String> {
         .collect()
 }
 
+/// Whether two pod specs are equal in everything but `nodeName` (the one field a binding
+/// writes). The pattern names every field, so a field a new Kubernetes release adds is a
+/// compile error here rather than a difference silently ignored.
+fn same_spec_but_node_name(a: &api::PodSpec, b: &api::PodSpec) -> bool {
+    let api::PodSpec {
+        active_deadline_seconds,
+        affinity,
+        automount_service_account_token,
+        containers,
+        dns_config,
+        dns_policy,
+        enable_service_links,
+        ephemeral_containers,
+        eviction_responders,
+        host_aliases,
+        host_ipc,
+        host_network,
+        host_pid,
+        host_users,
+        hostname,
+        hostname_override,
+        image_pull_secrets,
+        init_containers,
+        node_name: _,
+        node_selector,
+        os,
+        overhead,
+        preemption_policy,
+        priority,
+        priority_class_name,
+        readiness_gates,
+        resource_claims,
+        resources,
+        restart_policy,
+        runtime_class_name,
+        scheduler_name,
+        scheduling_gates,
+        scheduling_group,
+        security_context,
+        service_account,
+        service_account_name,
+        set_hostname_as_fqdn,
+        share_process_namespace,
+        subdomain,
+        termination_grace_period_seconds,
+        tolerations,
+        topology_spread_constraints,
+        volumes,
+    } = a;
+    *active_deadline_seconds == b.active_deadline_seconds
+        && *affinity == b.affinity
+        && *automount_service_account_token == b.automount_service_account_token
+        && *containers == b.containers
+        && *dns_config == b.dns_config
+        && *dns_policy == b.dns_policy
+        && *enable_service_links == b.enable_service_links
+        && *ephemeral_containers == b.ephemeral_containers
+        && *eviction_responders == b.eviction_responders
+        && *host_aliases == b.host_aliases
+        && *host_ipc == b.host_ipc
+        && *host_network == b.host_network
+        && *host_pid == b.host_pid
+        && *host_users == b.host_users
+        && *hostname == b.hostname
+        && *hostname_override == b.hostname_override
+        && *image_pull_secrets == b.image_pull_secrets
+        && *init_containers == b.init_containers
+        && *node_selector == b.node_selector
+        && *os == b.os
+        && *overhead == b.overhead
+        && *preemption_policy == b.preemption_policy
+        && *priority == b.priority
+        && *priority_class_name == b.priority_class_name
+        && *readiness_gates == b.readiness_gates
+        && *resource_claims == b.resource_claims
+        && *resources == b.resources
+        && *restart_policy == b.restart_policy
+        && *runtime_class_name == b.runtime_class_name
+        && *scheduler_name == b.scheduler_name
+        && *scheduling_gates == b.scheduling_gates
+        && *scheduling_group == b.scheduling_group
+        && *security_context == b.security_context
+        && *service_account == b.service_account
+        && *service_account_name == b.service_account_name
+        && *set_hostname_as_fqdn == b.set_hostname_as_fqdn
+        && *share_process_namespace == b.share_process_namespace
+        && *subdomain == b.subdomain
+        && *termination_grace_period_seconds == b.termination_grace_period_seconds
+        && *tolerations == b.tolerations
+        && *topology_spread_constraints == b.topology_spread_constraints
+        && *volumes == b.volumes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -728,6 +858,84 @@ mod tests {
 
     fn container(cpu: &str) -> serde_json::Value {
         json!({"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}})
+    }
+
+    /// A pod compiled with affinity, tolerations, spreading and a claim, then the object
+    /// a binding makes of it (node name, a condition, the nomination cleared, a start time).
+    fn pod_and_its_binding() -> (PodInfo, api::Pod) {
+        let spec = json!({
+            "containers": [container("250m")],
+            "priority": 7,
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+            ]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}],
+        });
+        let before: api::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "web"}},
+            "spec": spec,
+            "status": {"nominatedNodeName": "n0"},
+        }))
+        .expect("pod");
+        let info = PodInfo::new(Arc::new(before.clone())).expect("compiles");
+        let mut bound = before;
+        bound.spec.as_mut().expect("spec").node_name = Some("n1".into());
+        bound.status = Some(
+            serde_json::from_value(json!({
+                "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "startTime": "2026-01-01T00:00:00Z",
+            }))
+            .expect("status"),
+        );
+        (info, bound)
+    }
+
+    #[test]
+    fn a_binding_is_compiled_from_the_pod_before_it_as_compiling_it_gives() {
+        let (info, bound) = pod_and_its_binding();
+        let next = PodObject::from(Arc::new(bound.clone()));
+        let derived = info.updated_to(&next).expect("only the binding changed");
+        let compiled = PodInfo::new(next).expect("compiles");
+        assert_eq!(format!("{derived:?}"), format!("{compiled:?}"));
+        assert_eq!(derived.node_name.as_deref(), Some("n1"));
+        assert_eq!(derived.nominated_node_name, None);
+        assert!(derived.start_time_nanos.is_some());
+    }
+
+    #[test]
+    fn anything_else_changed_is_compiled_again() {
+        let (info, bound) = pod_and_its_binding();
+        let mut relabelled = bound.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("app".into(), "db".into());
+        let mut tolerating = bound.clone();
+        tolerating.spec.as_mut().expect("spec").tolerations = None;
+        let mut deleted = bound.clone();
+        deleted.metadata.deletion_timestamp =
+            bound.status.as_ref().and_then(|s| s.start_time.clone());
+        for changed in [relabelled, tolerating, deleted] {
+            assert!(
+                info.updated_to(&PodObject::from(Arc::new(changed)))
+                    .is_none()
+            );
+        }
+        // A bound pod moved to another node is no update of the same pod.
+        let on_n1 = info
+            .updated_to(&PodObject::from(Arc::new(bound.clone())))
+            .expect("bound");
+        let mut elsewhere = bound;
+        elsewhere.spec.as_mut().expect("spec").node_name = Some("n2".into());
+        assert!(
+            on_n1
+                .updated_to(&PodObject::from(Arc::new(elsewhere)))
+                .is_none()
+        );
     }
 
     #[test]

@@ -43,7 +43,7 @@ mod events;
 mod heap;
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -283,6 +283,10 @@ struct State {
     in_flight: BTreeMap<u64, InFlight>,
     /// UID → the sequence number of its `InFlight::Pod` entry.
     in_flight_pods: HashMap<String, u64>,
+    /// In-flight pods an activation aimed at already: one such event in the in-flight log
+    /// is as good as many (a gang's Permit activates its unscheduled members once for each
+    /// member it holds, thousands of times for a large group).
+    activated_in_flight: HashSet<String>,
     next_seq: u64,
     scheduling_cycle: u64,
     move_request_cycle: Option<u64>,
@@ -564,7 +568,9 @@ impl SchedulingQueue {
                         Some(InFlight::Pod(p)) => Some(p.clone()),
                         _ => None,
                     });
-            if let Some(pod) = in_flight_pod {
+            if let Some(pod) = in_flight_pod
+                && st.activated_in_flight.insert(uid.clone())
+            {
                 self.push_in_flight_event(&mut st, WILDCARD, None, Some(EventObject::Pod(pod)));
             }
             st.move_request_cycle = Some(st.scheduling_cycle);
@@ -1194,6 +1200,7 @@ impl SchedulingQueue {
         let Some(seq) = st.in_flight_pods.remove(uid) else {
             return;
         };
+        st.activated_in_flight.remove(uid);
         st.in_flight.remove(&seq);
         // Events before the oldest pod still in flight concern nobody any more.
         while let Some(entry) = st.in_flight.first_entry() {

@@ -1183,6 +1183,31 @@ fn activate_moves_waiting_pods_to_active() {
 }
 
 #[test]
+fn an_in_flight_pod_activated_again_and_again_is_recorded_once() {
+    let e = env();
+    e.add(pod("f"));
+    let mut f = e.q.pop().expect("f");
+    for _ in 0..1000 {
+        e.q.activate(&["f".into()]);
+    }
+    // The pod's own entry and one activation aimed at it, not a thousand.
+    assert_eq!(e.q.lock().in_flight.len(), 2);
+    f.unschedulable_plugins = BTreeSet::from([LABELLED.to_string()]);
+    let cycle = e.q.scheduling_cycle();
+    e.q.add_unschedulable_if_not_present(f, cycle).unwrap();
+    assert_eq!(e.sub_queue("f"), Some(SubQueue::Backoff));
+    // Its next attempt starts afresh: an activation while it is in flight counts again.
+    e.clock.advance(Duration::from_secs(60));
+    e.q.flush_backoff_completed();
+    let mut again = e.q.pop().expect("f again");
+    e.q.activate(&["f".into()]);
+    again.unschedulable_plugins = BTreeSet::from([LABELLED.to_string()]);
+    let cycle = e.q.scheduling_cycle();
+    e.q.add_unschedulable_if_not_present(again, cycle).unwrap();
+    assert_eq!(e.sub_queue("f"), Some(SubQueue::Backoff));
+}
+
+#[test]
 fn plugins_activate_through_the_handle() {
     let e = Arc::new(env());
     e.add(pod("h"));

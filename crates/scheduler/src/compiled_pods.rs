@@ -13,22 +13,97 @@ use rustc_hash::FxHashMap;
 /// different copy of the old object just gets it compiled again.
 #[derive(Debug, Default)]
 pub(crate) struct CompiledPods {
-    by_uid: Mutex<FxHashMap<String, Compiled>>,
+    entries: Mutex<Entries>,
 }
 
 /// An object and what it compiled to.
 type Compiled = (PodObject, Arc<PodInfo>);
+
+/// The entries, and the members of each pod group (`namespace/group` to name and uid, in
+/// name order): a gang's Permit lists its group for every member, which scanning every
+/// live pod made quadratic in the cluster's pods.
+#[derive(Debug, Default)]
+struct Entries {
+    by_uid: FxHashMap<String, Compiled>,
+    groups: FxHashMap<String, std::collections::BTreeMap<String, String>>,
+}
+
+impl Entries {
+    fn get(&self, uid: &str) -> Option<&Compiled> {
+        self.by_uid.get(uid)
+    }
+
+    fn insert(&mut self, uid: String, entry: Compiled) {
+        if let Some(key) = kubesched_framework::workload::pod_group_key(&entry.1) {
+            self.groups
+                .entry(key)
+                .or_default()
+                .insert(entry.1.name.clone(), uid.clone());
+        }
+        if let Some(old) = self.by_uid.insert(uid, entry) {
+            self.unlist(&old.1, false);
+        }
+    }
+
+    fn remove(&mut self, uid: &str) {
+        if let Some(old) = self.by_uid.remove(uid) {
+            self.unlist(&old.1, true);
+        }
+    }
+
+    /// Takes a replaced or removed pod out of its group's list (a replaced one only when
+    /// its group changed, which the API does not allow but a broken backend might send).
+    fn unlist(&mut self, old: &PodInfo, removed: bool) {
+        let Some(key) = kubesched_framework::workload::pod_group_key(old) else {
+            return;
+        };
+        let still_listed = !removed
+            && self.by_uid.get(&old.uid).is_some_and(|(_, now)| {
+                kubesched_framework::workload::pod_group_key(now).as_deref() == Some(&key)
+            });
+        if still_listed {
+            return;
+        }
+        if let Some(members) = self.groups.get_mut(&key) {
+            // A pod of the same name made again since is listed under its own uid.
+            if members.get(&old.name) == Some(&old.uid) {
+                members.remove(&old.name);
+            }
+            if members.is_empty() {
+                self.groups.remove(&key);
+            }
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Compiled> {
+        self.by_uid.values()
+    }
+}
 
 impl CompiledPods {
     /// Compiles the pod and remembers it as the pod's latest object (an object compiled
     /// ahead, see [`CompiledPods::remember`], is not compiled again). A malformed pod is
     /// logged, forgotten and skipped.
     pub(crate) fn compile(&self, pod: &PodObject) -> Option<Arc<PodInfo>> {
+        self.compile_update(pod, None)
+    }
+
+    /// [`CompiledPods::compile`] for an update whose old object compiled to `before`: a
+    /// new object that differs from it only where a binding or a status update writes is
+    /// derived from `before` instead of compiled again.
+    pub(crate) fn compile_update(
+        &self,
+        pod: &PodObject,
+        before: Option<&Arc<PodInfo>>,
+    ) -> Option<Arc<PodInfo>> {
         if let Some(info) = self.remembered(pod) {
             return Some(info);
         }
-        let info = compile(pod);
-        let mut by_uid = self.by_uid.lock();
+        let info = match before.and_then(|b| b.updated_to(pod)) {
+            Some(derived) => Some(Arc::new(derived)),
+            None => compile(pod),
+        };
+        let mut by_uid = self.entries.lock();
         match &info {
             Some(i) => {
                 by_uid.insert(pod.key().to_string(), (pod.clone(), Arc::clone(i)));
@@ -44,7 +119,7 @@ impl CompiledPods {
     /// loads to check it), so the change that delivers its object does not compile it
     /// again.
     pub(crate) fn remember(&self, info: Arc<PodInfo>) {
-        self.by_uid
+        self.entries
             .lock()
             .insert(info.pod.key().to_string(), (info.pod.clone(), info));
     }
@@ -57,7 +132,7 @@ impl CompiledPods {
 
     /// The remembered compiled form of this very object.
     fn remembered(&self, pod: &PodObject) -> Option<Arc<PodInfo>> {
-        self.by_uid
+        self.entries
             .lock()
             .get(pod.key())
             .filter(|(object, _)| PodObject::ptr_eq(object, pod))
@@ -66,7 +141,7 @@ impl CompiledPods {
 
     /// The compiled form of the pod's latest object, if the pod is known.
     pub(crate) fn latest(&self, uid: &str) -> Option<Arc<PodInfo>> {
-        self.by_uid
+        self.entries
             .lock()
             .get(uid)
             .map(|(_, info)| Arc::clone(info))
@@ -74,7 +149,7 @@ impl CompiledPods {
 
     /// Forgets a pod that is gone (deleted or finished).
     pub(crate) fn forget(&self, pod: &PodObject) {
-        self.by_uid.lock().remove(pod.key());
+        self.entries.lock().remove(pod.key());
     }
 }
 
@@ -82,7 +157,7 @@ impl CompiledPods {
 impl LivePods for CompiledPods {
     fn with_label(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<PodInfo>> {
         let mut pods: Vec<Arc<PodInfo>> = self
-            .by_uid
+            .entries
             .lock()
             .values()
             .filter(|(_, info)| {
@@ -100,18 +175,15 @@ impl LivePods for CompiledPods {
     }
 
     fn in_pod_group(&self, namespace: &str, group: &str) -> Vec<Arc<PodInfo>> {
-        let mut pods: Vec<Arc<PodInfo>> = self
-            .by_uid
-            .lock()
+        let entries = self.entries.lock();
+        let Some(members) = entries.groups.get(&format!("{namespace}/{group}")) else {
+            return Vec::new();
+        };
+        members
             .values()
-            .filter(|(_, info)| {
-                info.namespace == namespace
-                    && kubesched_framework::workload::pod_group_name(info) == Some(group)
-            })
+            .filter_map(|uid| entries.get(uid))
             .map(|(_, info)| Arc::clone(info))
-            .collect();
-        pods.sort_by(|a, b| a.name.cmp(&b.name));
-        pods
+            .collect()
     }
 }
 
@@ -175,6 +247,48 @@ mod tests {
         assert!(pods.with_label("other", "v", "2").is_empty());
         pods.forget(&second);
         pods.forget(&pod("b", "2"));
-        assert!(pods.by_uid.lock().is_empty());
+        assert!(pods.entries.lock().by_uid.is_empty());
+    }
+
+    fn member(uid: &str, name: &str, group: &str) -> PodObject {
+        let mut p = (*pod(uid, "1")).clone();
+        p.metadata.name = Some(name.into());
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            scheduling_group: Some(k8s_openapi::api::core::v1::PodSchedulingGroup {
+                pod_group_name: Some(group.into()),
+            }),
+            ..Default::default()
+        });
+        PodObject::from(p)
+    }
+
+    fn names(pods: &CompiledPods, group: &str) -> Vec<String> {
+        pods.in_pod_group("default", group)
+            .iter()
+            .map(|p| format!("{}:{}", p.name, p.uid))
+            .collect()
+    }
+
+    #[test]
+    fn a_group_lists_its_live_members_in_name_order() {
+        let pods = CompiledPods::default();
+        for (uid, name, group) in [("3", "c", "g"), ("1", "a", "g"), ("2", "b", "h")] {
+            pods.compile(&member(uid, name, group));
+        }
+        assert_eq!(names(&pods, "g"), ["a:1", "c:3"]);
+        assert_eq!(names(&pods, "h"), ["b:2"]);
+        assert!(pods.in_pod_group("other", "g").is_empty());
+        // An update keeps the member listed once.
+        pods.compile(&member("1", "a", "g"));
+        assert_eq!(names(&pods, "g"), ["a:1", "c:3"]);
+        // A pod made again under the same name: the old one's deletion leaves the new one.
+        let old = member("3", "c", "g");
+        pods.compile(&member("4", "c", "g"));
+        pods.forget(&old);
+        assert_eq!(names(&pods, "g"), ["a:1", "c:4"]);
+        pods.forget(&member("1", "a", "g"));
+        pods.forget(&member("4", "c", "g"));
+        pods.forget(&member("2", "b", "h"));
+        assert!(pods.entries.lock().groups.is_empty());
     }
 }

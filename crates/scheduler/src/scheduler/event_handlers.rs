@@ -164,7 +164,10 @@ impl Scheduler {
         }
         // The old object's compiled form, taken before the new object replaces it.
         let old_compiled = self.compiled_pods.previous(&old);
-        let Some(new_info) = self.compiled_pods.compile(&new) else {
+        let Some(new_info) = self
+            .compiled_pods
+            .compile_update(&new, old_compiled.as_ref())
+        else {
             return;
         };
         match (old.is_assigned(), new.is_assigned()) {
