@@ -238,7 +238,10 @@ impl WaitingPods {
     /// after moving its virtual clock; against a cluster the timer does it. Returns how
     /// many pods were rejected.
     pub fn expire_due(&self, clock_now: std::time::Instant) -> usize {
-        let pods = self.list();
+        let mut pods = self.list();
+        // In key order, not the map's: the rejected pods' binding cycles end, and their
+        // events are written, in this order, and a simulation must be the same every run.
+        pods.sort_by_cached_key(|w| w.pod.key());
         pods.iter().filter(|w| w.expire_due(clock_now)).count()
     }
 

@@ -550,6 +550,12 @@ impl SchedulingQueue {
     pub fn activate(&self, uids: &[String]) {
         let mut st = self.lock();
         for uid in uids {
+            // In flight with an activation recorded already: nothing more to do (a pod in
+            // flight is in no sub-queue).
+            if st.activated_in_flight.contains(uid.as_str()) {
+                st.move_request_cycle = Some(st.scheduling_cycle);
+                continue;
+            }
             if let Some(info) = self.take_unschedulable(&mut st, uid) {
                 self.move_to_active(&mut st, info, internal::FORCE_ACTIVATE, true);
                 continue;

@@ -160,56 +160,92 @@ impl BalancedAllocation {
     /// same range: 75 for no change, 100 from fully unbalanced to balanced, 50 the other
     /// way, in upstream's integer arithmetic.
     fn score_node(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
+        // Each resource's allocatable and requested amounts (the pod's included) read once
+        // for both balances: the node's numbers are the cost of Score, not the arithmetic.
+        const INLINE: usize = 8;
+        let read = |(kind, &request): (&ScoredResource, &i64)| {
+            kind.allocatable_and_requested(node, CpuMemoryRequests::Plain, request)
+        };
+        let mut inline = [(0i64, 0i64); INLINE];
+        let spilled: Vec<(i64, i64)>;
+        let amounts: &[(i64, i64)] = if self.kinds.len() <= INLINE {
+            let mut n = 0;
+            for (slot, amount) in inline
+                .iter_mut()
+                .zip(self.kinds.iter().zip(pod_requests).map(read))
+            {
+                *slot = amount;
+                n += 1;
+            }
+            &inline[..n]
+        } else {
+            spilled = self.kinds.iter().zip(pod_requests).map(read).collect();
+            &spilled
+        };
         let half = MAX_NODE_SCORE / 2;
-        let with_pod = self.balance(node, pod_requests, true);
-        let without_pod = self.balance(node, pod_requests, false);
+        let with_pod = balance(amounts, pod_requests, true);
+        let without_pod = balance(amounts, pod_requests, false);
         half + (half + with_pod - without_pod) / 2
     }
 
-    /// `(1 − std of the requested/allocatable fractions) × 100`, truncated, with the pod's
-    /// requests added or not. The resources taken are the same either way (a scalar
-    /// resource the pod does not request stays out of both). With the pod, this was the
-    /// whole score through v1.35.
+    /// One balance of `node`, for tests.
+    #[cfg(test)]
     fn balance(&self, node: &NodeInfo, pod_requests: &[i64], with_pod: bool) -> i64 {
-        // Two passes over the fractions instead of collecting them: the same float
-        // operations in the same order as upstream, without allocating per node.
-        let fractions = || {
-            self.kinds
-                .iter()
-                .zip(pod_requests)
-                .filter_map(|(kind, &request)| {
-                    let (allocatable, mut requested) =
-                        kind.allocatable_and_requested(node, CpuMemoryRequests::Plain, request);
-                    if !with_pod {
-                        requested -= request;
-                    }
-                    (allocatable != 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
-                })
-        };
-        let (mut count, mut total) = (0usize, 0.0f64);
-        let (mut first, mut second) = (0.0f64, 0.0f64);
-        for f in fractions() {
-            match count {
-                0 => first = f,
-                1 => second = f,
-                _ => {}
-            }
-            count += 1;
-            total += f;
-        }
-        // With two resources the deviation is half their difference; with more, the
-        // population standard deviation; with fewer, zero.
-        let std = match count {
-            2 => ((first - second) / 2.0).abs(),
-            n if n > 2 => {
-                let mean = total / n as f64;
-                let sum = fractions().fold(0.0, |acc, f| acc + (f - mean) * (f - mean));
-                (sum / n as f64).sqrt()
-            }
-            _ => 0.0,
-        };
-        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+        let amounts: Vec<(i64, i64)> = self
+            .kinds
+            .iter()
+            .zip(pod_requests)
+            .map(|(kind, &request)| {
+                kind.allocatable_and_requested(node, CpuMemoryRequests::Plain, request)
+            })
+            .collect();
+        balance(&amounts, pod_requests, with_pod)
     }
+}
+
+/// `(1 − std of the requested/allocatable fractions) × 100`, truncated, with the pod's
+/// requests added or not, from each resource's `(allocatable, requested with the pod)`.
+/// The resources taken are the same either way (a scalar resource the pod does not request
+/// stays out of both). With the pod, this was the whole score through v1.35.
+fn balance(amounts: &[(i64, i64)], pod_requests: &[i64], with_pod: bool) -> i64 {
+    // Two passes over the fractions instead of collecting them: the same float operations
+    // in the same order as upstream, without allocating per node.
+    let fractions = || {
+        amounts
+            .iter()
+            .zip(pod_requests)
+            .filter_map(|(&(allocatable, requested), &request)| {
+                let requested = if with_pod {
+                    requested
+                } else {
+                    requested - request
+                };
+                (allocatable != 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
+            })
+    };
+    let (mut count, mut total) = (0usize, 0.0f64);
+    let (mut first, mut second) = (0.0f64, 0.0f64);
+    for f in fractions() {
+        match count {
+            0 => first = f,
+            1 => second = f,
+            _ => {}
+        }
+        count += 1;
+        total += f;
+    }
+    // With two resources the deviation is half their difference; with more, the
+    // population standard deviation; with fewer, zero.
+    let std = match count {
+        2 => ((first - second) / 2.0).abs(),
+        n if n > 2 => {
+            let mean = total / n as f64;
+            let sum = fractions().fold(0.0, |acc, f| acc + (f - mean) * (f - mean));
+            (sum / n as f64).sqrt()
+        }
+        _ => 0.0,
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
 kubesched_framework::register_plugin! {

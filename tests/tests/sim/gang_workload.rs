@@ -449,3 +449,30 @@ profiles:
         );
     }
 }
+
+/// examples/gang-workload with the gate off: the example's own config keeps GangScheduling
+/// (Permit, five minutes) in the profile, so its tune pods time out at Permit at the same
+/// instant. Their rejections, and so the report's events, come in the same order every run
+/// (they followed a hash map's order, which differs from one run to the next).
+#[test]
+fn permit_timeouts_at_one_instant_are_reported_in_the_same_order_every_run() {
+    let run = || {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gang-workload");
+        let (manifests, problems) = kubesched_sim::load_paths(&[dir]);
+        assert!(problems.is_empty(), "{problems:?}");
+        let (file, text) = manifests.config.clone().expect("the example has a config");
+        let loaded = kubesched_config::load_str(&text, &file).expect("valid example config");
+        with_simulation(&loaded, 0, None, async |mut sim| {
+            sim.load(manifests, "gang-workload");
+            sim.settle().await;
+            let report = sim.report();
+            serde_json::to_string(&(&report.pods, &report.events)).expect("JSON")
+        })
+    };
+    let first = run();
+    assert!(first.contains("timeout after waiting 5m0s"));
+    for i in 0..4 {
+        assert!(run() == first, "run {} differs from the first", i + 2);
+    }
+}
