@@ -33,14 +33,7 @@ pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
 
 /// The PodGroup a pod belongs to (`spec.schedulingGroup.podGroupName`), if it names one.
 pub fn pod_group_name(pod: &PodInfo) -> Option<&str> {
-    pod.pod
-        .spec
-        .as_ref()?
-        .scheduling_group
-        .as_ref()?
-        .pod_group_name
-        .as_deref()
-        .filter(|n| !n.is_empty())
+    pod.pod_group_name.as_deref()
 }
 
 /// `namespace/name` of the group a pod belongs to.

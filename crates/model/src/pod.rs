@@ -322,6 +322,9 @@ pub struct PodInfo {
     pub images: Vec<String>,
     /// Names of the scheduling gates still on the pod.
     pub scheduling_gates: Vec<String>,
+    /// The PodGroup the pod belongs to (`spec.schedulingGroup.podGroupName`, a non-empty
+    /// name), kept so that finding a group's members never decodes a packed pod.
+    pub pod_group_name: Option<String>,
     /// Names of the PersistentVolumeClaims the pod mounts.
     pub pvc_names: Vec<String>,
     /// The pod is being deleted.
@@ -426,6 +429,11 @@ impl PodInfo {
                 .flatten()
                 .map(|g| g.name.clone())
                 .collect(),
+            pod_group_name: spec
+                .scheduling_group
+                .as_ref()
+                .and_then(|g| g.pod_group_name.clone())
+                .filter(|n| !n.is_empty()),
             pvc_names,
             terminating: pod.metadata.deletion_timestamp.is_some(),
             creation_seconds: pod
