@@ -28,6 +28,7 @@
 mod args;
 mod evaluator;
 mod extenders;
+pub mod pod_group;
 #[cfg(test)]
 mod tests;
 
