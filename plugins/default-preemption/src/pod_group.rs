@@ -6,16 +6,23 @@
 //! runs, removed together), their order of importance (upstream's `moreImportantVictim`),
 //! which units a group may preempt (lower priority only) and whether the group may preempt
 //! at all (`preemptionPolicy: Never`, a lower-priority pod still terminating by preemption
-//! on a member's nominated node). The pod-group PostFilter point, the dry run with the
-//! group algorithm, the reprieve loop and the actuation are not wired yet (issue 33).
+//! on a member's nominated node), and the selection itself ([`select_group_victims`]:
+//! every allowed unit removed, the group algorithm run once, then units reprieved most
+//! important first, PodDisruptionBudget-violating ones before the others). The pod-group
+//! PostFilter point that calls it from the group cycle, the reprieve's Filter runs on the
+//! proposed assignments, the nominations and the actuation are not wired yet (issue 33).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use kubesched_framework::model::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubesched_framework::model::{NodeInfo, PodInfo};
+use kubesched_framework::{Code, Status};
 
-use crate::evaluator::{start_time, terminating_by_preemption};
+use crate::evaluator::{
+    compile_budgets, split_by_pdb_violation, start_time, terminating_by_preemption,
+};
 use crate::{NOT_ELIGIBLE_NEVER, NOT_ELIGIBLE_TERMINATING};
 
 /// The reason when no unit in the cluster has a lower priority than the preemptor group.
@@ -153,11 +160,100 @@ pub fn group_eligible_to_preempt(
     Ok(())
 }
 
+/// What [`select_group_victims`] chose.
+#[derive(Debug)]
+pub struct GroupVictims<T> {
+    /// What the group algorithm proposed with every potential victim gone (the members'
+    /// nodes, to nominate them to).
+    pub assignments: T,
+    /// The units to evict, most important first.
+    pub victims: Vec<PreemptionUnit>,
+    /// How many of them violate a PodDisruptionBudget.
+    pub num_pdb_violations: usize,
+}
+
+/// Splits units (order kept) into those whose eviction would violate a budget and the
+/// others; a unit violates when any of its pods does, every pod counting against the
+/// budgets it matches.
+fn split_units_by_pdb_violation(
+    units: Vec<PreemptionUnit>,
+    pdbs: &[Arc<PodDisruptionBudget>],
+) -> (Vec<PreemptionUnit>, Vec<PreemptionUnit>) {
+    let budgets = compile_budgets(pdbs);
+    let flat: Vec<Arc<PodInfo>> = units.iter().flat_map(|u| u.pods.iter().cloned()).collect();
+    let (violating_pods, _) = split_by_pdb_violation(&flat, &budgets);
+    let violating_uids: BTreeSet<&str> = violating_pods.iter().map(|p| p.uid.as_str()).collect();
+    units.into_iter().partition(|u| {
+        u.pods
+            .iter()
+            .any(|p| violating_uids.contains(p.uid.as_str()))
+    })
+}
+
+/// Upstream's `selectVictimsOnDomain` for a preemptor group over the whole cluster:
+/// keeps the units of lower priority than `preemptor_priority` (none: UnschedulableAndUnresolvable
+/// `No preemption victims found for incoming preemptor`), lets `schedule_without` remove
+/// them all and run the group algorithm (its failure status is returned as is, so no
+/// victim is chosen when the group does not fit even with all of them gone), then offers
+/// each unit to `reprieve` (true: the group's proposed assignments still pass Filter with
+/// the unit back, and it stays), PDB-violating units first, each list most important first.
+/// The units not reprieved are the victims.
+pub fn select_group_victims<T>(
+    units: Vec<PreemptionUnit>,
+    preemptor_priority: i32,
+    pdbs: &[Arc<PodDisruptionBudget>],
+    now: i128,
+    schedule_without: impl FnOnce(&[PreemptionUnit]) -> Result<T, Status>,
+    mut reprieve: impl FnMut(&T, &PreemptionUnit) -> Result<bool, Status>,
+) -> Result<GroupVictims<T>, Status> {
+    let mut potential: Vec<PreemptionUnit> = units
+        .into_iter()
+        .filter(|u| preemption_allowed(u, preemptor_priority))
+        .collect();
+    if potential.is_empty() {
+        return Err(Status::new(
+            Code::UnschedulableAndUnresolvable,
+            [ERR_REASON_NO_VICTIMS_FOR_GROUP],
+        ));
+    }
+    let assignments = schedule_without(&potential)?;
+    potential.sort_by(|a, b| unit_importance(a, b, now));
+    let (violating, non_violating) = split_units_by_pdb_violation(potential, pdbs);
+    let mut victims = Vec::new();
+    let mut num_pdb_violations = 0;
+    for unit in violating {
+        if !reprieve(&assignments, &unit)? {
+            victims.push(unit);
+            num_pdb_violations += 1;
+        }
+    }
+    for unit in non_violating {
+        if !reprieve(&assignments, &unit)? {
+            victims.push(unit);
+        }
+    }
+    victims.sort_by(|a, b| unit_importance(a, b, now));
+    tracing::debug!(
+        victims = victims.len(),
+        num_pdb_violations,
+        "selected the victims of a pod group's preemption"
+    );
+    Ok(GroupVictims {
+        assignments,
+        victims,
+        num_pdb_violations,
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    use kubesched_framework::model::k8s_openapi::api::policy::v1::{
+        PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+    };
+    use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kubesched_framework::model::k8s_openapi::jiff::Timestamp;
-    use kubesched_testing::{NodeBuilder, PodBuilder, node_infos};
+    use kubesched_testing::{NodeBuilder, PodBuilder, node_infos, selector};
 
     use super::*;
 
@@ -288,5 +384,138 @@ mod tests {
             group_eligible_to_preempt(&members, false, 5, lookup, |p| p.priority),
             Ok(())
         );
+    }
+
+    const NOW: i128 = 100_000_000_000_000;
+
+    fn pdb(labels: &[(&str, &str)], allowed: i32) -> Arc<PodDisruptionBudget> {
+        Arc::new(PodDisruptionBudget {
+            metadata: ObjectMeta {
+                name: Some("budget".into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: Some(PodDisruptionBudgetSpec {
+                selector: Some(selector(labels)),
+                ..Default::default()
+            }),
+            status: Some(PodDisruptionBudgetStatus {
+                disruptions_allowed: Some(allowed),
+                ..Default::default()
+            }),
+        })
+    }
+
+    /// A group that needs `need` pod slots freed: the dry run succeeds when the removed
+    /// units free that many; a unit is reprieved while what stays removed still does.
+    fn run(
+        units: Vec<PreemptionUnit>,
+        priority: i32,
+        pdbs: &[Arc<PodDisruptionBudget>],
+        need: usize,
+        offered: &mut Vec<String>,
+    ) -> Result<GroupVictims<usize>, Status> {
+        select_group_victims(
+            units,
+            priority,
+            pdbs,
+            NOW,
+            |removed| {
+                let freed: usize = removed.iter().map(|u| u.pods.len()).sum();
+                if freed >= need {
+                    Ok(freed)
+                } else {
+                    Err(Status::unschedulable("not enough room"))
+                }
+            },
+            {
+                let mut freed = None;
+                move |total: &usize, unit: &PreemptionUnit| {
+                    let f = freed.get_or_insert(*total);
+                    offered.push(unit.pods[0].name.clone());
+                    if *f - unit.pods.len() >= need {
+                        *f -= unit.pods.len();
+                        Ok(true)
+                    } else {
+                        Ok(false)
+                    }
+                }
+            },
+        )
+    }
+
+    fn victim_pods(r: &GroupVictims<usize>) -> Vec<&str> {
+        r.victims
+            .iter()
+            .flat_map(|u| u.pods.iter().map(|p| p.name.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_lower_priority_gang_is_preempted_whole_with_its_pods_on_other_nodes() {
+        let pods = vec![
+            bound("low-0", 5, "a", 1).pod_group("low").info(),
+            bound("low-1", 5, "b", 1).pod_group("low").info(),
+            bound("equal", 10, "a", 1).info(),
+        ];
+        let nodes = node_infos(vec![node("a"), node("b")], &pods);
+        let units = preemption_units(&nodes, |_, _| Some(5));
+        let mut offered = Vec::new();
+        let r = run(units, 10, &[], 1, &mut offered).expect("fits without the gang");
+        assert_eq!(victim_pods(&r), ["low-0", "low-1"]);
+        assert_eq!(
+            offered,
+            ["low-0"],
+            "the equal-priority pod is never a candidate"
+        );
+        assert_eq!(r.num_pdb_violations, 0);
+    }
+
+    #[test]
+    fn equal_priority_only_means_no_victims() {
+        let pods = vec![bound("equal", 10, "a", 1).pod_group("peer").info()];
+        let nodes = node_infos(vec![node("a")], &pods);
+        let units = preemption_units(&nodes, |_, _| Some(10));
+        let err = run(units, 10, &[], 1, &mut Vec::new()).expect_err("no victims");
+        assert_eq!(err.code(), Code::UnschedulableAndUnresolvable);
+        assert_eq!(err.message(), ERR_REASON_NO_VICTIMS_FOR_GROUP);
+    }
+
+    #[test]
+    fn not_enough_room_without_all_victims_chooses_none() {
+        let pods = vec![
+            bound("low-0", 5, "a", 1).info(),
+            bound("low-1", 5, "a", 2).info(),
+        ];
+        let nodes = node_infos(vec![node("a")], &pods);
+        let units = preemption_units(&nodes, |_, _| None);
+        let mut offered = Vec::new();
+        let err = run(units, 10, &[], 3, &mut offered).expect_err("does not fit");
+        assert_eq!(err.code(), Code::Unschedulable);
+        assert_eq!(err.message(), "not enough room");
+        assert!(offered.is_empty(), "nothing reprieved or chosen");
+    }
+
+    #[test]
+    fn pdb_violating_units_are_reprieved_first_then_most_important_first() {
+        let pods = vec![
+            bound("protected", 5, "a", 9).label("app", "db").info(),
+            bound("old", 5, "a", 1).info(),
+            bound("new", 5, "a", 5).info(),
+        ];
+        let nodes = node_infos(vec![node("a")], &pods);
+        let units = preemption_units(&nodes, |_, _| None);
+        let mut offered = Vec::new();
+        let r = run(units, 10, &[pdb(&[("app", "db")], 0)], 1, &mut offered).expect("fits");
+        assert_eq!(offered, ["protected", "old", "new"]);
+        // Two of three stay: the protected one and the older of the others.
+        assert_eq!(victim_pods(&r), ["new"]);
+        assert_eq!(r.num_pdb_violations, 0);
+
+        let mut offered = Vec::new();
+        let units = preemption_units(&nodes, |_, _| None);
+        let r = run(units, 10, &[pdb(&[("app", "db")], 0)], 3, &mut offered).expect("fits");
+        assert_eq!(victim_pods(&r), ["old", "new", "protected"]);
+        assert_eq!(r.num_pdb_violations, 1);
     }
 }
