@@ -242,3 +242,66 @@ fn a_report_page_leaves_the_printed_report_as_it_is() {
     assert_eq!(run.code, Some(3), "{}", run.stderr);
     assert!(run.stderr.contains("writing the report"), "{}", run.stderr);
 }
+
+/// Two 4-CPU nodes and a gang of three 1-CPU pods whose PodGroup asks for four.
+const SHORT_GANG: &str = "kind: Workload
+name: ShortGang
+featureGates: {GenericWorkload: true}
+ops:
+- createNodes:
+    count: 2
+    template:
+      metadata: {name: node}
+      status:
+        allocatable: {cpu: \"4\", memory: 8Gi, pods: \"110\"}
+- createPods:
+    count: 3
+    namespace: jobs
+    podGroups: {size: 3, minCount: 4}
+    template:
+      metadata: {name: member}
+      spec:
+        containers:
+        - {name: c, image: app, resources: {requests: {cpu: \"1\"}}}
+";
+
+#[test]
+fn a_workloads_feature_gates_hold_unless_the_flag_sets_the_gate() {
+    let dir = input("workload-gates", &[("gang.yaml", SHORT_GANG)]);
+    let workload = dir.join("gang.yaml");
+    // The workload turns GenericWorkload on: the gang, one member short, holds nothing.
+    let run = kubesched(&["simulate", "--workload", path(&workload), "--no-timing"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("waiting for minCount pods from a gang to appear in scheduling queue"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("0 scheduled"), "{}", run.stdout);
+    // The flag wins over the file: with the gate off the pods are scheduled one by one.
+    let run = kubesched(&[
+        "simulate",
+        "--workload",
+        path(&workload),
+        "--feature-gates",
+        "GenericWorkload=false",
+        "--no-timing",
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stdout.contains("3 scheduled"), "{}", run.stdout);
+    // A gate the release does not have is refused, naming the file and the field.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        SHORT_GANG.replace("GenericWorkload: true", "NoSuchGate: true"),
+    )
+    .expect("write");
+    let run = kubesched(&["simulate", "--workload", path(&bad), "--no-timing"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("bad.yaml") && run.stderr.contains("featureGates"),
+        "{}",
+        run.stderr
+    );
+}
