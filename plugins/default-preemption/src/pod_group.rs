@@ -247,13 +247,9 @@ pub fn select_group_victims<T>(
 
 #[cfg(test)]
 mod tests {
-    use kubesched_framework::model::k8s_openapi::api::policy::v1::{
-        PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-    };
-    use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kubesched_framework::model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kubesched_framework::model::k8s_openapi::jiff::Timestamp;
-    use kubesched_testing::{NodeBuilder, PodBuilder, node_infos, selector};
+    use kubesched_testing::{NodeBuilder, PodBuilder, node_infos};
 
     use super::*;
 
@@ -388,22 +384,9 @@ mod tests {
 
     const NOW: i128 = 100_000_000_000_000;
 
+    /// The crate tests' budget, shared for the pod-group selection.
     fn pdb(labels: &[(&str, &str)], allowed: i32) -> Arc<PodDisruptionBudget> {
-        Arc::new(PodDisruptionBudget {
-            metadata: ObjectMeta {
-                name: Some("budget".into()),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-            spec: Some(PodDisruptionBudgetSpec {
-                selector: Some(selector(labels)),
-                ..Default::default()
-            }),
-            status: Some(PodDisruptionBudgetStatus {
-                disruptions_allowed: Some(allowed),
-                ..Default::default()
-            }),
-        })
+        Arc::new(crate::tests::pdb("budget", labels, allowed))
     }
 
     /// A group that needs `need` pod slots freed: the dry run succeeds when the removed

@@ -274,7 +274,7 @@ fn terminating(b: PodBuilder, by_preemption: bool) -> PodBuilder {
     })
 }
 
-fn pdb(name: &str, labels: &[(&str, &str)], allowed: i32) -> PodDisruptionBudget {
+pub(crate) fn pdb(name: &str, labels: &[(&str, &str)], allowed: i32) -> PodDisruptionBudget {
     PodDisruptionBudget {
         metadata: ObjectMeta {
             name: Some(name.into()),
